@@ -1,0 +1,28 @@
+// swift-tools-version:6.0
+// pagesync: offline page sync over a libuv broker and device daemon. See docs/architecture.md.
+import PackageDescription
+
+let package = Package(
+  name: "pagesync",
+  products: [
+    .library(name: "EventLoop", targets: ["EventLoop"]),
+    .library(name: "Web", targets: ["Web"]),
+  ],
+  targets: [
+    // System libraries: a module map and a shim header each, nothing else. No C type leaks past the
+    // module that wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto).
+    .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+    .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
+    .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+
+    // The only module that touches uv_*: loop, streams, timers, signals, wake-ups, workers, processes.
+    .target(name: "EventLoop", dependencies: ["CLibUV"]),
+    // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
+    .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
+
+    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
+    .testTarget(name: "WebTests", dependencies: ["Web", "EventLoop"]),
+  ],
+  swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,8 @@
+import Testing
+import Web
+
+@Suite struct WebSmokeTests {
+  @Test func webReexportsByteBuffer() {
+    #expect(ByteBuffer(string: "x").readableBytes == 1)
+  }
+}
