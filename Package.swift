@@ -18,11 +18,13 @@ let package = Package(
 
     // The only module that touches uv_*: loop, streams, timers, signals, wake-ups, workers, processes.
     .target(name: "EventLoop", dependencies: ["CLibUV"]),
+    // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture.
+    .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
     .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
 
-    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
-    .testTarget(name: "WebTests", dependencies: ["Web", "EventLoop"]),
+    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
+    .testTarget(name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"]),
   ],
   swiftLanguageModes: [.v6]
 )

@@ -72,7 +72,8 @@ public struct ByteBuffer: @unchecked Sendable {
     if isKnownUniquelyReferenced(&storage) {
       if needed <= storage.capacity { return }
       // Reclaim consumed space before growing when that suffices and the move is cheap.
-      if readerIndex > 0 && readableBytes + count <= storage.capacity && readableBytes <= storage.capacity / 2 {
+      if readerIndex > 0 && readableBytes + count <= storage.capacity && readableBytes <= storage.capacity / 2
+      {
         storage.base.copyMemory(from: storage.base + readerIndex, byteCount: readableBytes)
         writerIndex -= readerIndex
         readerIndex = 0
@@ -96,7 +97,9 @@ public struct ByteBuffer: @unchecked Sendable {
 
   /// Appends the bytes of a collection.
   public mutating func append(contentsOf bytes: some Collection<UInt8>) {
-    let done: Void? = bytes.withContiguousStorageIfAvailable { append(contentsOf: UnsafeRawBufferPointer($0)) }
+    let done: Void? = bytes.withContiguousStorageIfAvailable {
+      append(contentsOf: UnsafeRawBufferPointer($0))
+    }
     if done != nil { return }
     reserveForWriting(bytes.count)
     var index = writerIndex
@@ -214,7 +217,8 @@ extension ByteBuffer: Equatable {
   public static func == (lhs: ByteBuffer, rhs: ByteBuffer) -> Bool {
     guard lhs.readableBytes == rhs.readableBytes else { return false }
     return lhs.withUnsafeReadableBytes { a in
-      rhs.withUnsafeReadableBytes { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+      rhs.withUnsafeReadableBytes { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
+      }
     }
   }
 }

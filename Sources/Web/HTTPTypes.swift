@@ -1,16 +1,23 @@
-/// An HTTP method. Any token is allowed; the common ones have names.
+/// An HTTP method. Any token is allowed; the common ones have names, spelled as on the wire.
 public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
   public var rawValue: String
   public init(rawValue: String) { self.rawValue = rawValue }
   public init(_ rawValue: String) { self.rawValue = rawValue }
   public var description: String { rawValue }
 
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let GET = HTTPMethod("GET")
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let HEAD = HTTPMethod("HEAD")
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let POST = HTTPMethod("POST")
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let PUT = HTTPMethod("PUT")
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let DELETE = HTTPMethod("DELETE")
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let PATCH = HTTPMethod("PATCH")
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let OPTIONS = HTTPMethod("OPTIONS")
 }
 
@@ -89,7 +96,9 @@ public struct HTTPVersion: Hashable, Sendable, CustomStringConvertible {
     self.major = major
     self.minor = minor
   }
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let http1_0 = HTTPVersion(major: 1, minor: 0)
+  // swift-format-ignore: AlwaysUseLowerCamelCase
   public static let http1_1 = HTTPVersion(major: 1, minor: 1)
   public var description: String { "HTTP/\(major).\(minor)" }
 }
@@ -284,7 +293,9 @@ public struct HTTPResponse: Sendable, Equatable {
 }
 
 func percentDecode(_ s: Substring) -> String {
-  guard s.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else { return String(s) }
+  guard s.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else {
+    return String(s)
+  }
   var out: [UInt8] = []
   out.reserveCapacity(s.utf8.count)
   var it = Array(s.utf8)[...]

@@ -1,0 +1,478 @@
+import CLibUV
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A connected byte stream: a TCP connection or a Unix-domain socket (or a pipe to a child process), one type
+/// for all.
+///
+/// Reading: `startReading()` delivers bytes to `onRead` as they arrive. The bytes live in the loop's shared read
+/// buffer and are valid only during the callback: consume or copy them there. `onEnd` reports the peer's end of
+/// stream, `onError` a failed read or write; after either, the owner should close the stream.
+///
+/// Writing: `write` only queues (no copy: the buffer's storage is retained). Everything queued during one loop turn
+/// goes out at the end of the turn in one vectored `uv_try_write` (and, for what the kernel did not take, one
+/// `uv_write`). `queuedBytes` counts what the kernel has not accepted yet, for backpressure; `onDrain` fires when
+/// it falls back to zero.
+///
+/// Threading: loop thread only.
+public final class ByteStream: LoopHandle {
+  /// What the stream runs over.
+  public enum Kind: Sendable { case tcp, pipe }
+  public let kind: Kind
+
+  /// Bytes arrived; valid only during the call.
+  public var onRead: ((UnsafeRawBufferPointer) -> Void)?
+  /// The peer will send no more (EOF).
+  public var onEnd: (() -> Void)?
+  /// A read or write failed. When unset, the stream closes itself.
+  public var onError: ((LoopError) -> Void)?
+  /// Every queued byte has been handed to the kernel.
+  public var onDrain: (() -> Void)?
+
+  /// Bytes queued or in flight that the kernel has not accepted yet.
+  public private(set) var queuedBytes = 0
+  /// Write system calls made (each `uv_try_write` or `uv_write`), for tests and metrics.
+  public private(set) var writeCalls = 0
+  /// Bytes read and written so far.
+  public private(set) var bytesRead = 0
+  public private(set) var bytesWritten = 0
+  public private(set) var isReading = false
+
+  private var pending: [ByteBuffer] = []
+  private var pendingHead = 0
+  private var writeInFlight = false
+  private var flushScheduled = false
+  private var lingering: LoopTimer?
+  private var shutdownRequested = false
+  private var shutdownWhenDrained = false
+
+  /// Most buffers handed to one write call (Linux IOV_MAX is 1024).
+  static let maxBuffersPerWrite = 256
+
+  init(loop: Loop, kind: Kind) throws(LoopError) {
+    self.kind = kind
+    switch kind {
+    case .tcp: super.init(loop: loop, type: UV_TCP)
+    case .pipe: super.init(loop: loop, type: UV_NAMED_PIPE)
+    }
+    let result =
+      switch kind {
+      case .tcp: uv_tcp_init(loop.uv, pointer(as: uv_tcp_t.self))
+      case .pipe: uv_pipe_init(loop.uv, pointer(as: uv_pipe_t.self), 0)
+      }
+    if result < 0 {
+      discardUnregistered()
+      throw LoopError(code: result, operation: "init stream")
+    }
+    register()
+  }
+
+  var stream: UnsafeMutablePointer<uv_stream_t> { pointer(as: uv_stream_t.self) }
+
+  // MARK: Connecting
+
+  /// Connects to `address` and calls `completion` on the loop thread with the stream or the error. A host name
+  /// is resolved first (`uv_getaddrinfo`) and its addresses tried in order.
+  public static func connect(
+    loop: Loop, to address: SocketAddress, _ completion: @escaping (Result<ByteStream, LoopError>) -> Void
+  ) {
+    switch address {
+    case .unix(let path):
+      let stream: ByteStream
+      do { stream = try ByteStream(loop: loop, kind: .pipe) } catch {
+        completion(.failure(error))
+        return
+      }
+      let request = ConnectRequest(stream: stream, operation: "connect \(address)", completion: completion)
+      uv_pipe_connect(request.request, stream.pointer(as: uv_pipe_t.self), path) { req, status in
+        ConnectRequest.complete(req, status)
+      }
+    case .inet(let host, let port):
+      if var storage = address.numericSockaddr() {
+        connectTCP(loop: loop, to: &storage, description: address.description, completion)
+        return
+      }
+      Resolver.resolve(loop: loop, host: host, port: port) { result in
+        switch result {
+        case .failure(let error): completion(.failure(error))
+        case .success(let candidates):
+          connectFirst(loop: loop, candidates[...], address.description, completion)
+        }
+      }
+    }
+  }
+
+  private static func connectFirst(
+    loop: Loop, _ candidates: ArraySlice<sockaddr_storage>, _ description: String,
+    _ completion: @escaping (Result<ByteStream, LoopError>) -> Void
+  ) {
+    var first = candidates.first!
+    connectTCP(loop: loop, to: &first, description: description) { result in
+      if case .failure = result, candidates.count > 1 {
+        connectFirst(loop: loop, candidates.dropFirst(), description, completion)
+      } else {
+        completion(result)
+      }
+    }
+  }
+
+  private static func connectTCP(
+    loop: Loop, to storage: inout sockaddr_storage, description: String,
+    _ completion: @escaping (Result<ByteStream, LoopError>) -> Void
+  ) {
+    let stream: ByteStream
+    do { stream = try ByteStream(loop: loop, kind: .tcp) } catch {
+      completion(.failure(error))
+      return
+    }
+    let request = ConnectRequest(stream: stream, operation: "connect \(description)", completion: completion)
+    let result = withUnsafePointer(to: &storage) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { addr in
+        uv_tcp_connect(request.request, stream.pointer(as: uv_tcp_t.self), addr) { req, status in
+          ConnectRequest.complete(req, status)
+        }
+      }
+    }
+    if result < 0 {
+      // The callback will never run: release what was retained for it.
+      request.abandon(status: result)
+    }
+  }
+
+  // MARK: Reading
+
+  /// Starts delivering bytes to `onRead`.
+  public func startReading() {
+    guard !isReading, !isClosing else { return }
+    let result = uv_read_start(
+      stream,
+      { h, _, buf in
+        let loop = Unmanaged<Loop>.fromOpaque(h!.pointee.loop.pointee.data).takeUnretainedValue()
+        buf!.pointee = uv_buf_init(
+          loop.readBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(loop.readBuffer.count))
+      },
+      { s, nread, buf in
+        let stream = LoopHandle.object(s, as: ByteStream.self)
+        stream.didRead(nread, buf!.pointee.base)
+      })
+    if result < 0 {
+      fail(LoopError(code: result, operation: "start reading"))
+    } else {
+      isReading = true
+    }
+  }
+
+  /// Stops delivering bytes (the kernel buffers, then the peer is flow-controlled).
+  public func stopReading() {
+    guard isReading, !isClosing else { return }
+    uv_read_stop(stream)
+    isReading = false
+  }
+
+  private func didRead(_ nread: Int, _ base: UnsafeMutablePointer<CChar>?) {
+    if nread > 0 {
+      bytesRead += nread
+      onRead?(UnsafeRawBufferPointer(start: base, count: nread))
+    } else if nread < 0 {
+      isReading = false
+      uv_read_stop(stream)
+      let error = LoopError(code: Int32(nread), operation: "read")
+      if error.isEndOfFile {
+        if let onEnd { onEnd() } else { close() }
+      } else {
+        fail(error)
+      }
+    }
+  }
+
+  // MARK: Writing
+
+  /// Queues `buffer` for writing at the end of this loop turn. Ignored after `close` or `shutdownWrite`.
+  public func write(_ buffer: ByteBuffer) {
+    guard !isClosing, !shutdownRequested, buffer.readableBytes > 0 else { return }
+    pending.append(buffer)
+    queuedBytes += buffer.readableBytes
+    scheduleFlushIfNeeded()
+  }
+
+  /// Queues several buffers, in order.
+  public func write(contentsOf buffers: [ByteBuffer]) {
+    for buffer in buffers { write(buffer) }
+  }
+
+  private func scheduleFlushIfNeeded() {
+    guard !flushScheduled, !writeInFlight else { return }
+    flushScheduled = true
+    loop.scheduleFlush(self)
+  }
+
+  /// Hands what is queued to the kernel: vectored `uv_try_write` first, and for what it did not take one
+  /// `uv_write` that keeps the buffers alive until its callback. Called by the loop once per turn.
+  func flush() {
+    flushScheduled = false
+    guard !isClosing, !writeInFlight else { return }
+    while pendingHead < pending.count {
+      let count = Swift.min(pending.count - pendingHead, ByteStream.maxBuffersPerWrite)
+      let written = withIOVectors(count) { bufs, n in uv_try_write(stream, bufs, n) }
+      writeCalls += 1
+      if written == Int32(UV_EAGAIN.rawValue) || written == Int32(UV_ENOSYS.rawValue) {
+        break
+      }
+      if written < 0 {
+        fail(LoopError(code: written, operation: "write"))
+        return
+      }
+      let total = consumeWritten(Int(written))
+      if Int(written) < total { break }
+    }
+    if pendingHead == pending.count {
+      pending.removeAll(keepingCapacity: pending.count <= 64)
+      pendingHead = 0
+      didDrain()
+      return
+    }
+    submitWrite()
+  }
+
+  /// Removes `written` bytes from the front of the queue; returns how many bytes the gathered buffers held.
+  private func consumeWritten(_ written: Int) -> Int {
+    var remaining = written
+    var gathered = 0
+    let end = Swift.min(pending.count, pendingHead + ByteStream.maxBuffersPerWrite)
+    for i in pendingHead..<end { gathered += pending[i].readableBytes }
+    queuedBytes -= written
+    bytesWritten += written
+    while remaining > 0 {
+      let size = pending[pendingHead].readableBytes
+      if remaining >= size {
+        remaining -= size
+        pending[pendingHead] = ByteBuffer(capacity: 0)
+        pendingHead += 1
+      } else {
+        pending[pendingHead].moveReaderIndex(forwardBy: remaining)
+        remaining = 0
+      }
+    }
+    return gathered
+  }
+
+  private func withIOVectors<R>(_ count: Int, _ body: (UnsafePointer<uv_buf_t>, UInt32) -> R) -> R {
+    withUnsafeTemporaryAllocation(of: uv_buf_t.self, capacity: count) { bufs in
+      for i in 0..<count {
+        let buffer = pending[pendingHead + i]
+        // The storage stays alive: `pending` (or the write request) holds the buffer until libuv is done.
+        bufs[i] = uv_buf_init(
+          (buffer.storage.base + buffer.readerIndex).assumingMemoryBound(to: CChar.self),
+          UInt32(buffer.readableBytes))
+      }
+      return body(bufs.baseAddress!, UInt32(count))
+    }
+  }
+
+  private func submitWrite() {
+    let count = Swift.min(pending.count - pendingHead, ByteStream.maxBuffersPerWrite)
+    let request = WriteRequest(stream: self, buffers: Array(pending[pendingHead..<pendingHead + count]))
+    let result = withIOVectors(count) { bufs, n in
+      uv_write(request.request, stream, bufs, n) { req, status in WriteRequest.complete(req, status) }
+    }
+    writeCalls += 1
+    if result < 0 {
+      request.abandon()
+      fail(LoopError(code: result, operation: "write"))
+      return
+    }
+    for i in pendingHead..<pendingHead + count { pending[i] = ByteBuffer(capacity: 0) }
+    pendingHead += count
+    if pendingHead == pending.count {
+      pending.removeAll(keepingCapacity: pending.count <= 64)
+      pendingHead = 0
+    }
+    writeInFlight = true
+  }
+
+  fileprivate func writeCompleted(bytes: Int, status: Int32) {
+    writeInFlight = false
+    if status < 0 {
+      let error = LoopError(code: status, operation: "write")
+      if !error.isCancelled && !isClosing { fail(error) }
+      return
+    }
+    queuedBytes -= bytes
+    bytesWritten += bytes
+    if pendingHead < pending.count {
+      scheduleFlushIfNeeded()
+    } else {
+      didDrain()
+    }
+  }
+
+  private func didDrain() {
+    guard queuedBytes == 0 else { return }
+    if shutdownWhenDrained {
+      shutdownWhenDrained = false
+      ShutdownRequest.start(self)
+    }
+    onDrain?()
+  }
+
+  private func fail(_ error: LoopError) {
+    guard !isClosing else { return }
+    if let onError { onError(error) } else { close() }
+  }
+
+  // MARK: Closing
+
+  override func willClose() {
+    pending = []
+    pendingHead = 0
+    queuedBytes = 0
+    lingering?.close()
+    lingering = nil
+    onRead = nil
+    onEnd = nil
+    onError = nil
+    onDrain = nil
+  }
+
+  /// Half-closes: once everything queued is written, sends FIN (`uv_shutdown`). Reading goes on until the peer
+  /// ends too. Writes after this fail.
+  public func shutdownWrite() {
+    guard !isClosing, !shutdownRequested else { return }
+    shutdownRequested = true
+    if queuedBytes == 0 && !writeInFlight {
+      ShutdownRequest.start(self)
+    } else {
+      shutdownWhenDrained = true
+    }
+  }
+
+  /// Closes after everything queued is written, sending FIN first and then reading (and discarding) until the
+  /// peer closes too or `linger` ms pass. This keeps a response the peer has not read yet from being destroyed by
+  /// a reset when unread request bytes are still arriving (the "lingering close" of HTTP servers).
+  public func closeGracefully(linger: UInt64 = 2000, then: (() -> Void)? = nil) {
+    guard !isClosing else {
+      if let then { close(then: then) }
+      return
+    }
+    onRead = nil
+    onDrain = nil
+    onEnd = { [unowned self] in self.close(then: then) }
+    onError = { [unowned self] _ in self.close(then: then) }
+    let timer = LoopTimer(loop: loop)
+    lingering?.close()
+    lingering = timer
+    timer.start(after: linger) { [unowned self] in self.close(then: then) }
+    shutdownWrite()
+    startReading()
+  }
+
+  // MARK: Options and addresses
+
+  /// Disables Nagle's algorithm (TCP only): small writes go out at once. Our writes are already coalesced per
+  /// loop turn, so this costs nothing in packets.
+  public func setNoDelay(_ on: Bool) {
+    guard kind == .tcp, !isClosing else { return }
+    uv_tcp_nodelay(pointer(as: uv_tcp_t.self), on ? 1 : 0)
+  }
+
+  /// The peer's address (TCP only).
+  public var peerAddress: SocketAddress? {
+    guard kind == .tcp, !isClosing else { return nil }
+    var storage = sockaddr_storage()
+    var length = Int32(MemoryLayout<sockaddr_storage>.size)
+    return withUnsafeMutablePointer(to: &storage) { p in
+      p.withMemoryRebound(to: sockaddr.self, capacity: 1) { addr in
+        uv_tcp_getpeername(pointer(as: uv_tcp_t.self), addr, &length) == 0
+          ? SocketAddress.from(sockaddr: addr) : nil
+      }
+    }
+  }
+
+  /// The underlying file descriptor, for diagnostics.
+  public var fileDescriptor: Int32? {
+    var fd = uv_os_fd_t(-1)
+    guard !isClosing, uv_fileno(handle, &fd) == 0 else { return nil }
+    return fd
+  }
+}
+
+/// A `uv_connect_t` and the completion waiting for it. Retained through `req->data` until the callback.
+private final class ConnectRequest {
+  let request: UnsafeMutablePointer<uv_connect_t> = .allocate(capacity: 1)
+  let stream: ByteStream
+  let operation: String
+  let completion: (Result<ByteStream, LoopError>) -> Void
+
+  init(stream: ByteStream, operation: String, completion: @escaping (Result<ByteStream, LoopError>) -> Void) {
+    self.stream = stream
+    self.operation = operation
+    self.completion = completion
+    request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+  }
+
+  deinit { request.deallocate() }
+
+  static func complete(_ req: UnsafeMutablePointer<uv_connect_t>?, _ status: Int32) {
+    let request = Unmanaged<ConnectRequest>.fromOpaque(req!.pointee.data).takeRetainedValue()
+    request.finish(status)
+  }
+
+  func abandon(status: Int32) {
+    Unmanaged.passUnretained(self).release()
+    finish(status)
+  }
+
+  private func finish(_ status: Int32) {
+    if status < 0 {
+      stream.close()
+      completion(.failure(LoopError(code: status, operation: operation)))
+    } else {
+      completion(.success(stream))
+    }
+  }
+}
+
+/// A `uv_write_t` and the buffers it writes. Retained through `req->data` until the callback, which is what keeps
+/// the buffers' memory alive while the kernel may still read it.
+private final class WriteRequest {
+  let request: UnsafeMutablePointer<uv_write_t> = .allocate(capacity: 1)
+  let stream: ByteStream
+  let buffers: [ByteBuffer]
+  let bytes: Int
+
+  init(stream: ByteStream, buffers: [ByteBuffer]) {
+    self.stream = stream
+    self.buffers = buffers
+    bytes = buffers.reduce(0) { $0 + $1.readableBytes }
+    request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+  }
+
+  deinit { request.deallocate() }
+
+  static func complete(_ req: UnsafeMutablePointer<uv_write_t>?, _ status: Int32) {
+    let request = Unmanaged<WriteRequest>.fromOpaque(req!.pointee.data).takeRetainedValue()
+    request.stream.writeCompleted(bytes: request.bytes, status: status)
+  }
+
+  /// The write was refused: its callback will never run.
+  func abandon() { Unmanaged.passUnretained(self).release() }
+}
+
+/// A `uv_shutdown_t` (half-close after queued writes). Nothing waits for its result: the lingering close
+/// that starts it ends on the peer's EOF or a timer.
+private final class ShutdownRequest {
+  let request: UnsafeMutablePointer<uv_shutdown_t> = .allocate(capacity: 1)
+
+  static func start(_ stream: ByteStream) {
+    let object = ShutdownRequest()
+    object.request.pointee.data = Unmanaged.passRetained(object).toOpaque()
+    let result = uv_shutdown(object.request, stream.stream) { req, _ in
+      Unmanaged<ShutdownRequest>.fromOpaque(req!.pointee.data).release()
+    }
+    if result < 0 { Unmanaged.passUnretained(object).release() }
+  }
+
+  deinit { request.deallocate() }
+}

@@ -1,0 +1,256 @@
+import CLibUV
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One libuv event loop, run by one thread.
+///
+/// ```
+///   created ──run()──▶ running ──(no live handle | stop())──▶ idle ──close()──▶ closed
+///                         ▲                                       │
+///                         └───────────────── run() ───────────────┘
+/// ```
+///
+/// Threading: every handle of this loop is created, used and closed on the thread that calls `run()` (or, before
+/// the loop first runs, on the thread that creates it). Only `execute(_:)` and `Wakeup.signal()` may be called from
+/// other threads; they wake the loop through one `uv_async_t` (repeated sends coalesce).
+///
+/// Writes are coalesced per loop turn: `ByteStream.write` only queues, and a check handle (which runs after the
+/// poll phase of every turn) flushes each stream that has data queued, all its buffers in one vectored write. An
+/// idle handle is active only while something is queued, so a write queued outside the poll phase (in a timer or
+/// close callback) still goes out without waiting for I/O.
+public final class Loop: @unchecked Sendable {
+  // @unchecked: all state except `tasks` (guarded by `taskLock`) is touched only on the loop thread.
+
+  let uv: UnsafeMutablePointer<uv_loop_t>
+  private let taskLock = Lock()
+  private var tasks: [@Sendable () -> Void] = []
+  private var wakeup: Wakeup!
+  private var flushCheck: FlushCheck!
+  private var dirtyStreams: [ByteStream] = []
+  /// One read buffer for every stream of the loop: libuv calls alloc and then read for one stream at a time,
+  /// and readers consume or copy the bytes inside their read callback.
+  let readBuffer: UnsafeMutableRawBufferPointer
+  private var offloadCompletions: [UInt64: (any Sendable) -> Void] = [:]
+  private var nextOffloadID: UInt64 = 0
+  private var isClosed = false
+
+  /// Size of the loop's shared read buffer: the most one read callback delivers.
+  public static let readBufferSize = 64 * 1024
+
+  public init() throws(LoopError) {
+    uv = .allocate(capacity: 1)
+    let result = uv_loop_init(uv)
+    if result != 0 {
+      uv.deallocate()
+      throw LoopError(code: result, operation: "uv_loop_init")
+    }
+    readBuffer = .allocate(byteCount: Loop.readBufferSize, alignment: 16)
+    uv.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    wakeup = Wakeup(loop: self) { [unowned self] in self.runTasks() }
+    wakeup.keepsLoopAlive = false
+    flushCheck = FlushCheck(loop: self)
+  }
+
+  deinit {
+    if !isClosed {
+      // The owner never called close(): handles may still point at us, so the loop memory is leaked
+      // on purpose rather than freed under them.
+      return
+    }
+    readBuffer.deallocate()
+    uv.deallocate()
+  }
+
+  /// Runs the loop until it has nothing left to do (no active, referenced handle or request) or `stop()` is
+  /// called. The internal wake-up does not keep it running unless `keepsRunningWhenIdle` is set.
+  public func run() {
+    uv_run(uv, UV_RUN_DEFAULT)
+  }
+
+  /// Runs one turn: waits for I/O if something is active, handles it, returns.
+  public func runOnce() {
+    uv_run(uv, UV_RUN_ONCE)
+  }
+
+  /// Runs one turn without waiting for I/O.
+  public func runNoWait() {
+    uv_run(uv, UV_RUN_NOWAIT)
+  }
+
+  /// Makes `run()` return after the current turn. Loop thread only; from another thread use
+  /// `execute { loop.stop() }`.
+  public func stop() { uv_stop(uv) }
+
+  /// Whether `run()` keeps waiting for `execute` tasks when no other handle is active. Set it for a loop that
+  /// serves a thread (see `LoopThread`); clear it to let `run()` return once everything else is closed.
+  public var keepsRunningWhenIdle: Bool {
+    get { wakeup.keepsLoopAlive }
+    set { wakeup.keepsLoopAlive = newValue }
+  }
+
+  /// The loop's cached time in milliseconds (monotonic), updated at the start of each turn.
+  public var now: UInt64 { uv_now(uv) }
+
+  /// Refreshes `now` from the clock.
+  public func updateTime() { uv_update_time(uv) }
+
+  /// Schedules `task` to run on the loop thread. Thread-safe. Tasks run in submission order.
+  public func execute(_ task: @escaping @Sendable () -> Void) {
+    taskLock.withLock { tasks.append(task) }
+    wakeup.signal()
+  }
+
+  private func runTasks() {
+    while true {
+      let batch = taskLock.withLock { () -> [@Sendable () -> Void] in
+        let batch = tasks
+        tasks = []
+        return batch
+      }
+      if batch.isEmpty { return }
+      for task in batch { task() }
+    }
+  }
+
+  // MARK: Per-turn write flushing
+
+  func scheduleFlush(_ stream: ByteStream) {
+    if dirtyStreams.isEmpty { flushCheck.arm() }
+    dirtyStreams.append(stream)
+  }
+
+  func flushDirtyStreams() {
+    // A flush may complete synchronously and run drain callbacks that queue more writes; keep going until
+    // nothing is dirty, so those go out in this turn too.
+    while !dirtyStreams.isEmpty {
+      let streams = dirtyStreams
+      dirtyStreams = []
+      for stream in streams { stream.flush() }
+    }
+    flushCheck.disarm()
+  }
+
+  // MARK: Offloading work to other threads
+
+  /// Runs `job` on `worker` and then `completion` with its result on this loop's thread.
+  ///
+  /// Call on the loop thread. `completion` never leaves the loop thread, so it may capture loop-bound objects;
+  /// only `job` and its result cross threads.
+  public func offload<T: Sendable>(
+    to worker: WorkerThread, _ job: @escaping @Sendable () -> T, then completion: @escaping (T) -> Void
+  ) {
+    let id = nextOffloadID
+    nextOffloadID += 1
+    offloadCompletions[id] = { completion($0 as! T) }
+    worker.submit { [self] in
+      let result = job()
+      self.execute { self.completeOffload(id, result) }
+    }
+  }
+
+  private func completeOffload(_ id: UInt64, _ result: any Sendable) {
+    guard let completion = offloadCompletions.removeValue(forKey: id) else { return }
+    completion(result)
+  }
+
+  /// Offloaded jobs whose completion has not run yet.
+  public var pendingOffloads: Int { offloadCompletions.count }
+
+  // MARK: Shutdown
+
+  /// The type of every open handle, including the loop's own three (wake-up, flush check and its idle).
+  public var liveHandleTypes: [String] {
+    final class Box { var names: [String] = [] }
+    let box = Box()
+    uv_walk(
+      uv,
+      { h, arg in
+        let box = Unmanaged<Box>.fromOpaque(arg!).takeUnretainedValue()
+        box.names.append(String(cString: uv_handle_type_name(h!.pointee.type)))
+      }, Unmanaged.passUnretained(box).toOpaque())
+    return box.names
+  }
+
+  /// Closes every handle of the loop that is not already closing, the way its owner would (`LoopHandle.close`).
+  /// For shutdown paths that cannot reach every owner; owners should close their own handles.
+  public func closeAllHandles() {
+    var handles: [LoopHandle] = []
+    withUnsafeMutablePointer(to: &handles) { list in
+      uv_walk(
+        uv,
+        { h, arg in
+          let list = arg!.assumingMemoryBound(to: [LoopHandle].self)
+          guard uv_is_closing(h) == 0, let data = h!.pointee.data else { return }
+          list.pointee.append(Unmanaged<LoopHandle>.fromOpaque(data).takeUnretainedValue())
+        }, list)
+    }
+    for handle in handles where handle !== wakeup && handle !== flushCheck { handle.close() }
+  }
+
+  /// Closes the loop: closes its own handles, runs the loop until their close callbacks ran, and releases
+  /// libuv's resources. Throws (and leaves the loop usable, with its own handles reopened) if a handle that
+  /// someone else owns is still open: that is a leak in the owner. Loop thread only, with the loop not running.
+  public func close() throws(LoopLifecycleError) {
+    guard !isClosed else { return }
+    // Let pending close callbacks of user handles run first.
+    uv_run(uv, UV_RUN_NOWAIT)
+    var others = liveHandleTypes
+    for own in ["async", "check", "idle"] {
+      if let i = others.firstIndex(of: own) { others.remove(at: i) }
+    }
+    if !others.isEmpty { throw .handlesStillOpen(handles: others) }
+    runTasks()
+    wakeup.close()
+    flushCheck.close()
+    uv_run(uv, UV_RUN_DEFAULT)
+    // The two handles hold the loop strongly; drop them to break the cycle.
+    wakeup = nil
+    flushCheck = nil
+    let result = uv_loop_close(uv)
+    precondition(result == 0, "uv_loop_close failed after every handle closed: \(result)")
+    isClosed = true
+  }
+}
+
+/// The loop's check handle (flushes queued writes after each poll phase) and its idle companion (keeps the poll
+/// from blocking while a flush is pending). Neither keeps the loop alive by itself.
+final class FlushCheck: LoopHandle {
+  private let idle: UnsafeMutablePointer<uv_idle_t>
+  private var armed = false
+
+  init(loop: Loop) {
+    // The idle handle is embedded as plain memory owned by this object and closed with it.
+    idle = .allocate(capacity: 1)
+    super.init(loop: loop, type: UV_CHECK)
+    uv_check_init(loop.uv, pointer(as: uv_check_t.self))
+    uv_idle_init(loop.uv, idle)
+    register()
+    idle.pointee.data = nil  // not a LoopHandle: closeAllHandles skips it, willClose closes it
+    uv_check_start(pointer(as: uv_check_t.self)) { h in
+      LoopHandle.object(h, as: FlushCheck.self).loop.flushDirtyStreams()
+    }
+    uv_unref(handle)
+    uv_unref(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self))
+  }
+
+  func arm() {
+    guard !armed else { return }
+    armed = true
+    uv_idle_start(idle) { _ in }
+  }
+
+  func disarm() {
+    guard armed else { return }
+    armed = false
+    uv_idle_stop(idle)
+  }
+
+  override func willClose() {
+    let idle = self.idle
+    uv_close(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self)) { h in
+      h!.deallocate()
+    }
+  }
+}

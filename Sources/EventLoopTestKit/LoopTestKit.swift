@@ -1,0 +1,94 @@
+import EventLoop
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Why a test's loop run failed.
+public enum LoopRunError: Error, CustomStringConvertible {
+  /// The watchdog fired: the loop still had work after `milliseconds`.
+  case timedOut(milliseconds: UInt64, liveHandles: [String])
+
+  public var description: String {
+    switch self {
+    case .timedOut(let ms, let handles):
+      "loop still running after \(ms) ms with handles: \(handles.joined(separator: ", "))"
+    }
+  }
+}
+
+extension Loop {
+  /// Runs the loop until it has nothing left to do, with a watchdog: after `timeout` ms every handle is closed
+  /// and the run fails. The watchdog is not a sleep: a passing test returns as soon as its work is done.
+  public func runUntilDone(timeout: UInt64 = 20_000) throws(LoopRunError) {
+    let watchdog = LoopTimer(loop: self)
+    watchdog.keepsLoopAlive = false
+    var fired: [String]?
+    watchdog.start(after: timeout) { [unowned self] in
+      fired = self.liveHandleTypes
+      self.closeAllHandles()
+    }
+    run()
+    watchdog.close()
+    runNoWait()
+    if let fired { throw .timedOut(milliseconds: timeout, liveHandles: fired) }
+  }
+}
+
+/// Collects everything a stream delivers until it ends.
+public final class StreamCollector {
+  public private(set) var bytes: [UInt8] = []
+  public private(set) var ended = false
+  public var onEnd: (() -> Void)?
+
+  public init(_ stream: ByteStream) {
+    stream.onRead = { [unowned self] chunk in self.bytes.append(contentsOf: chunk) }
+    stream.onEnd = { [unowned self, unowned stream] in
+      self.ended = true
+      stream.close()
+      self.onEnd?()
+    }
+    stream.startReading()
+  }
+
+  public var string: String { String(decoding: bytes, as: UTF8.self) }
+}
+
+/// Runs a program to completion on `loop` and reports its output and exit status.
+public final class ProcessRun {
+  public let process: ChildProcess
+  public let output: StreamCollector
+  public let errorOutput: StreamCollector
+  public private(set) var status: Int64?
+  public private(set) var signal: Int32 = 0
+  private var pendingEnds = 3
+  private let completion: (ProcessRun) -> Void
+
+  /// Starts `executable`; `completion` runs once it exited and both of its output streams ended.
+  public init(
+    loop: Loop, _ executable: String, _ arguments: [String], environment: [String]? = nil,
+    completion: @escaping (ProcessRun) -> Void = { _ in }
+  ) throws(LoopError) {
+    process = try ChildProcess(
+      loop: loop, executable: executable, arguments: arguments, environment: environment, output: .capture,
+      error: .capture)
+    output = StreamCollector(process.standardOutput!)
+    errorOutput = StreamCollector(process.standardError!)
+    self.completion = completion
+    output.onEnd = { [unowned self] in self.partDone() }
+    errorOutput.onEnd = { [unowned self] in self.partDone() }
+    process.onExit = { [unowned self] status, signal in
+      self.status = status
+      self.signal = signal
+      self.partDone()
+    }
+  }
+
+  private func partDone() {
+    pendingEnds -= 1
+    if pendingEnds == 0 {
+      process.close()
+      completion(self)
+    }
+  }
+}
