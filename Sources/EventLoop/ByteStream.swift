@@ -50,6 +50,10 @@ public final class ByteStream: LoopHandle {
 
   /// Most buffers handed to one write call (Linux IOV_MAX is 1024).
   static let maxBuffersPerWrite = 256
+  /// Writes up to this size are merged into the previous queued buffer...
+  static let mergeLimit = 1024
+  /// ...while it stays within this size.
+  static let mergedBufferLimit = 16 * 1024
 
   init(loop: Loop, kind: Kind) throws(LoopError) {
     self.kind = kind
@@ -192,8 +196,17 @@ public final class ByteStream: LoopHandle {
   /// Queues `buffer` for writing at the end of this loop turn. Ignored after `close` or `shutdownWrite`.
   public func write(_ buffer: ByteBuffer) {
     guard !isClosing, !shutdownRequested, buffer.readableBytes > 0 else { return }
-    pending.append(buffer)
     queuedBytes += buffer.readableBytes
+    // Small writes (frames, notifications) are copied into the tail buffer rather than queued as iovecs of
+    // their own, so a burst of them costs one memcpy each and few iovecs; large ones are queued by reference.
+    let count = pending.count
+    if buffer.readableBytes <= ByteStream.mergeLimit, count > pendingHead,
+      pending[count - 1].readableBytes + buffer.readableBytes <= ByteStream.mergedBufferLimit
+    {
+      pending[count - 1].append(buffer)
+    } else {
+      pending.append(buffer)
+    }
     scheduleFlushIfNeeded()
   }
 

@@ -1,0 +1,138 @@
+/// The answer to one request. Respond exactly once: a whole response with `respond`, or a streamed one with
+/// `startStreaming` followed by `writeChunk`s and `finish`.
+///
+/// A responder may be kept and answered later (after a database commit, say) on the loop thread; the connection
+/// writes responses in request order whatever order they complete in. A responder released without an answer
+/// answers 500 and closes the connection, so a forgotten request cannot wedge a pipelined connection.
+///
+/// Threading: loop thread only.
+public final class HTTPResponder {
+  private weak var connection: HTTPServerConnection?
+  let slot: ResponseSlot
+  /// The head of the request being answered (nil for a request that could not be parsed).
+  public let request: HTTPRequestHead?
+  private var state = State.waiting
+  private var chunked = false
+  private let headOnly: Bool
+
+  private enum State { case waiting, streaming, finished }
+
+  init(connection: HTTPServerConnection, request: HTTPRequestHead?, slot: ResponseSlot) {
+    self.connection = connection
+    self.request = request
+    self.slot = slot
+    headOnly = request?.method == .HEAD
+  }
+
+  deinit {
+    guard state != .finished, let connection else { return }
+    if state == .waiting {
+      slot.closesConnection = true
+      var head = HTTPResponseError(.internalServerError, "the handler did not answer").response
+      head.head.headers.replaceOrAdd(name: "Connection", value: "close")
+      HTTPEncoder.encodeResponse(head, into: &slot.output)
+    }
+    // A streamed body cut short cannot be completed: closing tells the client it is truncated.
+    slot.closesConnection = true
+    slot.finished = true
+    connection.pump()
+  }
+
+  /// Whether the connection is still there to take an answer.
+  public var isConnectionOpen: Bool { connection != nil }
+
+  /// Bytes queued on the connection and not yet taken by the kernel: a streaming writer slows down above a
+  /// threshold of its choosing.
+  public var queuedBytes: Int { connection?.queuedBytes ?? 0 }
+
+  /// Sends `response` with a `Content-Length` body. A second answer is ignored.
+  public func respond(_ response: HTTPResponse) {
+    guard state == .waiting else { return }
+    state = .finished
+    var head = prepare(response.head)
+    if slot.switchesProtocols {
+      HTTPEncoder.encodeResponseHead(head, contentLength: nil, into: &slot.output)
+    } else if headOnly {
+      if head.headers["Content-Length"] == nil {
+        head.headers.add(name: "Content-Length", value: String(response.body.readableBytes))
+      }
+      HTTPEncoder.encodeResponseHead(head, contentLength: nil, into: &slot.output)
+    } else {
+      HTTPEncoder.encodeResponse(HTTPResponse(head: head, body: response.body), into: &slot.output)
+    }
+    slot.finished = true
+    connection?.pump()
+  }
+
+  /// Sends the head of a response whose body follows in chunks (`Transfer-Encoding: chunked`; for an HTTP/1.0
+  /// client the body is delimited by closing the connection instead).
+  public func startStreaming(_ head: HTTPResponseHead) {
+    guard state == .waiting else { return }
+    state = .streaming
+    var head = head
+    head.headers.remove(name: "Content-Length")
+    head.headers.remove(name: "Transfer-Encoding")
+    if request?.version == .http1_0 {
+      slot.closesConnection = true
+    } else if !headOnly {
+      chunked = true
+      head.headers.add(name: "Transfer-Encoding", value: "chunked")
+    }
+    HTTPEncoder.encodeResponseHead(prepare(head), contentLength: nil, into: &slot.output)
+    connection?.pump()
+  }
+
+  /// Sends one piece of a streamed body. Empty pieces are skipped.
+  public func writeChunk(_ data: ByteBuffer) {
+    guard state == .streaming, !data.isEmpty, !headOnly else { return }
+    if chunked {
+      HTTPEncoder.encodeChunk(data, into: &slot.output)
+    } else {
+      slot.output.append(data)
+    }
+    connection?.pump()
+  }
+
+  /// Ends a streamed body.
+  public func finish() {
+    guard state == .streaming else { return }
+    state = .finished
+    if chunked { HTTPEncoder.encodeLastChunk(into: &slot.output) }
+    slot.finished = true
+    connection?.pump()
+  }
+
+  /// Adds the connection headers the server owns.
+  private func prepare(_ head: HTTPResponseHead) -> HTTPResponseHead {
+    var head = head
+    head.version = .http1_1
+    if let name = connection?.configuration.serverName, head.headers["Server"] == nil {
+      head.headers.add(name: "Server", value: name)
+    }
+    if slot.switchesProtocols { return head }
+    if head.headers.contains(name: "Connection", token: "close") { slot.closesConnection = true }
+    if slot.closesConnection {
+      head.headers.replaceOrAdd(name: "Connection", value: "close")
+    } else if request?.version == .http1_0 {
+      head.headers.replaceOrAdd(name: "Connection", value: "keep-alive")
+    }
+    return head
+  }
+}
+
+/// A response's place in its connection's queue: what has been produced and not yet written, and what the
+/// connection must do after it. The connection holds slots; the handler holds the responder.
+final class ResponseSlot {
+  var output = ByteBuffer(capacity: 0)
+  var finished = false
+  var closesConnection = false
+  var switchesProtocols = false
+
+  /// Output produced since the last call, if any.
+  func takeOutput() -> ByteBuffer? {
+    guard !output.isEmpty else { return nil }
+    let bytes = output
+    output = ByteBuffer(capacity: 0)
+    return bytes
+  }
+}

@@ -1,0 +1,308 @@
+/// One HTTP connection of an `HTTPServer`.
+///
+/// ```
+///            bytes                       complete request            response(s) written
+///   idle ────────────▶ reading ─────────────────────────▶ handling ───────────────────▶ idle
+///    │  idleTimeout       │ requestReadTimeout → 408           │ (pipelined requests queue up
+///    ▼                    ▼ parse error → 400/413/431/505      │  to maxPipelinedRequests; their
+///  closed              closing ◀──── Connection: close ────────┘  responses go out in order)
+///                                          │ upgrade accepted
+///                                          ▼
+///                                   WebSocket owns the stream
+/// ```
+///
+/// Bytes are parsed straight from the loop's read buffer; only bytes that cannot be parsed yet (pipelining
+/// backpressure) are copied. Responses complete in any order but are written in request order.
+///
+/// Threading: loop thread only.
+final class HTTPServerConnection {
+  private let server: HTTPServer
+  let stream: ByteStream
+  private let decoder: HTTPRequestDecoder
+  private let timer: LoopTimer
+  private var timerMode = TimerMode.none
+  /// Bytes read but not parsed yet (parsing paused for pipelining backpressure).
+  private var unparsed = ByteBuffer(capacity: 0)
+  /// Responders in request order; the first one is the one being written.
+  private var inFlight: [ResponseSlot] = []
+  private var inFlightHead = 0
+  /// No more requests are read: an error, `Connection: close`, an upgrade, or the server closing.
+  private var acceptingRequests = true
+  private var closed = false
+  private var upgrade: (request: HTTPRequest, route: WebSocketRoute)?
+
+  private enum TimerMode { case none, idle, reading }
+
+  init(server: HTTPServer, stream: ByteStream) {
+    self.server = server
+    self.stream = stream
+    decoder = HTTPRequestDecoder(limits: server.configuration.limits)
+    timer = LoopTimer(loop: server.loop)
+  }
+
+  var configuration: HTTPServerConfiguration { server.configuration }
+
+  func start() {
+    stream.onRead = { [unowned self] bytes in self.received(bytes) }
+    stream.onEnd = { [unowned self] in self.peerEnded() }
+    stream.onError = { [unowned self] _ in self.closeNow() }
+    stream.onDrain = { [unowned self] in self.drained() }
+    stream.startReading()
+    updateTimer()
+  }
+
+  private var pendingCount: Int { inFlight.count - inFlightHead }
+
+  // MARK: Reading
+
+  private func received(_ bytes: UnsafeRawBufferPointer) {
+    guard acceptingRequests else { return }
+    if !unparsed.isEmpty || pendingCount >= configuration.maxPipelinedRequests {
+      unparsed.append(contentsOf: bytes)
+      pauseReadingIfNeeded()
+      return
+    }
+    let consumed = parse(bytes)
+    if consumed < bytes.count && acceptingRequests {
+      unparsed.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[consumed...]))
+    }
+    if upgrade != nil, consumed < bytes.count {
+      // Bytes after the upgrade request belong to the WebSocket.
+      unparsed.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[consumed...]))
+    }
+    pauseReadingIfNeeded()
+    updateTimer()
+  }
+
+  /// Parses as many requests as the pipelining allowance lets through; returns the bytes consumed.
+  private func parse(_ bytes: UnsafeRawBufferPointer) -> Int {
+    let allowance = configuration.maxPipelinedRequests - pendingCount
+    guard allowance > 0 else { return 0 }
+    do {
+      let output = try decoder.decode(bytes, maxRequests: allowance)
+      for request in output.requests { dispatch(request) }
+      if let request = output.upgrade { dispatchUpgrade(request) }
+      return output.consumed
+    } catch {
+      refuse(HTTPResponseError(error.status, error.detail))
+      return bytes.count
+    }
+  }
+
+  /// Parses bytes kept back earlier, once responses made room.
+  private func parseUnparsed() {
+    guard acceptingRequests, !unparsed.isEmpty, pendingCount < configuration.maxPipelinedRequests else {
+      return
+    }
+    var buffer = unparsed
+    unparsed = ByteBuffer(capacity: 0)
+    let consumed = buffer.withUnsafeReadableBytes { parse($0) }
+    if acceptingRequests || upgrade != nil {
+      buffer.moveReaderIndex(forwardBy: consumed)
+      if !buffer.isEmpty { unparsed = buffer }
+    }
+    updateTimer()
+  }
+
+  private func pauseReadingIfNeeded() {
+    guard !closed else { return }
+    let backlogged =
+      !unparsed.isEmpty || stream.queuedBytes > configuration.maxQueuedResponseBytes || !acceptingRequests
+    if backlogged { stream.stopReading() } else { stream.startReading() }
+  }
+
+  private func peerEnded() {
+    // The client will send nothing more. Finish the responses it is waiting for (it may have half-closed
+    // after pipelining), then close.
+    acceptingRequests = false
+    if pendingCount == 0 { closeNow() }
+  }
+
+  // MARK: Requests
+
+  private func dispatch(_ request: HTTPRequest) {
+    let responder = makeResponder(request.head)
+    if !request.head.keepAlive { stopAcceptingAfter(responder.slot) }
+    switch server.router.resolve(request) {
+    case .success(let handler): handler(request, responder)
+    case .failure(let error): responder.respond(error.response)
+    }
+  }
+
+  private func dispatchUpgrade(_ request: HTTPRequest) {
+    // The decoder stops after an upgrade request: whatever happens, no further HTTP request is read.
+    acceptingRequests = false
+    let responder = makeResponder(request.head)
+    responder.slot.closesConnection = true
+    guard let route = server.router.webSocketRoute(for: request.path),
+      request.head.headers.contains(name: "Upgrade", token: "websocket")
+    else {
+      // Not a WebSocket endpoint (or another protocol): answer as a plain request, then close.
+      switch server.router.resolve(request) {
+      case .success(let handler): handler(request, responder)
+      case .failure(let error): responder.respond(error.response)
+      }
+      return
+    }
+    switch WebSocketUpgrade.validate(request.head) {
+    case .failure(let error):
+      responder.respond(error.response)
+    case .success(let accept):
+      switch route.shouldAccept(request) {
+      case .reject(let response):
+        responder.respond(response)
+      case .accept(let extra):
+        var headers = extra
+        headers.add(name: "Upgrade", value: "websocket")
+        headers.add(name: "Connection", value: "Upgrade")
+        headers.add(name: "Sec-WebSocket-Accept", value: accept)
+        upgrade = (request, route)
+        responder.slot.closesConnection = false
+        responder.slot.switchesProtocols = true
+        responder.respond(HTTPResponse(status: .switchingProtocols, headers: headers))
+      }
+    }
+  }
+
+  /// Answers a request that could not be parsed, after the responses already owed, and closes.
+  private func refuse(_ error: HTTPResponseError) {
+    server.onEvent?(.badRequest(error.status, error.message))
+    acceptingRequests = false
+    unparsed = ByteBuffer(capacity: 0)
+    let responder = makeResponder(nil)
+    responder.slot.closesConnection = true
+    responder.respond(error.response)
+  }
+
+  private func makeResponder(_ head: HTTPRequestHead?) -> HTTPResponder {
+    let slot = ResponseSlot()
+    inFlight.append(slot)
+    return HTTPResponder(connection: self, request: head, slot: slot)
+  }
+
+  private func stopAcceptingAfter(_ slot: ResponseSlot) {
+    slot.closesConnection = true
+    acceptingRequests = false
+    unparsed = ByteBuffer(capacity: 0)
+  }
+
+  func serverIsClosing() {
+    acceptingRequests = false
+    unparsed = ByteBuffer(capacity: 0)
+    if pendingCount == 0 {
+      closeNow()
+    } else if let last = inFlight.last {
+      last.closesConnection = true
+    }
+  }
+
+  // MARK: Writing responses in order
+
+  /// Writes what the responders at the front of the queue have ready. Called when any responder produced output.
+  func pump() {
+    guard !closed else { return }
+    while inFlightHead < inFlight.count {
+      let front = inFlight[inFlightHead]
+      if let bytes = front.takeOutput() { stream.write(bytes) }
+      guard front.finished else { break }
+      inFlightHead += 1
+      if front.switchesProtocols {
+        handOverToWebSocket()
+        return
+      }
+      if front.closesConnection {
+        finishAndClose()
+        return
+      }
+    }
+    if inFlightHead == inFlight.count {
+      inFlight.removeAll(keepingCapacity: true)
+      inFlightHead = 0
+    }
+    if !acceptingRequests && pendingCount == 0 && upgrade == nil {
+      finishAndClose()
+      return
+    }
+    parseUnparsed()
+    pauseReadingIfNeeded()
+    updateTimer()
+  }
+
+  private func drained() {
+    guard !closed else { return }
+    pauseReadingIfNeeded()
+    parseUnparsed()
+  }
+
+  var queuedBytes: Int { stream.queuedBytes }
+
+  // MARK: Timers
+
+  private func updateTimer() {
+    guard !closed else { return }
+    let mode: TimerMode
+    if decoder.isMidRequest || (!unparsed.isEmpty && pendingCount == 0) {
+      mode = .reading
+    } else if pendingCount == 0 && acceptingRequests {
+      mode = .idle
+    } else {
+      mode = .none
+    }
+    guard mode != timerMode else { return }
+    timerMode = mode
+    switch mode {
+    case .none:
+      timer.stop()
+    case .idle:
+      timer.start(after: configuration.idleTimeout) { [unowned self] in self.closeNow() }
+    case .reading:
+      // One call per callback: the call may close the connection and release it.
+      timer.start(after: configuration.requestReadTimeout) { [unowned self] in self.readTimedOut() }
+    }
+  }
+
+  private func readTimedOut() {
+    timerMode = .none
+    refuse(HTTPResponseError(.requestTimeout, "request not received in time"))
+    updateTimer()
+  }
+
+  // MARK: Closing
+
+  private func handOverToWebSocket() {
+    guard let (request, route) = upgrade else { return }
+    detach()
+    let socket = WebSocket(
+      stream: stream, role: .server, configuration: route.configuration, request: request, leftover: unparsed)
+    unparsed = ByteBuffer(capacity: 0)
+    route.onOpen(socket)
+    socket.start()
+  }
+
+  /// Sends what is queued, then closes (lingering, so the peer reads the last response).
+  private func finishAndClose() {
+    guard !closed else { return }
+    detach()
+    stream.closeGracefully()
+  }
+
+  private func closeNow() {
+    guard !closed else { return }
+    detach()
+    stream.close()
+  }
+
+  /// Forgets the stream's callbacks and the timer, and tells the server we are gone.
+  private func detach() {
+    closed = true
+    acceptingRequests = false
+    timer.close()
+    stream.onRead = nil
+    stream.onEnd = nil
+    stream.onError = nil
+    stream.onDrain = nil
+    inFlight = []
+    inFlightHead = 0
+    server.connectionDidClose(self)
+  }
+}

@@ -1,0 +1,302 @@
+import EventLoop
+import EventLoopTestKit
+import Testing
+import Web
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+@Suite struct HTTPServerTests {
+  @Test func keepAliveServesSeveralRequestsOnOneConnection() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var bodies: [String] = []
+    HTTPClientConnection.connect(loop: loop, to: test.address) { result in
+      guard case .success(let connection) = result else { return }
+      func next(_ i: Int) {
+        connection.send(.POST, "/echo", body: ByteBuffer(string: "body \(i)")) { response in
+          bodies.append((try? response.get())?.body.readableString ?? "error")
+          if i < 4 {
+            next(i + 1)
+          } else {
+            #expect(test.server.connectionCount == 1)
+            connection.close()
+            test.server.close()
+          }
+        }
+      }
+      next(0)
+    }
+    try loop.runUntilDone()
+    #expect(bodies == (0..<5).map { "body \($0)" })
+    try loop.close()
+  }
+
+  @Test func pipelinedResponsesComeBackInRequestOrder() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    // The first request answers last; the raw stream must still show the answers in request order.
+    let requests = ["/delay/40", "/delay/0", "/hello", "/delay/10"].map {
+      "GET \($0) HTTP/1.1\r\nHost: x\r\n\r\n"
+    }.joined()
+    var raw = ""
+    rawExchange(loop, test.address, requests + "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    {
+      raw = $0
+      test.server.close()
+    }
+    try loop.runUntilDone()
+    let bodies = ["delay 40", "delay 0", "hello", "delay 10", "hello"]
+    var position = raw.startIndex
+    for body in bodies {
+      let found = raw[position...].firstRange(of: body)
+      #expect(found != nil, "missing or out of order: \(body)")
+      if let found { position = found.upperBound }
+    }
+    #expect(statusCodes(raw) == [200, 200, 200, 200, 200])
+    try loop.close()
+  }
+
+  @Test func pipelinedClientGetsEveryResponseInOrder() throws {
+    let loop = try Loop()
+    var configuration = HTTPServerConfiguration()
+    configuration.maxPipelinedRequests = 2  // force the read-pause path
+    let test = try TestServer(loop: loop, configuration: configuration)
+    var got: [String] = []
+    HTTPClientConnection.connect(loop: loop, to: test.address) { result in
+      guard case .success(let connection) = result else { return }
+      for i in 0..<20 {
+        let target = i % 3 == 0 ? "/delay/\(20 - i)" : "/hello"
+        connection.send(.GET, target) { response in
+          got.append((try? response.get())?.body.readableString ?? "error")
+          if got.count == 20 {
+            connection.close()
+            test.server.close()
+          }
+        }
+      }
+    }
+    try loop.runUntilDone()
+    #expect(got == (0..<20).map { $0 % 3 == 0 ? "delay \(20 - $0)" : "hello" })
+    try loop.close()
+  }
+
+  @Test func chunkedRequestBodyIsDechunkedAndStreamedResponseIsChunked() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var echoed = ""
+    var streamed: HTTPResponse?
+    let request =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      + "5\r\nhello\r\n1;ext=1\r\n \r\n5\r\nworld\r\n0\r\nTrailer: t\r\n\r\n"
+    rawExchange(loop, test.address, request + "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n") { raw in
+      echoed = raw
+      HTTPClient.send(
+        loop: loop, to: test.address, HTTPRequest(head: HTTPRequestHead(method: .GET, target: "/stream"))
+      ) { result in
+        streamed = try? result.get()
+        test.server.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(echoed.contains("X-Length: 11\r\n"))
+    #expect(echoed.contains("\r\n\r\nhello world"))
+    #expect(streamed?.head.headers["Transfer-Encoding"] == "chunked")
+    #expect(streamed?.body.readableString == "part0;part1;part2;part3;part4;")
+    try loop.close()
+  }
+
+  @Test func unknownPathIs404AndWrongMethodIs405WithAllow() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var answers: [HTTPResponse] = []
+    HTTPClientConnection.connect(loop: loop, to: test.address) { result in
+      guard case .success(let connection) = result else { return }
+      connection.send(.GET, "/nope") { answers.append(try! $0.get()) }
+      connection.send(.DELETE, "/hello") { answers.append(try! $0.get()) }
+      connection.send(.HEAD, "/hello") {
+        answers.append(try! $0.get())
+        connection.close()
+        test.server.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(answers.map(\.head.status.code) == [404, 405, 200])
+    #expect(answers[0].body.readableString.contains("no route for /nope"))
+    #expect(answers[1].head.headers["Allow"] == "GET, HEAD")
+    #expect(answers[2].head.headers["Content-Length"] == "5")
+    #expect(answers[2].body.readableBytes == 0)
+    try loop.close()
+  }
+
+  @Test(arguments: [
+    ("GET /hello HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n", 400),
+    ("GARBAGE\r\n\r\n", 400),
+    ("GET /hello HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    ("POST /echo HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n", 413),
+    ("GET /hello HTTP/1.1\r\nX-Big: \(String(repeating: "a", count: 20_000))\r\n\r\n", 431),
+    ("GET /hello HTTP/2.0\r\n\r\n", 505),
+  ])
+  func badRequestsGetTheirStatusAndTheConnectionCloses(request: String, status: Int) throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var raw = ""
+    rawExchange(loop, test.address, request) {
+      raw = $0
+      test.server.close()
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(raw) == [status])
+    #expect(raw.contains("Connection: close"))
+    #expect(raw.contains("\"error\":\(status)"))
+    try loop.close()
+  }
+
+  @Test func earlierPipelinedRequestsAreAnsweredBeforeTheParseError() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var raw = ""
+    rawExchange(loop, test.address, "GET /delay/20 HTTP/1.1\r\n\r\nGET /hello HTTP/1.1\r\n\r\nBROKEN\r\n\r\n")
+    {
+      raw = $0
+      test.server.close()
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(raw) == [200, 200, 400])
+    try loop.close()
+  }
+
+  @Test func halfSentRequestGets408AndIdleConnectionIsClosed() throws {
+    let loop = try Loop()
+    var configuration = HTTPServerConfiguration()
+    configuration.requestReadTimeout = 50
+    configuration.idleTimeout = 50
+    let test = try TestServer(loop: loop, configuration: configuration)
+    var slow = ""
+    var idle: String?
+    rawExchange(loop, test.address, "GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow:") { slow = $0 }
+    rawExchange(loop, test.address, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n") { idle = $0 }
+    let done = LoopTimer(loop: loop)
+    done.start(after: 10, repeatEvery: 10) {
+      if !slow.isEmpty && idle != nil {
+        done.close()
+        test.server.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(slow) == [408])
+    // The idle connection got its answer, then was closed by the server without another.
+    #expect(statusCodes(idle ?? "") == [200])
+    try loop.close()
+  }
+
+  @Test func http10ClosesUnlessKeepAliveIsAsked() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var plain = ""
+    var keepAlive = ""
+    rawExchange(loop, test.address, "GET /hello HTTP/1.0\r\n\r\n") { plain = $0 }
+    rawExchange(
+      loop, test.address,
+      "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /hello HTTP/1.0\r\n\r\n"
+    ) {
+      keepAlive = $0
+      test.server.close()
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(plain) == [200])
+    #expect(plain.contains("Connection: close"))
+    #expect(statusCodes(keepAlive) == [200, 200], "\(keepAlive)")
+    #expect(keepAlive.contains("Connection: keep-alive"))
+    try loop.close()
+  }
+
+  @Test func aForgottenResponderAnswers500() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var raw = ""
+    rawExchange(loop, test.address, "GET /forgotten HTTP/1.1\r\n\r\n") {
+      raw = $0
+      test.server.close()
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(raw) == [500])
+    try loop.close()
+  }
+
+  @Test func connectionLimitRefusesTheExtraConnectionWith503() throws {
+    let loop = try Loop()
+    var configuration = HTTPServerConfiguration()
+    configuration.maxConnections = 1
+    let test = try TestServer(loop: loop, configuration: configuration)
+    var second = ""
+    HTTPClientConnection.connect(loop: loop, to: test.address) { result in
+      guard case .success(let first) = result else { return }
+      first.send(.GET, "/hello") { _ in
+        rawExchange(loop, test.address, "GET /hello HTTP/1.1\r\n\r\n") {
+          second = $0
+          first.close()
+          test.server.close()
+        }
+      }
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(second) == [503])
+    try loop.close()
+  }
+
+  @Test func serverCloseFinishesInFlightResponsesThenCloses() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var response: HTTPResponse?
+    var closedAfter = false
+    HTTPClientConnection.connect(loop: loop, to: test.address) { result in
+      guard case .success(let connection) = result else { return }
+      connection.send(.GET, "/delay/30") { response = try? $0.get() }
+      connection.onClose = { closedAfter = response != nil }
+      // Close the server while the request is in flight.
+      let timer = LoopTimer(loop: loop)
+      timer.start(after: 5) {
+        timer.close()
+        test.server.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(response?.body.readableString == "delay 30")
+    #expect(closedAfter)
+    try loop.close()
+  }
+
+  @Test func servesOverAUnixSocket() throws {
+    let loop = try Loop()
+    let path = "/tmp/pagesync-http-\(getpid()).sock"
+    let test = try TestServer(loop: loop, listen: .unix(path: path))
+    var body = ""
+    HTTPClient.send(
+      loop: loop, to: .unix(path: path), HTTPRequest(head: HTTPRequestHead(method: .GET, target: "/hello"))
+    ) { result in
+      body = (try? result.get())?.body.readableString ?? "failed: \(result)"
+      test.server.close()
+    }
+    try loop.runUntilDone()
+    #expect(body == "hello")
+    try loop.close()
+  }
+}
+
+@Suite struct HTTPURLTests {
+  @Test func parsesHostPortAndTarget() throws {
+    let url = try HTTPURL(parsing: "http://127.0.0.1:7700/v1/sync?x=1")
+    #expect(url.address == .inet(host: "127.0.0.1", port: 7700))
+    #expect(url.target == "/v1/sync?x=1")
+    #expect(try HTTPURL(parsing: "ws://[::1]:80").address == .inet(host: "::1", port: 80))
+    #expect(try HTTPURL(parsing: "http://example").port == 80)
+    #expect(try HTTPURL(parsing: "http://h:1").target == "/")
+  }
+
+  @Test(arguments: ["127.0.0.1:7700", "https://h:1", "http://", "http://h:99999", "http://u@h:1"])
+  func refusesWhatItCannotServe(_ text: String) {
+    #expect(throws: HTTPURL.ParseError.self) { try HTTPURL(parsing: text) }
+  }
+}
