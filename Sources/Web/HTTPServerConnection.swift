@@ -30,6 +30,8 @@ final class HTTPServerConnection {
   private var acceptingRequests = true
   private var closed = false
   private var upgrade: (request: HTTPRequest, route: WebSocketRoute)?
+  /// Bytes that followed an upgrade request.
+  private var upgradeLeftover = ByteBuffer(capacity: 0)
 
   private enum TimerMode { case none, idle, reading }
 
@@ -66,10 +68,6 @@ final class HTTPServerConnection {
     if consumed < bytes.count && acceptingRequests {
       unparsed.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[consumed...]))
     }
-    if upgrade != nil, consumed < bytes.count {
-      // Bytes after the upgrade request belong to the WebSocket.
-      unparsed.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[consumed...]))
-    }
     pauseReadingIfNeeded()
     updateTimer()
   }
@@ -81,7 +79,13 @@ final class HTTPServerConnection {
     do {
       let output = try decoder.decode(bytes, maxRequests: allowance)
       for request in output.requests { dispatch(request) }
-      if let request = output.upgrade { dispatchUpgrade(request) }
+      if let request = output.upgrade {
+        // Bytes after the upgrade request belong to the new protocol: keep them before the handler runs, since
+        // an accepted upgrade may hand the stream over at once.
+        upgradeLeftover.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[output.consumed...]))
+        dispatchUpgrade(request)
+        return bytes.count
+      }
       return output.consumed
     } catch {
       refuse(HTTPResponseError(error.status, error.detail))
@@ -97,7 +101,7 @@ final class HTTPServerConnection {
     var buffer = unparsed
     unparsed = ByteBuffer(capacity: 0)
     let consumed = buffer.withUnsafeReadableBytes { parse($0) }
-    if acceptingRequests || upgrade != nil {
+    if acceptingRequests {
       buffer.moveReaderIndex(forwardBy: consumed)
       if !buffer.isEmpty { unparsed = buffer }
     }
@@ -273,8 +277,9 @@ final class HTTPServerConnection {
     guard let (request, route) = upgrade else { return }
     detach()
     let socket = WebSocket(
-      stream: stream, role: .server, configuration: route.configuration, request: request, leftover: unparsed)
-    unparsed = ByteBuffer(capacity: 0)
+      stream: stream, role: .server, configuration: route.configuration, request: request,
+      leftover: upgradeLeftover)
+    upgradeLeftover = ByteBuffer(capacity: 0)
     route.onOpen(socket)
     socket.start()
   }

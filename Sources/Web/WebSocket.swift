@@ -23,6 +23,12 @@ public struct WebSocketCloseInfo: Equatable, Sendable, CustomStringConvertible {
   /// Whether the peer started the close (or dropped the connection).
   public var initiatedByPeer: Bool
 
+  public init(code: WebSocketCloseCode, reason: String, initiatedByPeer: Bool) {
+    self.code = code
+    self.reason = reason
+    self.initiatedByPeer = initiatedByPeer
+  }
+
   public var description: String {
     "\(code.rawValue)\(reason.isEmpty ? "" : " \(reason)") (\(initiatedByPeer ? "peer" : "local"))"
   }
@@ -116,6 +122,8 @@ public final class WebSocket {
   public var isOpen: Bool { state == .open }
   /// Bytes queued for the peer and not yet taken by the kernel.
   public var queuedBytes: Int { stream.queuedBytes }
+  /// Write system calls made for this socket (frames queued in one loop turn share one).
+  public var writeCalls: Int { stream.writeCalls }
   /// The peer's address (TCP only).
   public var peerAddress: SocketAddress? { stream.peerAddress }
 
