@@ -40,7 +40,7 @@ public final class LoopTimer: LoopHandle {
 ///
 /// Threading: loop thread only.
 public final class SignalWatcher: LoopHandle {
-  private let callback: (Int32) -> Void
+  private var callback: ((Int32) -> Void)?
   public let signal: Int32
 
   /// Starts watching `signal` at once.
@@ -53,11 +53,13 @@ public final class SignalWatcher: LoopHandle {
     let result = uv_signal_start(
       pointer(as: uv_signal_t.self),
       { h, signum in
-        LoopHandle.object(h, as: SignalWatcher.self).callback(signum)
+        LoopHandle.object(h, as: SignalWatcher.self).callback?(signum)
       }, signal)
     if result < 0 {
       close()
       throw LoopError(code: result, operation: "watch signal \(signal)")
     }
   }
+
+  override func willClose() { callback = nil }
 }

@@ -9,7 +9,7 @@ public final class Wakeup: LoopHandle, @unchecked Sendable {
   // @unchecked: `signal()` touches only `closed` under `lock`; the rest is loop-thread state.
   private let lock = Lock()
   private var closed = false
-  private let callback: () -> Void
+  private var callback: (() -> Void)?
 
   /// A wake-up that calls `callback` on the loop thread. Create on the loop thread.
   public init(loop: Loop, _ callback: @escaping () -> Void) {
@@ -17,7 +17,7 @@ public final class Wakeup: LoopHandle, @unchecked Sendable {
     super.init(loop: loop, type: UV_ASYNC)
     try! LoopError.check(
       uv_async_init(loop.uv, pointer(as: uv_async_t.self)) { h in
-        LoopHandle.object(h, as: Wakeup.self).callback()
+        LoopHandle.object(h, as: Wakeup.self).callback?()
       }, "uv_async_init")
     register()
   }
@@ -32,5 +32,7 @@ public final class Wakeup: LoopHandle, @unchecked Sendable {
 
   override func willClose() {
     lock.withLock { closed = true }
+    // Drop the callback (and what it captured) now: a callback that captures its own handle is a cycle.
+    callback = nil
   }
 }

@@ -67,7 +67,7 @@ private final class EchoWebSocketServer {
       socket.send(text: "two ✓")
       socket.send(text: String(repeating: "x", count: 100_000))
     }
-    echo.onServerClose = { _ in echo.server.close() }
+    echo.onServerClose = { [unowned echo] _ in echo.server.close() }
     try loop.runUntilDone()
     #expect(texts == ["one", "two ✓", String(repeating: "x", count: 100_000)])
     #expect(binary?.readableBytesArray == [0, 1, 2, 255])
@@ -246,7 +246,7 @@ private final class EchoWebSocketServer {
           string: "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"))
     }
-    echo.onServerClose = { _ in
+    echo.onServerClose = { [unowned echo] _ in
       rawStream?.close()
       echo.server.close()
     }
