@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Checks for the system and Python packages the build and tests need. As root it installs what is missing;
+# otherwise it prints the exact commands to run and fails.
+set -euo pipefail
+
+apt_packages=(pkg-config libuv1-dev libsqlite3-dev libhttp-parser-dev libssl-dev sqlite3 curl python3 python3-pip)
+python_packages=(websockets)
+
+missing=()
+for package in "${apt_packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+# python3 may come from elsewhere than Debian (pyenv); what matters is that it runs.
+if command -v python3 >/dev/null 2>&1; then
+  filtered=()
+  for package in "${missing[@]}"; do
+    case "$package" in python3|python3-pip) ;; *) filtered+=("$package") ;; esac
+  done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "installing: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "missing system packages; run:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+missing_python=()
+for package in "${python_packages[@]}"; do
+  python3 -c "import $package" 2>/dev/null || missing_python+=("$package")
+done
+if [ ${#missing_python[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "installing Python packages: ${missing_python[*]}"
+    python3 -m pip install --quiet --root-user-action=ignore "${missing_python[@]}" \
+      || python3 -m pip install --quiet --break-system-packages "${missing_python[@]}"
+  else
+    echo "missing Python packages; run:" >&2
+    echo "  python3 -m pip install --user ${missing_python[*]}" >&2
+    exit 1
+  fi
+fi
