@@ -95,6 +95,9 @@ final class HTTPMessageParser {
   /// Whether the head of the current message is complete and its body or trailers are still arriving.
   var isInBody: Bool { phase == .body || phase == .trailers }
 
+  /// The headers of the current message once its head is complete and while its body is still arriving.
+  var pendingHeaders: HTTPHeaders? { phase == .body ? headers : nil }
+
   /// Feeds `bytes` (not empty: an empty buffer means EOF to http_parser) until a message completes or the
   /// bytes run out.
   func step(_ bytes: UnsafeRawBufferPointer) -> Step {

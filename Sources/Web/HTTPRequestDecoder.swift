@@ -78,4 +78,10 @@ public final class HTTPRequestDecoder {
   /// Whether the head of the current request is complete while its body is still arriving (so a slow body is
   /// distinguishable from slow headers).
   public var hasPendingHead: Bool { parser.isInBody }
+
+  /// Whether the current request's head is complete, its body is still to come, and it asked for
+  /// `Expect: 100-continue`: the client waits for `100 Continue` before sending the body.
+  public var pendingRequestExpectsContinue: Bool {
+    parser.pendingHeaders?.contains(name: "Expect", token: "100-continue") ?? false
+  }
 }

@@ -30,6 +30,8 @@ final class HTTPServerConnection {
   private var acceptingRequests = true
   private var closed = false
   private var upgrade: (request: HTTPRequest, route: WebSocketRoute)?
+  /// Whether `100 Continue` went out for the request whose body is arriving.
+  private var continueSent = false
   /// Bytes that followed an upgrade request.
   private var upgradeLeftover = ByteBuffer(capacity: 0)
 
@@ -68,6 +70,7 @@ final class HTTPServerConnection {
     if consumed < bytes.count && acceptingRequests {
       unparsed.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[consumed...]))
     }
+    sendContinueIfExpected()
     pauseReadingIfNeeded()
     updateTimer()
   }
@@ -78,7 +81,9 @@ final class HTTPServerConnection {
     guard allowance > 0 else { return 0 }
     do {
       let output = try decoder.decode(bytes, maxRequests: allowance)
-      for request in output.requests { dispatch(request) }
+      if !output.requests.isEmpty || output.upgrade != nil { continueSent = false }
+      // A request that closes the connection is the last one answered; any pipelined after it are dropped.
+      for request in output.requests where acceptingRequests { dispatch(request) }
       if let request = output.upgrade {
         // Bytes after the upgrade request belong to the new protocol: keep them before the handler runs, since
         // an accepted upgrade may hand the stream over at once.
@@ -106,6 +111,16 @@ final class HTTPServerConnection {
       if !buffer.isEmpty { unparsed = buffer }
     }
     updateTimer()
+  }
+
+  /// Answers `Expect: 100-continue` once the head is in, so the client sends its body without waiting. Only when
+  /// no earlier response is owed: a 100 sent before them would be read as theirs.
+  private func sendContinueIfExpected() {
+    guard acceptingRequests, !continueSent, pendingCount == 0, decoder.pendingRequestExpectsContinue else {
+      return
+    }
+    continueSent = true
+    stream.write(ByteBuffer(string: "HTTP/1.1 100 Continue\r\n\r\n"))
   }
 
   private func pauseReadingIfNeeded() {

@@ -212,6 +212,58 @@ import Web
     try loop.close()
   }
 
+  @Test func expectContinueGets100BeforeTheBodyIsSent() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var received = ""
+    ByteStream.connect(loop: loop, to: test.address) { result in
+      guard case .success(let stream) = result else { return }
+      stream.onRead = { [unowned stream] bytes in
+        let before = received
+        received += String(decoding: bytes, as: UTF8.self)
+        // Send the body only once the server asked for it, as curl does.
+        if !before.contains("100 Continue") && received.contains("HTTP/1.1 100 Continue\r\n\r\n") {
+          stream.write(ByteBuffer(string: "hello"))
+        }
+      }
+      stream.onEnd = { [unowned stream] in
+        stream.close()
+        test.server.close()
+      }
+      stream.startReading()
+      stream.write(
+        ByteBuffer(
+          string: "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n"
+            + "Connection: close\r\n\r\n"))
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(received) == [100, 200])
+    #expect(received.hasSuffix("\r\n\r\nhello"))
+    try loop.close()
+  }
+
+  @Test func requestsPipelinedAfterAClosingOneAreNotServed() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var served = 0
+    test.router.add(.GET, "/count") { _, responder in
+      served += 1
+      responder.respond(.text(.ok, "counted"))
+    }
+    var raw = ""
+    rawExchange(
+      loop, test.address,
+      "GET /count HTTP/1.1\r\nConnection: close\r\n\r\nGET /count HTTP/1.1\r\n\r\nGET /count HTTP/1.1\r\n\r\n"
+    ) {
+      raw = $0
+      test.server.close()
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(raw) == [200])
+    #expect(served == 1)
+    try loop.close()
+  }
+
   @Test func aForgottenResponderAnswers500() throws {
     let loop = try Loop()
     let test = try TestServer(loop: loop)
