@@ -2,19 +2,6 @@ import Testing
 
 @testable import Web
 
-/// SplitMix64: a tiny deterministic generator, so every fuzz run sees the same inputs and a failure replays.
-struct HTTPFuzzRandom: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 @Suite struct HTTPFuzzTests {
   typealias H = HTTPCodecHarness
 
@@ -36,7 +23,7 @@ struct HTTPFuzzRandom: RandomNumberGenerator {
   ].map { H.bytes($0) }
 
   /// Cuts `input` into 1 to 5 pieces at random offsets.
-  static func randomSplit(_ input: [UInt8], _ rng: inout HTTPFuzzRandom) -> [[UInt8]] {
+  static func randomSplit(_ input: [UInt8], _ rng: inout SplitMix64) -> [[UInt8]] {
     guard input.count > 1 else { return [input] }
     let cuts = (0..<Int.random(in: 0...4, using: &rng)).map { _ in
       Int.random(in: 0...input.count, using: &rng)
@@ -51,7 +38,7 @@ struct HTTPFuzzRandom: RandomNumberGenerator {
     return pieces
   }
 
-  static func mutate(_ input: [UInt8], _ rng: inout HTTPFuzzRandom) -> [UInt8] {
+  static func mutate(_ input: [UInt8], _ rng: inout SplitMix64) -> [UInt8] {
     var bytes = input
     for _ in 0..<Int.random(in: 1...3, using: &rng) {
       let at = Int.random(in: 0...bytes.count, using: &rng)
@@ -84,7 +71,7 @@ struct HTTPFuzzRandom: RandomNumberGenerator {
   /// Random bytes and mutated valid requests, in random splits: never a crash, every error has the status of
   /// its kind, and the verdict does not depend on how the bytes were split.
   @Test func randomAndMutatedRequestsFailCleanlyAndIndependentlyOfSplits() {
-    var rng = HTTPFuzzRandom(seed: 0x5EED_0000_0000_0001)
+    var rng = SplitMix64(seed: 0x5EED_0000_0000_0001)
     var failures = 0
     var parsed = 0
     for iteration in 0..<20_000 {
@@ -114,7 +101,7 @@ struct HTTPFuzzRandom: RandomNumberGenerator {
 
   /// Random bytes as responses, with and without EOF, in random splits.
   @Test func randomAndMutatedResponsesFailCleanly() {
-    var rng = HTTPFuzzRandom(seed: 0x5EED_0000_0000_0002)
+    var rng = SplitMix64(seed: 0x5EED_0000_0000_0002)
     let corpus = [
       HTTPResponseDecoderTests.fixed, HTTPResponseDecoderTests.chunked, HTTPResponseDecoderTests.switching,
       "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\nbody until eof",
@@ -142,7 +129,7 @@ struct HTTPFuzzRandom: RandomNumberGenerator {
   /// Valid requests whose header values are random printable text still parse, whatever the split, and the
   /// values come back without surrounding whitespace.
   @Test func validRequestsWithRandomHeaderValuesParse() {
-    var rng = HTTPFuzzRandom(seed: 0x5EED_0000_0000_0003)
+    var rng = SplitMix64(seed: 0x5EED_0000_0000_0003)
     let names = ["X-A", "User-Agent", "Accept", "X-Custom-Header-1", "Cookie", "If-None-Match", "x_lower"]
     var failures = 0
     for iteration in 0..<4_000 {
@@ -181,7 +168,7 @@ struct HTTPFuzzRandom: RandomNumberGenerator {
   }
 
   @Test func decoderKeepsThrowingAfterFuzzedErrors() {
-    var rng = HTTPFuzzRandom(seed: 0x5EED_0000_0000_0004)
+    var rng = SplitMix64(seed: 0x5EED_0000_0000_0004)
     var errors = 0
     for _ in 0..<2_000 {
       let decoder = HTTPRequestDecoder()
