@@ -308,7 +308,7 @@ private let nextTransfer = ["--next"] + curlDefaults
 
   @Test func clientTalksToPythonHTTPServer() throws {
     let loop = try Loop()
-    let python = try BackgroundProcess(loop: loop, "python3", pythonScript("http_server.py"))
+    let python = try BackgroundProcess(loop: loop, "python3", pythonServer("http_server.py"))
     var responses: [String: HTTPResponse] = [:]
     var errors: [String] = []
     var closedAfterEOFAnswer = false

@@ -33,6 +33,9 @@ final class Countdown {
 /// collected for assertions. `stop` kills it and waits for its exit and the end of both output pipes, then
 /// closes the process handle, so the loop ends with no live handle.
 ///
+/// The program's stdin is a pipe from us that stays open until the handle closes: the helper scripts take
+/// `--exit-on-stdin-eof`, so a test that fails before `stop` (or a crashed test process) leaves no server behind.
+///
 /// If the program ends before `stop` (a crash, a missing module), the exit and stderr are recorded as a test
 /// issue and `onUnexpectedExit` runs so the test can tear its side down instead of waiting for the watchdog.
 ///
@@ -51,7 +54,8 @@ final class BackgroundProcess {
 
   init(loop: Loop, _ executable: String, _ arguments: [String]) throws {
     process = try ChildProcess(
-      loop: loop, executable: executable, arguments: arguments, output: .capture, error: .capture)
+      loop: loop, executable: executable, arguments: arguments, input: true, output: .capture, error: .capture
+    )
     let output = process.standardOutput!
     let error = process.standardError!
     output.onRead = { [unowned self] chunk in self.received(chunk) }
@@ -172,5 +176,9 @@ func patternBytes(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
   return (0..<count).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
 }
 
-/// The `python3` program and the path of one of the scripts in `Tests/WebTests/Python/`.
+/// The arguments that make `python3` run one of the scripts in `Tests/WebTests/Python/`, unbuffered.
 func pythonScript(_ name: String) -> [String] { ["-u", testResource("Python/\(name)")] }
+
+/// The arguments that make `python3` run one of the helper servers in `Tests/WebTests/Python/` as a
+/// `BackgroundProcess`: unbuffered, and ending when the test's end of its stdin closes.
+func pythonServer(_ name: String) -> [String] { pythonScript(name) + ["--exit-on-stdin-eof"] }

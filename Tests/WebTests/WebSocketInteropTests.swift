@@ -139,7 +139,7 @@ private func runPythonClient(scenario: String, sockets: Int) throws -> (ProcessR
 
   @Test func ourClientAgainstPythonServer() throws {
     let loop = try Loop()
-    let python = try BackgroundProcess(loop: loop, "python3", pythonScript("ws_server.py"))
+    let python = try BackgroundProcess(loop: loop, "python3", pythonServer("ws_server.py"))
     let bigText = String(repeating: "0123456789abcdef", count: 65_536)
     let bigBinary = ByteBuffer(bytes: patternBytes(1 << 20, seed: 5))
     let smallBinary = ByteBuffer(bytes: [0, 1, 2, 0xFF, 0x0D, 0x0A])

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An HTTP server from Python's standard library, for interop tests of our HTTP client.
 
-Listens on 127.0.0.1, port 0, and prints "PORT <n>" as its first line. Runs until killed.
+Listens on 127.0.0.1, port 0, and prints "PORT <n>" as its first line. Runs until killed (or, with
+--exit-on-stdin-eof, until its stdin closes).
 
   GET  /hello    keep-alive, Content-Length body
   HEAD /hello    the same head, no body
@@ -13,7 +14,9 @@ Every response carries X-Peer-Port, the client's port as the server saw it, so t
 requests shared one connection.
 """
 
+import os
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HELLO = b"hello from python"
@@ -22,6 +25,19 @@ HELLO = b"hello from python"
 def pattern(count):
     """Bytes that are not periodic in small strides, so a lost or repeated piece shows."""
     return bytes((i * 7 + (i >> 8) * 13) & 0xFF for i in range(count))
+
+
+def exit_when_stdin_closes():
+    """With --exit-on-stdin-eof: exit once stdin reaches EOF. The test holds the other end of a pipe, so a
+    test that dies or times out without killing us (its watchdog closes the pipe) leaves no server behind."""
+    if "--exit-on-stdin-eof" not in sys.argv[1:]:
+        return
+
+    def watch():
+        sys.stdin.buffer.read()
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -76,6 +92,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
+    exit_when_stdin_closes()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     print("PORT %d" % server.server_address[1], flush=True)

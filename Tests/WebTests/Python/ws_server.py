@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A WebSocket server built on the Python `websockets` package, for interop tests of our client.
 
-Listens on 127.0.0.1, port 0, prints "PORT <n>" as its first line, and runs until killed.
+Listens on 127.0.0.1, port 0, prints "PORT <n>" as its first line, and runs until killed (or, with
+--exit-on-stdin-eof, until its stdin closes).
 
     /echo       echoes text and binary messages; on the text "ping-me" it pings the client, waits for the
                 pong and answers "latency <seconds>"
@@ -15,6 +16,7 @@ it received from the client, so the test can check what the server saw. Uses web
 import asyncio
 import os
 import sys
+import threading
 import time
 
 import websockets
@@ -33,6 +35,19 @@ except ImportError:
     API = "legacy"
 
 ConnectionClosed = websockets.exceptions.ConnectionClosed
+
+
+def exit_when_stdin_closes():
+    """With --exit-on-stdin-eof: exit once stdin reaches EOF. The test holds the other end of a pipe, so a
+    test that dies or times out without killing us (its watchdog closes the pipe) leaves no server behind."""
+    if "--exit-on-stdin-eof" not in sys.argv[1:]:
+        return
+
+    def watch():
+        sys.stdin.buffer.read()
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def request_path(ws, path):
@@ -82,6 +97,7 @@ async def main():
 
 
 if __name__ == "__main__":
+    exit_when_stdin_closes()
     try:
         asyncio.run(main())
     except KeyboardInterrupt:
