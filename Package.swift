@@ -24,7 +24,9 @@ let package = Package(
     .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
-    .testTarget(name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"]),
+    // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
+    .testTarget(
+      name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
   ],
   swiftLanguageModes: [.v6]
 )

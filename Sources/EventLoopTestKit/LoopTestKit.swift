@@ -55,6 +55,9 @@ public final class StreamCollector {
 }
 
 /// Runs a program to completion on `loop` and reports its output and exit status.
+///
+/// Ownership: a run keeps itself alive until its completion has run, so a caller may keep only the completion
+/// (as `runProgram` in the Web tests does). A run whose handles the watchdog closed never completes and is leaked.
 public final class ProcessRun {
   public let process: ChildProcess
   public let output: StreamCollector
@@ -63,6 +66,9 @@ public final class ProcessRun {
   public private(set) var signal: Int32 = 0
   private var pendingEnds = 3
   private let completion: (ProcessRun) -> Void
+  /// Set while the program runs. The callbacks below hold the run only unowned, so without this a run that the
+  /// caller did not store was freed at once and the first callback trapped on a dead unowned reference.
+  private var selfWhileRunning: ProcessRun?
 
   /// Starts `executable`; `completion` runs once it exited and both of its output streams ended.
   public init(
@@ -82,6 +88,7 @@ public final class ProcessRun {
       self.signal = signal
       self.partDone()
     }
+    selfWhileRunning = self
   }
 
   private func partDone() {
@@ -89,6 +96,8 @@ public final class ProcessRun {
     if pendingEnds == 0 {
       process.close()
       completion(self)
+      // Last: may release the run (the caller of this method holds it for the call's duration).
+      selfWhileRunning = nil
     }
   }
 }
