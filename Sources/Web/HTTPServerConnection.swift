@@ -110,6 +110,8 @@ final class HTTPServerConnection {
       buffer.moveReaderIndex(forwardBy: consumed)
       if !buffer.isEmpty { unparsed = buffer }
     }
+    // The kept bytes may have ended inside a request: read on for the rest.
+    pauseReadingIfNeeded()
     updateTimer()
   }
 
@@ -249,8 +251,8 @@ final class HTTPServerConnection {
 
   private func drained() {
     guard !closed else { return }
-    pauseReadingIfNeeded()
     parseUnparsed()
+    pauseReadingIfNeeded()
   }
 
   var queuedBytes: Int { stream.queuedBytes }

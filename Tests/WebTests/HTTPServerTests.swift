@@ -82,6 +82,37 @@ import Web
     try loop.close()
   }
 
+  @Test func requestKeptBackByPipeliningIsReadToTheEndLater() throws {
+    let loop = try Loop()
+    var configuration = HTTPServerConfiguration()
+    configuration.maxPipelinedRequests = 1
+    let test = try TestServer(loop: loop, configuration: configuration)
+    var raw = ""
+    ByteStream.connect(loop: loop, to: test.address) { result in
+      guard case .success(let stream) = result else { return }
+      var received: [UInt8] = []
+      stream.onRead = { received.append(contentsOf: $0) }
+      stream.onEnd = { [unowned stream] in
+        stream.close()
+        raw = String(decoding: received, as: UTF8.self)
+        test.server.close()
+      }
+      stream.startReading()
+      // The second request is kept back while the first is answered, and it is cut in the middle: the server
+      // must read on for its end once the first answer is out.
+      stream.write(ByteBuffer(string: "GET /hello HTTP/1.1\r\n\r\nGET /hello HTTP/1.1\r\nHo"))
+      let timer = LoopTimer(loop: loop)
+      timer.start(after: 60) {
+        timer.close()
+        stream.write(ByteBuffer(string: "st: x\r\nConnection: close\r\n\r\n"))
+      }
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(raw) == [200, 200])
+    #expect(raw.hasSuffix("hello"))
+    try loop.close()
+  }
+
   @Test func chunkedRequestBodyIsDechunkedAndStreamedResponseIsChunked() throws {
     let loop = try Loop()
     let test = try TestServer(loop: loop)
