@@ -65,7 +65,7 @@ public final class ProcessRun {
   public private(set) var status: Int64?
   public private(set) var signal: Int32 = 0
   private var pendingEnds = 3
-  private let completion: (ProcessRun) -> Void
+  private var completion: ((ProcessRun) -> Void)?
   /// Set while the program runs. The callbacks below hold the run only unowned, so without this a run that the
   /// caller did not store was freed at once and the first callback trapped on a dead unowned reference.
   private var selfWhileRunning: ProcessRun?
@@ -95,7 +95,10 @@ public final class ProcessRun {
     pendingEnds -= 1
     if pendingEnds == 0 {
       process.close()
-      completion(self)
+      // Dropped once called: a completion that stores the run (as tests do) would otherwise be a cycle.
+      let completion = self.completion
+      self.completion = nil
+      completion?(self)
       // Last: may release the run (the caller of this method holds it for the call's duration).
       selfWhileRunning = nil
     }
