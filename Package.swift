@@ -7,6 +7,7 @@ let package = Package(
   products: [
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
+    .library(name: "SyncModel", targets: ["SyncModel"]),
   ],
   targets: [
     // System libraries: a module map and a shim header each, nothing else. No C type leaks past the
@@ -18,6 +19,9 @@ let package = Package(
 
     // The only module that touches uv_*: loop, streams, timers, signals, wake-ups, workers, processes.
     .target(name: "EventLoop", dependencies: ["CLibUV"]),
+    // The data model: ids, hybrid logical clocks, property values, mutations and their JSON, rejection codes.
+    // Values and pure functions, no I/O.
+    .target(name: "SyncModel"),
     // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture.
     .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
@@ -25,6 +29,7 @@ let package = Package(
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
+    .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
     .testTarget(
       name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
   ],

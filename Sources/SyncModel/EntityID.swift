@@ -1,0 +1,63 @@
+/// The id of a page, database, block, workspace or client: `[A-Za-z0-9_-]{1,64}`. Clients may choose ids
+/// (UUIDs by default), so every id that arrives from outside is validated here, once, at decoding.
+public struct EntityID: Hashable, Comparable, Sendable, CustomStringConvertible {
+  public let rawValue: String
+
+  /// Validates `rawValue`.
+  public init(validating rawValue: String) throws(SyncModelError) {
+    guard EntityID.isValid(rawValue) else {
+      throw .invalidID(String(rawValue.prefix(80)))
+    }
+    self.rawValue = rawValue
+  }
+
+  /// Whether `text` is a well-formed id.
+  public static func isValid(_ text: String) -> Bool {
+    let utf8 = text.utf8
+    guard (1...64).contains(utf8.count) else { return false }
+    return utf8.allSatisfy { c in
+      (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D
+        || c == 0x5F
+    }
+  }
+
+  /// A random UUID-shaped id (version 4 layout, lowercase).
+  public static func random() -> EntityID {
+    var generator = SystemRandomNumberGenerator()
+    let hex = Array("0123456789abcdef".utf8)
+    var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    bytes[6] = (bytes[6] & 0x0F) | 0x40
+    bytes[8] = (bytes[8] & 0x3F) | 0x80
+    var out: [UInt8] = []
+    for (i, byte) in bytes.enumerated() {
+      if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+      out.append(hex[Int(byte >> 4)])
+      out.append(hex[Int(byte & 0x0F)])
+    }
+    return EntityID(unchecked: String(decoding: out, as: UTF8.self))
+  }
+
+  init(unchecked rawValue: String) { self.rawValue = rawValue }
+
+  public static func < (lhs: EntityID, rhs: EntityID) -> Bool {
+    lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+  }
+  public var description: String { rawValue }
+}
+
+extension EntityID: Codable {
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.singleValueContainer()
+    let text = try container.decode(String.self)
+    do {
+      try self.init(validating: text)
+    } catch {
+      throw DecodingError.dataCorruptedError(in: container, debugDescription: error.description)
+    }
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.singleValueContainer()
+    try container.encode(rawValue)
+  }
+}

@@ -1,0 +1,38 @@
+/// Why the broker refused one mutation. The code is stable on the wire and never reused; the catalogue is
+/// documented in docs/protocol.md. A rejection concerns that mutation's page only.
+public struct RejectionReason: Hashable, Sendable, Codable, CustomStringConvertible {
+  public var code: Int
+  public var name: String
+
+  public init(code: Int, name: String) {
+    self.code = code
+    self.name = name
+  }
+
+  public var description: String { "\(name) (\(code))" }
+
+  /// The target page (or its database, parent or block) does not exist.
+  public static let unknownPage = RejectionReason(code: 1, name: "unknown_page")
+  /// The page belongs to a workspace the client may not write.
+  public static let forbidden = RejectionReason(code: 2, name: "forbidden")
+  /// A value breaks a rule (empty property name, bad view sort, non-finite number, ...).
+  public static let invalidValue = RejectionReason(code: 3, name: "invalid_value")
+  /// A title, text, property, list or batch is larger than the limits allow.
+  public static let tooLarge = RejectionReason(code: 4, name: "too_large")
+  /// The page was deleted.
+  public static let pageDeleted = RejectionReason(code: 5, name: "page_deleted")
+  /// A create names an id that is already taken by another entity.
+  public static let alreadyExists = RejectionReason(code: 6, name: "already_exists")
+  /// A move would make a page its own ancestor, or a parent is of the wrong kind.
+  public static let invalidParent = RejectionReason(code: 7, name: "invalid_parent")
+  /// A database action on a page that is not a database.
+  public static let notADatabase = RejectionReason(code: 8, name: "not_a_database")
+  /// The block does not exist on that page.
+  public static let unknownBlock = RejectionReason(code: 9, name: "unknown_block")
+
+  /// Every reason, by code.
+  public static let all: [RejectionReason] = [
+    .unknownPage, .forbidden, .invalidValue, .tooLarge, .pageDeleted, .alreadyExists, .invalidParent,
+    .notADatabase, .unknownBlock,
+  ]
+}

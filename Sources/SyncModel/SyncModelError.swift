@@ -1,0 +1,14 @@
+/// A value that breaks a rule of the data model. Its `description` names the problem.
+public enum SyncModelError: Error, Equatable, Sendable, CustomStringConvertible {
+  /// An id that is not `[A-Za-z0-9_-]{1,64}`.
+  case invalidID(String)
+  /// A hybrid logical clock value that is not `MILLIS:COUNTER`.
+  case invalidTimestamp(String)
+
+  public var description: String {
+    switch self {
+    case .invalidID(let text): "invalid id \"\(text)\": ids are 1 to 64 of A-Z a-z 0-9 _ -"
+    case .invalidTimestamp(let text): "invalid HLC timestamp \"\(text)\": expected MILLIS:COUNTER"
+    }
+  }
+}
