@@ -172,13 +172,17 @@ public enum BlockType {
   }
 }
 
-/// What a client pushes at once: its id and mutations with consecutive ids.
+/// What a client pushes at once: its id, the workspace its new top-level pages go to, and mutations with
+/// consecutive ids.
 public struct MutationBatch: Hashable, Sendable, Codable {
   public var client: EntityID
+  /// Where a page created with no parent goes; pages with a parent belong to their parent's workspace.
+  public var workspace: EntityID
   public var mutations: [Mutation]
 
-  public init(client: EntityID, mutations: [Mutation]) {
+  public init(client: EntityID, workspace: EntityID, mutations: [Mutation]) {
     self.client = client
+    self.workspace = workspace
     self.mutations = mutations
   }
 

@@ -230,7 +230,7 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   @Test func batchesKnowWhetherTheirIDsAreConsecutive() {
     func batch(_ ids: [UInt64]) -> MutationBatch {
       MutationBatch(
-        client: id("c"),
+        client: id("c"), workspace: id("w"),
         mutations: ids.map { Mutation(id: $0, page: id("p"), time: .zero, action: .deletePage) })
     }
     #expect(batch([4, 5, 6]).hasConsecutiveIDs)
