@@ -26,6 +26,7 @@ let package = Package(
     .target(name: "BrokerCore", dependencies: []),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
+    .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
     .testTarget(
       name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
