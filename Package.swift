@@ -26,8 +26,11 @@ let package = Package(
     .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
     .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
+    // The broker's notification fan-out without I/O: channel index, per-subscriber coalescing queues.
+    .target(name: "BrokerCore", dependencies: []),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
+    .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
     .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
     .testTarget(

@@ -1,0 +1,19 @@
+/// A page's channel as the broker's index knows it: a dense number standing for the page id.
+///
+/// Page ids are strings `[A-Za-z0-9_-]{1,64}`; `ChannelIndex` interns them to dense `UInt32` keys so a
+/// subscription costs a few bytes. A key is valid only while its channel lives in the index that made it: when a
+/// channel loses its last subscriber its key is released and may later stand for another page.
+public struct PageKey: Hashable, Sendable {
+  public let rawValue: UInt32
+
+  init(_ rawValue: UInt32) { self.rawValue = rawValue }
+}
+
+/// One subscriber of the broker (a device connection), numbered by the broker.
+///
+/// `UInt32.max` is reserved (it marks free slots in the index's tables).
+public struct SubscriberID: Hashable, Sendable {
+  public let rawValue: UInt32
+
+  public init(_ rawValue: UInt32) { self.rawValue = rawValue }
+}
