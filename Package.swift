@@ -7,10 +7,12 @@ let package = Package(
   products: [
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
+    .library(name: "SQLiteStore", targets: ["SQLiteStore"]),
   ],
   targets: [
     // System libraries: a module map and a shim header each, nothing else. No C type leaks past the
-    // module that wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto).
+    // module that wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto; SQLiteStore wraps
+    // SQLite).
     .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
@@ -22,11 +24,15 @@ let package = Package(
     .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
     .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
+    // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
+    // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
+    .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
     .testTarget(
       name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
+    .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
   ],
   swiftLanguageModes: [.v6]
 )
