@@ -101,6 +101,8 @@ import Testing
     try outer.bind([.integer(1)])
     var pairs: [[Int64]] = []
     try outer.forEachRow { row in
+      // Were the outer statement reset by the inner query, it would start over for ever.
+      if pairs.count == 3 { throw TestJobError.failed(pairs.count) }
       let id = row.int64(0)
       let inner = try connection.query(sql, [.integer(id)]).map { row -> Int64 in
         guard case .integer(let value) = row[0] else { return -1 }

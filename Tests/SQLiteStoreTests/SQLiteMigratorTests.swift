@@ -1,3 +1,4 @@
+import EventLoop
 import SQLiteStore
 import Testing
 
@@ -120,6 +121,39 @@ import Testing
     // Once fixed, it carries on from there.
     let fixed = try db.open()
     #expect(try SQLiteMigrator(Self.migrations).migrate(fixed) == (from: 2, to: 4))
+  }
+
+  @Test func twoProcessesMigratingOneFileApplyEachStepOnce() throws {
+    // Two connections on two threads race from version 0; each step re-reads the version under the write lock,
+    // so the loser of a step skips it instead of failing on "table already exists".
+    final class Outcomes: @unchecked Sendable {
+      let lock = Lock()
+      var results: [Result<Int, SQLiteMigrationError>] = []
+    }
+    for round in 0..<10 {
+      let db = TemporaryDatabase("race\(round)")
+      defer { db.remove() }
+      try db.open().close()
+      let outcomes = Outcomes()
+      let gate = Gate()
+      let workers = [WorkerThread(name: "migrate-a"), WorkerThread(name: "migrate-b")]
+      for worker in workers {
+        worker.submit {
+          let result = Result { () throws(SQLiteMigrationError) -> Int in
+            let connection: SQLiteConnection
+            do { connection = try db.open() } catch { throw .versionUnreadable(error as! SQLiteError) }
+            gate.wait()
+            return try SQLiteMigrator(Self.migrations).migrate(connection).to
+          }
+          outcomes.lock.withLock { outcomes.results.append(result) }
+        }
+      }
+      gate.open()
+      for worker in workers { worker.shutdown() }
+      let results = outcomes.lock.withLock { outcomes.results.map { try? $0.get() } }
+      #expect(results == [4, 4], "round \(round): \(outcomes.results)")
+      #expect(try SQLiteMigrator.userVersion(db.open()) == 4)
+    }
   }
 
   @Test func migrationsMayBeListedInAnyOrder() throws {
