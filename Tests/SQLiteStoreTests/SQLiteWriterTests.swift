@@ -8,21 +8,36 @@ import Testing
 #endif
 
 /// Lets a loop's `run()` return once `expected` completions ran (outstanding writer jobs, like offloads, do not
-/// keep a loop running by themselves). Used on the loop thread only; another thread posts `done` with
-/// `loop.execute`, hence the unchecked Sendable.
+/// keep a loop running by themselves). If they have not all run within `timeout` ms, records an issue and lets
+/// the run return anyway, so that a broken writer fails the test instead of hanging it (`runUntilDone`'s own
+/// watchdog cannot end a run held by `keepsRunningWhenIdle`).
+///
+/// Used on the loop thread only; another thread posts `done` with `loop.execute`, hence the unchecked Sendable.
 private final class CompletionCountdown: @unchecked Sendable {
   private let loop: Loop
+  private let watchdog: LoopTimer
   private(set) var remaining: Int
 
-  init(loop: Loop, expected: Int) {
+  init(loop: Loop, expected: Int, timeout: UInt64 = 10_000) {
     self.loop = loop
     remaining = expected
+    watchdog = LoopTimer(loop: loop)
+    watchdog.keepsLoopAlive = false
     loop.keepsRunningWhenIdle = true
+    watchdog.start(after: timeout) { [unowned self] in
+      Issue.record("\(remaining) of \(expected) completions did not run within \(timeout) ms")
+      finish()
+    }
   }
 
   func done() {
     remaining -= 1
-    if remaining == 0 { loop.keepsRunningWhenIdle = false }
+    if remaining == 0 { finish() }
+  }
+
+  private func finish() {
+    watchdog.close()
+    loop.keepsRunningWhenIdle = false
   }
 }
 
@@ -271,6 +286,42 @@ private func holdWriter(
     let reader = try SQLiteConnection(path: db.path, mode: .readOnly)
     #expect(try reader.query("SELECT count(*) FROM parent") == [[.integer(0)]])
     #expect(try reader.query("SELECT count(*) FROM child") == [[.integer(0)]])
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func aJobThatEndsTheTransactionFailsTheJobsBeforeItAndTheRestRunAnew() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db)
+    let countdown = CompletionCountdown(loop: loop, expected: 4)
+    let gate = Gate()
+    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    var results: [Result<Int64, any Error>] = []
+    let jobs: [@Sendable (SQLiteConnection) throws -> Int64] = [
+      insertItem(1),
+      { connection in
+        // Misuse, or what SQLite does by itself on a full disk: the group's transaction is gone.
+        try connection.execute("ROLLBACK")
+        return 0
+      },
+      insertItem(3),
+    ]
+    for job in jobs {
+      writer.submit(on: loop, job) { result in
+        results.append(result)
+        countdown.done()
+      }
+    }
+    gate.open()
+    try loop.runUntilDone()
+    #expect(results.count == 3)
+    // Job 1's insert was rolled back with the transaction: it must not be told it succeeded.
+    #expect(results.prefix(2).allSatisfy { if case .failure = $0 { true } else { false } })
+    #expect((try? results.last?.get()) == 3)
+    #expect(writer.jobsCommitted == 1)
+    #expect(try storedIDs(db) == [3])
     writer.shutdown()
     try loop.close()
   }
