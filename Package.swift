@@ -8,10 +8,12 @@ let package = Package(
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
+    .library(name: "SQLiteStore", targets: ["SQLiteStore"]),
   ],
   targets: [
     // System libraries: a module map and a shim header each, nothing else. No C type leaks past the
-    // module that wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto).
+    // module that wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto; SQLiteStore wraps
+    // SQLite).
     .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
@@ -28,6 +30,9 @@ let package = Package(
     .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
     // The broker's notification fan-out without I/O: channel index, per-subscriber coalescing queues.
     .target(name: "BrokerCore", dependencies: []),
+    // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
+    // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
+    .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
@@ -35,6 +40,7 @@ let package = Package(
     .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
     .testTarget(
       name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
+    .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
   ],
   swiftLanguageModes: [.v6]
 )

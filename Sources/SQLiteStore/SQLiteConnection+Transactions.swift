@@ -1,0 +1,74 @@
+extension SQLiteConnection {
+  /// Runs `body` in a transaction: BEGIN `kind`, then COMMIT when `body` returns, ROLLBACK when it throws.
+  ///
+  /// Rethrows `body`'s error after the rollback. If COMMIT fails (`SQLITE_BUSY`, a deferred foreign key), the
+  /// transaction is rolled back and the commit's `SQLiteError` is thrown. Must not be nested: use `savepoint`
+  /// inside a transaction.
+  public func transaction<R>(_ kind: TransactionKind = .immediate, _ body: () throws -> R) throws -> R {
+    try execute("BEGIN \(kind.rawValue) TRANSACTION", [])
+    let result: R
+    do {
+      result = try body()
+    } catch {
+      rollbackIfOpen()
+      throw error
+    }
+    do {
+      try execute("COMMIT TRANSACTION", [])
+    } catch {
+      rollbackIfOpen()
+      throw error
+    }
+    return result
+  }
+
+  /// Runs `body` inside SAVEPOINT `name`: RELEASE when it returns; ROLLBACK TO and RELEASE when it throws, which
+  /// undoes `body`'s changes only and leaves an enclosing transaction open. Nests. Outside a transaction it
+  /// behaves as a deferred transaction (RELEASE commits).
+  public func savepoint<R>(_ name: String, _ body: () throws -> R) throws -> R {
+    let quoted = Self.quoteIdentifier(name)
+    let outermost = !isInTransaction
+    try execute("SAVEPOINT \(quoted)", [])
+    let result: R
+    do {
+      result = try body()
+    } catch {
+      rollback(toSavepoint: quoted, outermost: outermost)
+      throw error
+    }
+    do {
+      try execute("RELEASE SAVEPOINT \(quoted)", [])
+    } catch {
+      // Only an outermost savepoint's RELEASE can fail (it commits): undo it as a whole.
+      rollback(toSavepoint: quoted, outermost: outermost)
+      throw error
+    }
+    return result
+  }
+
+  private func rollbackIfOpen() {
+    // Some errors (a full disk, an I/O error) roll the transaction back by themselves.
+    guard isInTransaction else { return }
+    // The original error is what the caller needs; a failing ROLLBACK leaves nothing better to do.
+    try? execute("ROLLBACK TRANSACTION", [])
+  }
+
+  private func rollback(toSavepoint quoted: String, outermost: Bool) {
+    guard isInTransaction else { return }
+    try? execute("ROLLBACK TO SAVEPOINT \(quoted)", [])
+    try? execute("RELEASE SAVEPOINT \(quoted)", [])
+    // An outermost savepoint is the transaction: if releasing it failed too, end the transaction.
+    if outermost { rollbackIfOpen() }
+  }
+
+  /// `name` as an SQL identifier: in double quotes, inner quotes doubled.
+  static func quoteIdentifier(_ name: String) -> String {
+    var quoted = "\""
+    for character in name {
+      if character == "\"" { quoted.append("\"") }
+      quoted.append(character)
+    }
+    quoted.append("\"")
+    return quoted
+  }
+}

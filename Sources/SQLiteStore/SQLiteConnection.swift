@@ -1,0 +1,277 @@
+import CSQLite
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// One connection to an SQLite database file.
+///
+/// Threading: used by one thread at a time. It is opened with `SQLITE_OPEN_NOMUTEX`, so SQLite does no locking
+/// of its own: the owner guarantees that two threads never use the connection (or its statements) at once.
+/// `@unchecked Sendable` only so that it can be handed over once, e.g. to `SQLiteWriter`'s thread, after which
+/// the previous owner must not touch it.
+///
+/// Statements: `cachedStatement(_:)` prepares a statement once per connection and SQL text; `execute(_:_:)`
+/// and `query(_:_:)` go through that cache. Build SQL with bindings, not by interpolating values, or the cache
+/// grows with every distinct text.
+///
+/// Errors are `SQLiteError` with the extended result code, SQLite's message and the SQL.
+public final class SQLiteConnection: @unchecked Sendable {
+  private var db: OpaquePointer?
+  private var statementCache: [String: SQLiteStatement] = [:]
+  /// The path the connection was opened with.
+  public let path: String
+
+  /// How to open the file.
+  public enum OpenMode: Sendable {
+    /// Read and write an existing database.
+    case readWrite
+    /// Read and write, creating the database file if it does not exist.
+    case readWriteCreate
+    /// Read only.
+    case readOnly
+  }
+
+  /// `PRAGMA synchronous`: when SQLite waits for the disk.
+  public enum Synchronous: String, Sendable {
+    /// Never: a power loss can lose or corrupt recent transactions.
+    case off = "OFF"
+    /// In WAL mode, at checkpoints only: a power loss can lose the last transactions, never corrupts.
+    case normal = "NORMAL"
+    /// At every commit: a commit that returned survives a power loss.
+    case full = "FULL"
+  }
+
+  /// How `transaction` begins: when the write lock is taken.
+  public enum TransactionKind: String, Sendable {
+    /// At the first write (a read may then fail to upgrade with `SQLITE_BUSY`).
+    case deferred = "DEFERRED"
+    /// At once (waits up to the busy timeout for other writers). The right kind for read-modify-write.
+    case immediate = "IMMEDIATE"
+    /// At once, and in rollback-journal mode also keeps readers out.
+    case exclusive = "EXCLUSIVE"
+  }
+
+  /// Opens the database at `path`.
+  ///
+  /// A file this call creates gets `fileMode` exactly (owner-only by default), whatever the umask: it is created
+  /// by us first, then opened by SQLite, so it never exists with wider permissions. SQLite gives the `-wal`,
+  /// `-shm` and `-journal` files it creates later the permissions of the database file. An existing file keeps
+  /// its permissions. `":memory:"`, `""` (a temporary database) and `file:` URIs are passed to SQLite as they are.
+  public init(path: String, mode: OpenMode = .readWriteCreate, fileMode: mode_t = 0o600) throws(SQLiteError) {
+    self.path = path
+    var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+    switch mode {
+    case .readWrite: flags |= SQLITE_OPEN_READWRITE
+    case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+    case .readOnly: flags |= SQLITE_OPEN_READONLY
+    }
+    let created = mode == .readWriteCreate ? try Self.createFile(path, mode: fileMode) : false
+    var handle: OpaquePointer?
+    let result = sqlite3_open_v2(path, &handle, flags, nil)
+    guard result == SQLITE_OK, let handle else {
+      let error = SQLiteError(result: result, connection: handle, sql: nil)
+      // Even a failed open may allocate a handle: it must be closed.
+      sqlite3_close_v2(handle)
+      if created { unlink(path) }
+      throw SQLiteError(extendedCode: error.extendedCode, message: "\(error.message): \(path)")
+    }
+    db = handle
+  }
+
+  /// Creates `path` with exactly `mode` unless it exists. Returns whether it created the file.
+  private static func createFile(_ path: String, mode: mode_t) throws(SQLiteError) -> Bool {
+    if path.isEmpty || path == ":memory:" || path.hasPrefix("file:") { return false }
+    let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+    if fd < 0 {
+      let code = errno
+      if code == EEXIST { return false }
+      throw SQLiteError(
+        extendedCode: SQLITE_CANTOPEN, message: "cannot create \(path): \(String(cString: strerror(code)))")
+    }
+    // The umask may have narrowed the mode given to open(2); set it exactly.
+    fchmod(fd, mode)
+    Glibc.close(fd)
+    return true
+  }
+
+  deinit {
+    close()
+  }
+
+  /// Finalizes the cached statements and closes the connection (`sqlite3_close_v2`: statements from `prepare`
+  /// still alive keep SQLite's side open until they are released). Idempotent.
+  public func close() {
+    guard let db else { return }
+    for statement in statementCache.values { statement.finalize() }
+    statementCache = [:]
+    sqlite3_close_v2(db)
+    self.db = nil
+  }
+
+  /// Whether `close()` ran.
+  public var isClosed: Bool { db == nil }
+
+  /// The open handle, or a misuse error once closed.
+  private func handle(_ sql: String?) throws(SQLiteError) -> OpaquePointer {
+    guard let db else { throw .misuse("the connection is closed", sql: sql) }
+    return db
+  }
+
+  // MARK: Configuration
+
+  /// Sets, explicitly rather than trusting the build's defaults: the busy timeout (first, so that the other
+  /// settings wait for other connections), the journal mode (`WAL`, or `DELETE` when `journalWAL` is false),
+  /// `synchronous`, and `foreign_keys = ON`.
+  ///
+  /// Throws if the journal mode cannot be set (an in-memory database, a read-only file not already in WAL).
+  public func configure(
+    journalWAL: Bool = true, synchronous: Synchronous = .full, busyTimeoutMilliseconds: Int32 = 5000
+  ) throws(SQLiteError) {
+    sqlite3_busy_timeout(try handle(nil), busyTimeoutMilliseconds)
+    let wanted = journalWAL ? "wal" : "delete"
+    let sql = "PRAGMA journal_mode = \(wanted)"
+    let rows = try query(sql)
+    guard case .text(let mode)? = rows.first?.first, mode.lowercased() == wanted else {
+      throw .misuse(
+        "journal mode stays \(rows.first?.first ?? .null), not \(wanted)", sql: sql, code: SQLITE_ERROR)
+    }
+    try execute("PRAGMA synchronous = \(synchronous.rawValue)")
+    try execute("PRAGMA foreign_keys = ON")
+  }
+
+  // MARK: Statements
+
+  /// Prepares one statement, not cached: it is finalized when released.
+  public func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+    try prepareOne(sql, persistent: false)
+  }
+
+  /// The statement for `sql`, prepared on first use and kept for the connection's life; reset, with its
+  /// bindings cleared, each time it is returned. While that statement is inside `forEachRow` (or a `query`),
+  /// a fresh uncached statement is returned instead, so nested use of the same SQL is safe.
+  public func cachedStatement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+    if let statement = statementCache[sql] {
+      if statement.isIterating { return try prepareOne(sql, persistent: false) }
+      statement.reset()
+      statement.clearBindings()
+      return statement
+    }
+    let statement = try prepareOne(sql, persistent: true)
+    statementCache[sql] = statement
+    return statement
+  }
+
+  /// Prepares exactly one statement; more than one (or none) in `sql` is an error.
+  private func prepareOne(_ sql: String, persistent: Bool) throws(SQLiteError) -> SQLiteStatement {
+    let db = try handle(sql)
+    let flags = persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0
+    var utf8 = sql.utf8CString
+    return try utf8.withUnsafeMutableBufferPointer { (buffer) throws(SQLiteError) -> SQLiteStatement in
+      let start = UnsafePointer(buffer.baseAddress!)
+      let length = Int32(buffer.count - 1)
+      var statement: OpaquePointer?
+      var tail: UnsafePointer<CChar>?
+      let result = sqlite3_prepare_v3(db, start, length, flags, &statement, &tail)
+      guard result == SQLITE_OK else { throw SQLiteError(result: result, connection: db, sql: sql) }
+      guard let statement else { throw .misuse("no statement in SQL", sql: sql) }
+      if let tail, Self.hasStatement(db, tail) {
+        sqlite3_finalize(statement)
+        throw .misuse("more than one statement; use execute(_:) without bindings", sql: sql)
+      }
+      return SQLiteStatement(handle: statement, sql: sql)
+    }
+  }
+
+  /// Whether the NUL-terminated SQL at `text` holds a statement (not only blanks, semicolons or comments).
+  private static func hasStatement(_ db: OpaquePointer, _ text: UnsafePointer<CChar>) -> Bool {
+    var cursor = text
+    while cursor.pointee != 0 {
+      switch UInt8(bitPattern: cursor.pointee) {
+      case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: ";"):
+        cursor += 1
+      default:
+        // Something else, perhaps only a comment: let SQLite decide.
+        var statement: OpaquePointer?
+        let result = sqlite3_prepare_v2(db, cursor, -1, &statement, nil)
+        sqlite3_finalize(statement)
+        return result != SQLITE_OK || statement != nil
+      }
+    }
+    return false
+  }
+
+  // MARK: Running SQL
+
+  /// Runs every statement in `sql` (no bindings), discarding any rows. For schema scripts and pragmas. The
+  /// statements are not cached. Stops at the first failing statement; the error names it.
+  public func execute(_ sql: String) throws(SQLiteError) {
+    let db = try handle(sql)
+    var utf8 = sql.utf8CString
+    try utf8.withUnsafeMutableBufferPointer { (buffer) throws(SQLiteError) in
+      var cursor: UnsafePointer<CChar>? = UnsafePointer(buffer.baseAddress!)
+      while let start = cursor, start.pointee != 0 {
+        var statement: OpaquePointer?
+        let result = sqlite3_prepare_v2(db, start, -1, &statement, &cursor)
+        guard result == SQLITE_OK else { throw SQLiteError(result: result, connection: db, sql: sql) }
+        guard let statement else { continue }  // blanks or a comment
+        defer { sqlite3_finalize(statement) }
+        while true {
+          let step = sqlite3_step(statement)
+          if step == SQLITE_DONE { break }
+          if step != SQLITE_ROW {
+            let text = sqlite3_sql(statement).map { String(cString: $0) } ?? sql
+            throw SQLiteError(result: step, connection: db, sql: text)
+          }
+        }
+      }
+    }
+  }
+
+  /// Runs one statement with `bindings`, discarding any rows. Cached.
+  public func execute(_ sql: String, _ bindings: [SQLiteValue]) throws(SQLiteError) {
+    let statement = try cachedStatement(sql)
+    try statement.bind(bindings)
+    defer { statement.reset() }
+    while try statement.step() {}
+  }
+
+  /// Runs one statement with `bindings` and returns all its rows. Cached.
+  public func query(_ sql: String, _ bindings: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
+    let statement = try cachedStatement(sql)
+    try statement.bind(bindings)
+    statement.isIterating = true
+    defer {
+      statement.isIterating = false
+      statement.reset()
+    }
+    let columns = statement.columnCount
+    var rows: [[SQLiteValue]] = []
+    while try statement.step() {
+      var row: [SQLiteValue] = []
+      row.reserveCapacity(columns)
+      for index in 0..<columns { row.append(statement.column(index)) }
+      rows.append(row)
+    }
+    return rows
+  }
+
+  // MARK: State
+
+  /// The rowid of the last successful INSERT on this connection.
+  public var lastInsertRowID: Int64 { db.map { sqlite3_last_insert_rowid($0) } ?? 0 }
+
+  /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.
+  public var changes: Int { db.map { Int(sqlite3_changes64($0)) } ?? 0 }
+
+  /// Whether a transaction is open (SQLite is not in autocommit mode).
+  public var isInTransaction: Bool { db.map { sqlite3_get_autocommit($0) == 0 } ?? false }
+
+  /// `PRAGMA integrity_check`: `["ok"]` for a sound database, otherwise one line per problem found.
+  public func integrityCheck() throws(SQLiteError) -> [String] {
+    try query("PRAGMA integrity_check").map { row in
+      if case .text(let line)? = row.first { return line }
+      return "\(row.first ?? .null)"
+    }
+  }
+}

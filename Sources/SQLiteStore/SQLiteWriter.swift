@@ -1,0 +1,268 @@
+import EventLoop
+
+/// Why the writer itself failed a job (its own errors, not the job's or SQLite's).
+public enum SQLiteWriterError: Error, Equatable, Sendable, CustomStringConvertible {
+  /// The job was submitted after `shutdown()` began; it did not run.
+  case shutDown
+  /// `maxQueuedJobs` jobs were already waiting; the job did not run. Answer "busy" upstream and retry later.
+  case overloaded(queuedJobs: Int)
+  /// The job ended the group's transaction itself (COMMIT, ROLLBACK): jobs must leave it to the writer.
+  case transactionEndedByJob
+
+  public var description: String {
+    switch self {
+    case .shutDown: "the SQLite writer is shut down"
+    case .overloaded(let queued): "the SQLite writer is overloaded: \(queued) jobs already queued"
+    case .transactionEndedByJob: "a job ended the writer's transaction itself"
+    }
+  }
+}
+
+/// Owns a connection on a dedicated WorkerThread. Jobs submitted from a loop thread while the writer is busy are
+/// run together in ONE transaction (one fsync): each job inside its own SAVEPOINT, so a job that throws rolls back
+/// only itself and gets its error; the others commit. Completions run on the submitting loop's thread only after
+/// COMMIT returned (i.e. after the data is durable per the connection's synchronous setting). If COMMIT itself
+/// fails, every job of the group gets the error.
+///
+/// ```
+///   loop threads                     writer thread
+///   submit ─▶ queue ──(first job)──▶ drain: take every queued job up to maxJobsPerTransaction
+///                                      BEGIN IMMEDIATE
+///                                      for each job: SAVEPOINT, job, RELEASE (or ROLLBACK TO + RELEASE)
+///                                      COMMIT ──▶ loop.execute { completions, in submission order }
+///                                    repeat while the queue is not empty (jobs that came in meanwhile)
+/// ```
+///
+/// Jobs and reads run in submission order; a `read` runs alone, between groups.
+///
+/// Threading: `submit` and `read` are called on the thread of the loop they name; several loops may share a
+/// writer. A completion never leaves its loop's thread, so it may capture loop-bound objects: it waits in a
+/// table keyed by an id (as `Loop.offload` does), and only the id and the job's result cross to the writer and
+/// back. The table is guarded by a lock because several loops may submit; the writer thread never touches it.
+/// Errors cross threads as thrown: `Error` refines `Sendable` in Swift 6, so a job's own error type reaches its
+/// completion unchanged (a class conforming to `Error` must be safe to send anyway).
+///
+/// Like `Loop.offload`, outstanding jobs do not keep a loop running: a loop that must wait for them sets
+/// `keepsRunningWhenIdle` (as `LoopThread` does).
+///
+/// Jobs must not end the transaction themselves (COMMIT, ROLLBACK, BEGIN) and must not wait for a loop thread:
+/// `shutdown()` may be blocking it.
+public final class SQLiteWriter: @unchecked Sendable {
+  // @unchecked: `connection` is used only on the worker thread (and by `shutdown` after joining it); every
+  // other variable is guarded by `lock`.
+  private let connection: SQLiteConnection
+  private let worker: WorkerThread
+  /// The most jobs one transaction runs; more queued jobs wait for the next transaction.
+  public let maxJobsPerTransaction: Int
+  /// The most jobs waiting at once; a job submitted beyond it fails with `SQLiteWriterError.overloaded`.
+  public let maxQueuedJobs: Int
+
+  private let lock = Lock()
+  private var queue: [Request] = []
+  private var drainScheduled = false
+  private var accepting = true
+  private var completions: [UInt64: (Outcome) -> Void] = [:]
+  private var nextID: UInt64 = 0
+  private var committedTransactionCount = 0
+  private var committedJobCount = 0
+
+  private typealias Outcome = Result<any Sendable, any Error>
+  private typealias Work = @Sendable (SQLiteConnection) throws -> any Sendable
+
+  private struct Request: Sendable {
+    var id: UInt64
+    var loop: Loop
+    var isRead: Bool
+    var work: Work
+  }
+
+  /// Takes `connection` over: from now on only the writer's thread uses it, and `shutdown` closes it.
+  /// Configure it (`configure`, migrations) before handing it over.
+  public init(
+    connection: SQLiteConnection, name: String = "sqlite-writer", maxJobsPerTransaction: Int = 1000,
+    maxQueuedJobs: Int = 100_000
+  ) {
+    precondition(maxJobsPerTransaction > 0 && maxQueuedJobs > 0, "limits must be positive")
+    self.connection = connection
+    self.maxJobsPerTransaction = maxJobsPerTransaction
+    self.maxQueuedJobs = maxQueuedJobs
+    worker = WorkerThread(name: name)
+  }
+
+  deinit {
+    // A last resort: owners call shutdown() themselves, at a time when blocking is fine.
+    shutdown()
+  }
+
+  // MARK: Submitting (loop threads)
+
+  /// Call on `loop`'s thread. `job` runs on the writer thread inside the group's transaction; `completion` runs
+  /// on `loop`'s thread with its result, after the group's COMMIT returned: with `job`'s value if the commit
+  /// succeeded, `job`'s error if it threw (only its own changes were rolled back), or the COMMIT's error.
+  public func submit<T: Sendable>(
+    on loop: Loop, _ job: @escaping @Sendable (SQLiteConnection) throws -> T,
+    completion: @escaping (Result<T, any Error>) -> Void
+  ) {
+    enqueue(on: loop, isRead: false, { try job($0) }, { completion($0.map { $0 as! T }) })
+  }
+
+  /// Runs `body` on the writer thread outside any group (reads, maintenance) — same completion rules. It runs
+  /// after every job submitted before it, in autocommit mode.
+  public func read<T: Sendable>(
+    on loop: Loop, _ body: @escaping @Sendable (SQLiteConnection) throws -> T,
+    completion: @escaping (Result<T, any Error>) -> Void
+  ) {
+    enqueue(on: loop, isRead: true, { try body($0) }, { completion($0.map { $0 as! T }) })
+  }
+
+  private func enqueue(
+    on loop: Loop, isRead: Bool, _ work: @escaping Work, _ completion: @escaping (Outcome) -> Void
+  ) {
+    let (id, rejection) = lock.withLock { () -> (UInt64, SQLiteWriterError?) in
+      let id = nextID
+      nextID += 1
+      completions[id] = completion
+      if !accepting { return (id, .shutDown) }
+      if queue.count >= maxQueuedJobs { return (id, .overloaded(queuedJobs: queue.count)) }
+      queue.append(Request(id: id, loop: loop, isRead: isRead, work: work))
+      if !drainScheduled {
+        drainScheduled = true
+        // Under the lock, so that `shutdown` cannot stop the worker between our append and this submit.
+        worker.submit { [self] in drain() }
+      }
+      return (id, nil)
+    }
+    // Through the loop even now: a completion never runs inside `submit`, whose caller may not expect it.
+    if let rejection { deliver([(id, loop, .failure(rejection))]) }
+  }
+
+  // MARK: Counters (any thread)
+
+  /// Transactions committed so far (group commits; reads are not counted).
+  public var transactionsCommitted: Int { lock.withLock { committedTransactionCount } }
+
+  /// Jobs whose changes were committed so far (failed jobs are not counted).
+  public var jobsCommitted: Int { lock.withLock { committedJobCount } }
+
+  /// Jobs and reads submitted whose completion has not run yet.
+  public var pendingCompletions: Int { lock.withLock { completions.count } }
+
+  // MARK: Shutdown
+
+  /// Stops accepting jobs (later ones fail with `.shutDown`), runs every job already queued, joins the writer
+  /// thread and closes the connection. Blocks until then; completions of the last jobs run when their loops
+  /// next run. Idempotent.
+  public func shutdown() {
+    let first = lock.withLock {
+      defer { accepting = false }
+      return accepting
+    }
+    worker.shutdown()
+    if first { connection.close() }
+  }
+
+  // MARK: The writer thread
+
+  private func drain() {
+    while let batch = takeBatch() {
+      if batch.count == 1 && batch[0].isRead {
+        let request = batch[0]
+        deliver([(request.id, request.loop, Outcome { try request.work(connection) })])
+      } else {
+        var remaining = batch[...]
+        while !remaining.isEmpty { remaining = runGroup(remaining) }
+      }
+    }
+  }
+
+  /// The next read alone, or the next run of jobs (up to `maxJobsPerTransaction`); nil when the queue is empty,
+  /// in which case the next `enqueue` schedules a new drain.
+  private func takeBatch() -> [Request]? {
+    lock.withLock {
+      guard let first = queue.first else {
+        drainScheduled = false
+        return nil
+      }
+      if first.isRead {
+        queue.removeFirst()
+        return [first]
+      }
+      var count = 1
+      while count < queue.count && count < maxJobsPerTransaction && !queue[count].isRead { count += 1 }
+      let batch = Array(queue[..<count])
+      queue.removeFirst(count)
+      return batch
+    }
+  }
+
+  /// Runs `jobs` in one transaction and delivers their outcomes. Returns the jobs it did not run: those after a
+  /// job whose failure made SQLite roll the whole transaction back (a full disk, an I/O error), which then run
+  /// in a new transaction.
+  private func runGroup(_ jobs: ArraySlice<Request>) -> ArraySlice<Request> {
+    do {
+      try connection.execute("BEGIN IMMEDIATE TRANSACTION", [])
+    } catch {
+      deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
+      return []
+    }
+    var outcomes: [Outcome] = []
+    outcomes.reserveCapacity(jobs.count)
+    for (index, job) in zip(jobs.indices, jobs) {
+      let outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work(connection) } }
+      outcomes.append(outcome)
+      if !connection.isInTransaction {
+        // The transaction is gone, and with it the work of every job so far: they fail with the cause.
+        let cause: any Error
+        if case .failure(let error) = outcome {
+          cause = error
+        } else {
+          cause = SQLiteWriterError.transactionEndedByJob
+        }
+        let failed = zip(jobs[...index], outcomes).map { job, outcome -> (UInt64, Loop, Outcome) in
+          if case .failure = outcome { return (job.id, job.loop, outcome) }
+          return (job.id, job.loop, .failure(cause))
+        }
+        deliver(failed)
+        return jobs[(index + 1)...]
+      }
+    }
+    do {
+      try connection.execute("COMMIT TRANSACTION", [])
+    } catch {
+      // A failed COMMIT may leave the transaction open (SQLITE_BUSY, a deferred foreign key): end it.
+      if connection.isInTransaction { try? connection.execute("ROLLBACK TRANSACTION", []) }
+      deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
+      return []
+    }
+    let succeeded = outcomes.count { if case .success = $0 { true } else { false } }
+    lock.withLock {
+      committedTransactionCount += 1
+      committedJobCount += succeeded
+    }
+    deliver(zip(jobs, outcomes).map { ($0.id, $0.loop, $1) })
+    return []
+  }
+
+  /// Posts outcomes to their loops: one `execute` per loop, completions in submission order.
+  private func deliver(_ outcomes: [(id: UInt64, loop: Loop, outcome: Outcome)]) {
+    var perLoop: [(loop: Loop, items: [(UInt64, Outcome)])] = []
+    for (id, loop, outcome) in outcomes {
+      if let index = perLoop.firstIndex(where: { $0.loop === loop }) {
+        perLoop[index].items.append((id, outcome))
+      } else {
+        perLoop.append((loop, [(id, outcome)]))
+      }
+    }
+    for (loop, items) in perLoop {
+      loop.execute { [self] in
+        for (id, outcome) in items { complete(id, outcome) }
+      }
+    }
+  }
+
+  /// On the loop thread: runs the completion waiting under `id`.
+  private func complete(_ id: UInt64, _ outcome: Outcome) {
+    guard let completion = lock.withLock({ completions.removeValue(forKey: id) }) else { return }
+    completion(outcome)
+  }
+}

@@ -1,0 +1,101 @@
+import EventLoop
+import EventLoopTestKit
+import SQLiteStore
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A database path under /tmp that no other test (or test run) uses. Call `remove()` at the end (`defer`):
+/// it deletes the file and its -wal, -shm and -journal companions.
+struct TemporaryDatabase {
+  let path: String
+
+  init(_ label: String = #function) {
+    let name = label.filter { $0.isLetter || $0.isNumber }
+    path = "/tmp/pagesync-sqlite-\(getpid())-\(UInt64.random(in: 0...UInt64.max))-\(name).db"
+  }
+
+  /// A configured read-write connection (WAL, synchronous FULL, foreign keys on).
+  func open(synchronous: SQLiteConnection.Synchronous = .full) throws -> SQLiteConnection {
+    let connection = try SQLiteConnection(path: path)
+    try connection.configure(synchronous: synchronous)
+    return connection
+  }
+
+  func remove() {
+    for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+  }
+}
+
+/// Runs the `sqlite3` command line program on `path` with `sql` and returns its standard output without the
+/// final newline. Runs on a loop of its own with `ProcessRun` (libuv owns SIGCHLD in this process).
+func sqlite3CLI(_ path: String, _ sql: String) throws -> String {
+  let loop = try Loop()
+  var output = ""
+  var errors = ""
+  var status: Int64?
+  _ = try ProcessRun(loop: loop, "sqlite3", [path, sql]) { run in
+    output = run.output.string
+    errors = run.errorOutput.string
+    status = run.status
+  }
+  try loop.runUntilDone()
+  try loop.close()
+  #expect(status == 0, "sqlite3 \(path) '\(sql)' failed: \(errors)")
+  while output.last == "\n" { output.removeLast() }
+  return output
+}
+
+/// The permission bits of `path`, or nil if it does not exist.
+func permissions(_ path: String) -> mode_t? {
+  var info = stat()
+  guard stat(path, &info) == 0 else { return nil }
+  return info.st_mode & 0o7777
+}
+
+/// One-shot gate between threads: `wait()` blocks until `open()` (a pthread mutex and condition, which
+/// ThreadSanitizer understands).
+final class Gate: @unchecked Sendable {
+  private let mutex: UnsafeMutablePointer<pthread_mutex_t> = .allocate(capacity: 1)
+  private let condition: UnsafeMutablePointer<pthread_cond_t> = .allocate(capacity: 1)
+  private var isOpen = false
+
+  init() {
+    pthread_mutex_init(mutex, nil)
+    pthread_cond_init(condition, nil)
+  }
+
+  deinit {
+    pthread_cond_destroy(condition)
+    pthread_mutex_destroy(mutex)
+    mutex.deallocate()
+    condition.deallocate()
+  }
+
+  func open() {
+    pthread_mutex_lock(mutex)
+    isOpen = true
+    pthread_cond_broadcast(condition)
+    pthread_mutex_unlock(mutex)
+  }
+
+  func wait() {
+    pthread_mutex_lock(mutex)
+    while !isOpen { pthread_cond_wait(condition, mutex) }
+    pthread_mutex_unlock(mutex)
+  }
+
+  /// Whether `open()` ran.
+  var wasOpened: Bool {
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return isOpen
+  }
+}
+
+/// The error a test job throws on purpose.
+enum TestJobError: Error, Equatable {
+  case failed(Int)
+}

@@ -1,0 +1,481 @@
+import EventLoop
+import EventLoopTestKit
+import SQLiteStore
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Lets a loop's `run()` return once `expected` completions ran (outstanding writer jobs, like offloads, do not
+/// keep a loop running by themselves). If they have not all run within `timeout` ms, records an issue and lets
+/// the run return anyway, so that a broken writer fails the test instead of hanging it (`runUntilDone`'s own
+/// watchdog cannot end a run held by `keepsRunningWhenIdle`).
+///
+/// Used on the loop thread only; another thread posts `done` with `loop.execute`, hence the unchecked Sendable.
+private final class CompletionCountdown: @unchecked Sendable {
+  private let loop: Loop
+  private let watchdog: LoopTimer
+  private(set) var remaining: Int
+
+  init(loop: Loop, expected: Int, timeout: UInt64 = 10_000) {
+    self.loop = loop
+    remaining = expected
+    watchdog = LoopTimer(loop: loop)
+    watchdog.keepsLoopAlive = false
+    loop.keepsRunningWhenIdle = true
+    watchdog.start(after: timeout) { [unowned self] in
+      Issue.record("\(remaining) of \(expected) completions did not run within \(timeout) ms")
+      finish()
+    }
+  }
+
+  func done() {
+    remaining -= 1
+    if remaining == 0 { finish() }
+  }
+
+  private func finish() {
+    watchdog.close()
+    loop.keepsRunningWhenIdle = false
+  }
+}
+
+/// Reports whether the thread it watches has exited: a pthread key destructor runs in the exiting thread
+/// before `pthread_join` on it can return.
+private final class ThreadExitProbe: @unchecked Sendable {
+  private let lock = Lock()
+  private var exited = false
+  private var key = pthread_key_t()
+
+  init() {
+    pthread_key_create(&key) { pointer in
+      Unmanaged<ThreadExitProbe>.fromOpaque(pointer!).takeRetainedValue().markExited()
+    }
+  }
+
+  deinit { pthread_key_delete(key) }
+
+  /// Call on the thread to watch.
+  func watchCurrentThread() {
+    pthread_setspecific(key, Unmanaged.passRetained(self).toOpaque())
+  }
+
+  private func markExited() { lock.withLock { exited = true } }
+
+  var hasExited: Bool { lock.withLock { exited } }
+}
+
+/// An owner-only, WAL, synchronous=FULL database with `item(id INTEGER PRIMARY KEY, value TEXT)` and a writer on it.
+private func makeWriter(
+  _ db: TemporaryDatabase, maxJobsPerTransaction: Int = 1000, maxQueuedJobs: Int = 100_000,
+  schema: String = ""
+) throws -> SQLiteWriter {
+  let connection = try db.open()
+  try connection.execute("CREATE TABLE item(id INTEGER PRIMARY KEY, value TEXT); \(schema)")
+  return SQLiteWriter(
+    connection: connection, maxJobsPerTransaction: maxJobsPerTransaction, maxQueuedJobs: maxQueuedJobs)
+}
+
+/// The ids in `item`, read through a connection of its own.
+private func storedIDs(_ db: TemporaryDatabase) throws -> [Int64] {
+  let reader = try SQLiteConnection(path: db.path, mode: .readOnly)
+  return try reader.query("SELECT id FROM item ORDER BY id").map { row in
+    guard case .integer(let id) = row[0] else { return -1 }
+    return id
+  }
+}
+
+@Sendable private func insertItem(_ id: Int) -> @Sendable (SQLiteConnection) throws -> Int64 {
+  { connection in
+    try connection.execute(
+      "INSERT INTO item(id, value) VALUES (?, ?)", [.integer(Int64(id)), .text("item \(id)")])
+    return connection.lastInsertRowID
+  }
+}
+
+/// Makes the writer busy until `gate` opens: what is submitted meanwhile is queued, and taken as one group.
+private func holdWriter(
+  _ writer: SQLiteWriter, on loop: Loop, until gate: Gate, countdown: CompletionCountdown
+) {
+  let started = Gate()
+  writer.read(
+    on: loop,
+    { _ in
+      started.open()
+      gate.wait()
+    }, completion: { _ in countdown.done() })
+  started.wait()
+}
+
+@Suite struct SQLiteWriterTests {
+  @Test func jobsSubmittedInOneLoopTurnShareTransactions() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db)
+    let countdown = CompletionCountdown(loop: loop, expected: 200)
+    var results: [Int: Result<Int64, any Error>] = [:]
+    for i in 0..<200 {
+      writer.submit(on: loop, insertItem(i)) { result in
+        results[i] = result
+        countdown.done()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(results.count == 200)
+    #expect(results.allSatisfy { id, result in (try? result.get()) == Int64(id) })
+    // The group-commit property: far fewer commits (fsyncs) than jobs.
+    #expect(writer.jobsCommitted == 200)
+    #expect(writer.transactionsCommitted < writer.jobsCommitted)
+    #expect(try storedIDs(db) == (0..<200).map { Int64($0) })
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func everyJobQueuedWhileTheWriterIsBusyIsTakenAtOnceUpToTheLimit() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db, maxJobsPerTransaction: 64)
+    let countdown = CompletionCountdown(loop: loop, expected: 201)
+    let gate = Gate()
+    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    var succeeded = 0
+    for i in 0..<200 {
+      writer.submit(on: loop, insertItem(i)) { result in
+        if case .success = result { succeeded += 1 }
+        countdown.done()
+      }
+    }
+    gate.open()
+    try loop.runUntilDone()
+    #expect(succeeded == 200)
+    // 64 + 64 + 64 + 8.
+    #expect(writer.transactionsCommitted == 4)
+    #expect(writer.jobsCommitted == 200)
+    #expect(try storedIDs(db).count == 200)
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func aThrowingJobGetsItsErrorAndTheOthersInItsGroupCommit() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db)
+    let countdown = CompletionCountdown(loop: loop, expected: 11)
+    let gate = Gate()
+    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    var results: [Int: Result<Int64, any Error>] = [:]
+    for i in 0..<10 {
+      let job: @Sendable (SQLiteConnection) throws -> Int64
+      switch i {
+      case 5:
+        // Writes, then fails: its write must be undone, nobody else's.
+        job = { connection in
+          _ = try insertItem(5)(connection)
+          throw TestJobError.failed(5)
+        }
+      case 7:
+        job = insertItem(0)  // a UNIQUE violation: SQLite's own error
+      default:
+        job = insertItem(i)
+      }
+      writer.submit(on: loop, job) { result in
+        results[i] = result
+        countdown.done()
+      }
+    }
+    gate.open()
+    try loop.runUntilDone()
+
+    guard case .failure(let thrown)? = results[5], case .failure(let sqlite)? = results[7] else {
+      Issue.record("jobs 5 and 7 should have failed: \(results)")
+      return
+    }
+    #expect(thrown as? TestJobError == .failed(5))
+    #expect((sqlite as? SQLiteError)?.extendedCode == SQLiteError.ExtendedCode.constraintPrimaryKey)
+    for i in [0, 1, 2, 3, 4, 6, 8, 9] {
+      #expect((try? results[i]?.get()) == Int64(i), "job \(i)")
+    }
+    #expect(writer.transactionsCommitted == 1)
+    #expect(writer.jobsCommitted == 8)
+    #expect(try storedIDs(db) == [0, 1, 2, 3, 4, 6, 8, 9])
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func completionsRunOnTheLoopThreadAfterTheCommitIsVisibleToOthers() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db)
+    let loopThread = pthread_self()
+    let countdown = CompletionCountdown(loop: loop, expected: 20)
+    var order: [Int] = []
+    var offLoop = 0
+    var writerOnLoopThread = false
+    for i in 0..<20 {
+      writer.submit(
+        on: loop,
+        { connection in
+          if pthread_equal(pthread_self(), loopThread) != 0 { throw TestJobError.failed(-1) }
+          return try insertItem(i)(connection)
+        },
+        completion: { result in
+          if pthread_equal(pthread_self(), loopThread) == 0 { offLoop += 1 }
+          if case .failure(TestJobError.failed(-1)) = result { writerOnLoopThread = true }
+          order.append(i)
+          // A second connection already sees the row: the answer comes after the commit.
+          let visible = try? SQLiteConnection(path: db.path, mode: .readOnly)
+            .query("SELECT value FROM item WHERE id = ?", [.integer(Int64(i))])
+          #expect(visible == [[.text("item \(i)")]], "job \(i) answered before its row was committed")
+          #expect(writer.transactionsCommitted >= 1)
+          countdown.done()
+        })
+    }
+    try loop.runUntilDone()
+    #expect(offLoop == 0)
+    #expect(!writerOnLoopThread)
+    #expect(order == Array(0..<20))
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func aFailedCommitFailsEveryJobOfTheGroup() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    // A deferred foreign key is checked only at COMMIT: job B makes the group's COMMIT fail.
+    let writer = try makeWriter(
+      db,
+      schema: """
+        CREATE TABLE parent(id INTEGER PRIMARY KEY);
+        CREATE TABLE child(parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);
+        """)
+    let countdown = CompletionCountdown(loop: loop, expected: 5)
+    let gate = Gate()
+    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    var errors: [Int32?] = []
+    var afterwards: Result<Int64, any Error>?
+    let jobs: [@Sendable (SQLiteConnection) throws -> Void] = [
+      { try $0.execute("INSERT INTO parent VALUES (1)", []) },
+      { try $0.execute("INSERT INTO child VALUES (99)", []) },
+      { try $0.execute("INSERT INTO parent VALUES (2)", []) },
+    ]
+    for job in jobs {
+      writer.submit(on: loop, job) { result in
+        if case .failure(let error) = result { errors.append((error as? SQLiteError)?.extendedCode) }
+        if errors.count == 3 {
+          // A new group after the failed one starts from a clean state.
+          writer.submit(on: loop, insertItem(1)) { result in
+            afterwards = result
+            countdown.done()
+          }
+        }
+        countdown.done()
+      }
+    }
+    gate.open()
+    try loop.runUntilDone()
+    #expect(errors == Array(repeating: SQLiteError.ExtendedCode.constraintForeignKey, count: 3))
+    #expect((try? afterwards?.get()) == 1)
+    #expect(writer.transactionsCommitted == 1)
+    #expect(writer.jobsCommitted == 1)
+    let reader = try SQLiteConnection(path: db.path, mode: .readOnly)
+    #expect(try reader.query("SELECT count(*) FROM parent") == [[.integer(0)]])
+    #expect(try reader.query("SELECT count(*) FROM child") == [[.integer(0)]])
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func aJobThatEndsTheTransactionFailsTheJobsBeforeItAndTheRestRunAnew() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db)
+    let countdown = CompletionCountdown(loop: loop, expected: 4)
+    let gate = Gate()
+    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    var results: [Result<Int64, any Error>] = []
+    let jobs: [@Sendable (SQLiteConnection) throws -> Int64] = [
+      insertItem(1),
+      { connection in
+        // Misuse, or what SQLite does by itself on a full disk: the group's transaction is gone.
+        try connection.execute("ROLLBACK")
+        return 0
+      },
+      insertItem(3),
+    ]
+    for job in jobs {
+      writer.submit(on: loop, job) { result in
+        results.append(result)
+        countdown.done()
+      }
+    }
+    gate.open()
+    try loop.runUntilDone()
+    #expect(results.count == 3)
+    // Job 1's insert was rolled back with the transaction: it must not be told it succeeded.
+    #expect(results.prefix(2).allSatisfy { if case .failure = $0 { true } else { false } })
+    #expect((try? results.last?.get()) == 3)
+    #expect(writer.jobsCommitted == 1)
+    #expect(try storedIDs(db) == [3])
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func readsRunInSubmissionOrderOutsideGroups() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db)
+    let countdown = CompletionCountdown(loop: loop, expected: 5)
+    var counts: [Int64] = []
+    var readError: (any Error)?
+    let count: @Sendable (SQLiteConnection) throws -> Int64 = { connection in
+      #expect(!connection.isInTransaction)
+      guard case .integer(let n) = try connection.query("SELECT count(*) FROM item")[0][0] else { return -1 }
+      return n
+    }
+    writer.submit(on: loop, insertItem(1)) { _ in countdown.done() }
+    writer.read(on: loop, count) { result in
+      counts.append((try? result.get()) ?? -1)
+      countdown.done()
+    }
+    writer.submit(on: loop, insertItem(2)) { _ in countdown.done() }
+    writer.read(on: loop, count) { result in
+      counts.append((try? result.get()) ?? -1)
+      countdown.done()
+    }
+    let failing: @Sendable (SQLiteConnection) throws -> Int = { _ in throw TestJobError.failed(3) }
+    writer.read(on: loop, failing) { result in
+      if case .failure(let error) = result { readError = error }
+      countdown.done()
+    }
+    try loop.runUntilDone()
+    #expect(counts == [1, 2])
+    #expect(readError as? TestJobError == .failed(3))
+    #expect(writer.jobsCommitted == 2)
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func shutdownRunsOutstandingJobsAndJoinsTheThread() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db)
+    let probe = ThreadExitProbe()
+    let countdown = CompletionCountdown(loop: loop, expected: 51)
+    var succeeded = 0
+    writer.read(on: loop, { _ in probe.watchCurrentThread() }, completion: { _ in countdown.done() })
+    for i in 0..<50 {
+      writer.submit(on: loop, insertItem(i)) { result in
+        if case .success = result { succeeded += 1 }
+        countdown.done()
+      }
+    }
+    writer.shutdown()
+    // Before the loop ran again: every job committed, the thread is gone, the answers wait for the loop.
+    #expect(probe.hasExited)
+    #expect(try storedIDs(db).count == 50)
+    #expect(writer.pendingCompletions == 51)
+
+    var late: Result<Int64, any Error>?
+    writer.submit(on: loop, insertItem(99)) { result in late = result }
+    writer.shutdown()  // idempotent
+    try loop.runUntilDone()
+    #expect(succeeded == 50)
+    guard case .failure(let error)? = late else {
+      Issue.record("a job submitted after shutdown should fail: \(String(describing: late))")
+      return
+    }
+    #expect(error as? SQLiteWriterError == .shutDown)
+    #expect(writer.pendingCompletions == 0)
+    try loop.close()
+  }
+
+  @Test func aFullQueueRefusesJobsInsteadOfGrowing() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db, maxQueuedJobs: 2)
+    let countdown = CompletionCountdown(loop: loop, expected: 4)
+    let gate = Gate()
+    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    var results: [Result<Int64, any Error>] = []
+    for i in 0..<3 {
+      writer.submit(on: loop, insertItem(i)) { result in
+        results.append(result)
+        countdown.done()
+      }
+    }
+    gate.open()
+    try loop.runUntilDone()
+    #expect(results.count == 3)
+    // The refusal is answered first: it did not wait for the queue.
+    guard case .failure(let error) = results.first else {
+      Issue.record("the third job should have been refused: \(results)")
+      return
+    }
+    #expect(error as? SQLiteWriterError == .overloaded(queuedJobs: 2))
+    #expect(try storedIDs(db) == [0, 1])
+    writer.shutdown()
+    try loop.close()
+  }
+
+  @Test func eachCompletionRunsOnTheLoopThatSubmittedIt() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db)
+    let other = try LoopThread()
+    final class Tally: @unchecked Sendable {
+      let lock = Lock()
+      var onItsLoop = 0
+      var elsewhere = 0
+    }
+    let tally = Tally()
+    let countdown = CompletionCountdown(loop: loop, expected: 2)
+    other.start { otherLoop in
+      let thread = pthread_self()
+      var remaining = 50
+      for i in 0..<50 {
+        writer.submit(on: otherLoop, insertItem(1000 + i)) { _ in
+          tally.lock.withLock {
+            if pthread_equal(pthread_self(), thread) != 0 {
+              tally.onItsLoop += 1
+            } else {
+              tally.elsewhere += 1
+            }
+          }
+          remaining -= 1
+          if remaining == 0 { loop.execute { countdown.done() } }
+        }
+      }
+    }
+    let mainThread = pthread_self()
+    var remaining = 50
+    for i in 0..<50 {
+      writer.submit(on: loop, insertItem(i)) { _ in
+        tally.lock.withLock {
+          if pthread_equal(pthread_self(), mainThread) != 0 {
+            tally.onItsLoop += 1
+          } else {
+            tally.elsewhere += 1
+          }
+        }
+        remaining -= 1
+        if remaining == 0 { countdown.done() }
+      }
+    }
+    try loop.runUntilDone()
+    try other.shutdown()
+    #expect(tally.lock.withLock { (tally.onItsLoop, tally.elsewhere) } == (100, 0))
+    #expect(try storedIDs(db).count == 100)
+    writer.shutdown()
+    try loop.close()
+  }
+}
