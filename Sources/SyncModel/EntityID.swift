@@ -61,3 +61,20 @@ extension EntityID: Codable {
     try container.encode(rawValue)
   }
 }
+
+extension EntityID: CodingKeyRepresentable {
+  /// Dictionaries keyed by ids encode as JSON objects (`{"page-id": ...}`), and their keys are validated.
+  public var codingKey: any CodingKey { IDKey(stringValue: rawValue) }
+
+  public init?<T: CodingKey>(codingKey: T) {
+    guard let id = try? EntityID(validating: codingKey.stringValue) else { return nil }
+    self = id
+  }
+
+  private struct IDKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+  }
+}
