@@ -1,0 +1,436 @@
+import SQLiteStore
+import SyncModel
+
+/// A mutation refused for its page only.
+struct Rejection: Error {
+  var reason: RejectionReason
+  init(_ reason: RejectionReason) { self.reason = reason }
+}
+
+/// The columns of `page` a mutation works with.
+struct PageRow {
+  var id: EntityID
+  var workspace: EntityID
+  var kind: String
+  var parent: EntityID?
+  var parentStamp: String
+  var titleStamp: String
+  var deleted: Bool
+  var deletedStamp: String
+  var isDatabase: Bool { kind == "database" }
+}
+
+/// What one batch changed so far: fields per page, and the rows in view of each database it touched as they were
+/// before the batch.
+struct ChangeSet {
+  var fields: [EntityID: Set<String>] = [:]
+  var databasesBefore: [EntityID: [EntityID]] = [:]
+
+  mutating func record(_ page: EntityID, _ field: String) { fields[page, default: []].insert(field) }
+
+  mutating func merge(_ other: ChangeSet) {
+    for (page, names) in other.fields { fields[page, default: []].formUnion(names) }
+    for (database, rows) in other.databasesBefore where databasesBefore[database] == nil {
+      databasesBefore[database] = rows
+    }
+  }
+}
+
+extension PageStore {
+  /// Applies `batch` for `user`, who may write `workspaces`, inside the caller's transaction.
+  ///
+  /// Exactly once: mutations at or below the client's last applied id are acknowledged as duplicates and not
+  /// applied again; the new last id is written in the same transaction as the effects. A batch that starts past
+  /// the next id is refused whole (`gap`), as is one whose client id belongs to another user.
+  public func apply(
+    _ batch: MutationBatch, user: EntityID, workspaces: Set<EntityID>, nowMillis: UInt64
+  ) throws -> BatchOutcome {
+    guard batch.mutations.count <= maxMutationsPerBatch else {
+      throw BatchError.tooManyMutations(limit: maxMutationsPerBatch)
+    }
+    guard workspaces.contains(batch.workspace) else { throw BatchError.workspaceForbidden(batch.workspace) }
+    guard batch.hasConsecutiveIDs else { throw BatchError.nonConsecutiveIDs }
+    let client = try connection.query(
+      "SELECT user_id, last_mutation_id FROM client WHERE id = ?", [.text(batch.client.rawValue)]
+    ).first
+    if let client, client[0] != .text(user.rawValue) { throw BatchError.clientOfAnotherUser }
+    let last: UInt64 = if case .integer(let value)? = client?[1] { UInt64(value) } else { 0 }
+    if let first = batch.mutations.first, first.id > last + 1 {
+      throw BatchError.gap(expected: last + 1, received: first.id)
+    }
+
+    let seq = try metaNumber("sequence") + 1
+    var results: [MutationResult] = []
+    var changes = ChangeSet()
+    var context = ApplyContext(
+      store: self, batch: batch, workspaces: workspaces, seq: seq, nowMillis: nowMillis)
+    for mutation in batch.mutations {
+      if mutation.id <= last {
+        results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .duplicate))
+        continue
+      }
+      if let reason = mutation.validate(limits) {
+        results.append(
+          MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: reason))
+        continue
+      }
+      do {
+        let applied = try connection.savepoint("mutation") { () throws -> ChangeSet in
+          context.changes = ChangeSet()
+          try context.apply(mutation)
+          return context.changes
+        }
+        changes.merge(applied)
+        results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .applied))
+      } catch let rejection as Rejection {
+        results.append(
+          MutationResult(
+            mutationId: mutation.id, page: mutation.page, status: .rejected, reason: rejection.reason))
+      }
+    }
+    let newLast = max(last, batch.mutations.last?.id ?? last)
+    try connection.execute(
+      """
+      INSERT INTO client (id, user_id, last_mutation_id) VALUES (?, ?, ?)
+      ON CONFLICT (id) DO UPDATE SET last_mutation_id = excluded.last_mutation_id
+      """, [.text(batch.client.rawValue), .text(user.rawValue), .integer(Int64(newLast))])
+
+    // A database whose rows in view changed changes too.
+    for (database, before) in changes.databasesBefore where try rowsInView(of: database) != before {
+      changes.record(database, "rows")
+    }
+    var pages: [EntityID: UInt64] = [:]
+    if !changes.fields.isEmpty {
+      try setMeta("sequence", String(seq))
+      let touch = try connection.cachedStatement(
+        "UPDATE page SET last_updated = ?, updated_at_ms = ? WHERE id = ?")
+      let log = try connection.cachedStatement(
+        "INSERT OR IGNORE INTO change_log (page_id, seq, field) VALUES (?, ?, ?)")
+      for (page, fields) in changes.fields {
+        try touch.bind([.integer(Int64(seq)), .integer(Int64(nowMillis)), .text(page.rawValue)])
+        _ = try touch.step()
+        for field in fields {
+          try log.bind([.text(page.rawValue), .integer(Int64(seq)), .text(field)])
+          _ = try log.step()
+        }
+        pages[page] = seq
+      }
+    }
+    // A re-sent batch answers with the pages' current times, as the first answer did (or later ones).
+    for result in results where result.status == .duplicate && pages[result.page] == nil {
+      if let row = try loadPage(result.page), workspaces.contains(row.workspace) {
+        pages[result.page] = try lastUpdated(of: result.page)
+      }
+    }
+    var pageWorkspaces: [EntityID: EntityID] = [:]
+    for page in pages.keys {
+      if let row = try loadPage(page) { pageWorkspaces[page] = row.workspace }
+    }
+    return BatchOutcome(
+      results: results, pages: pages, sequence: changes.fields.isEmpty ? nil : seq, lastMutationId: newLast,
+      epoch: epoch, workspaces: pageWorkspaces)
+  }
+
+  func loadPage(_ id: EntityID) throws -> PageRow? {
+    let statement = try connection.cachedStatement(
+      """
+      SELECT workspace_id, kind, parent_id, parent_stamp, title_stamp, deleted, deleted_stamp
+      FROM page WHERE id = ?
+      """)
+    try statement.bind([.text(id.rawValue)])
+    defer { statement.reset() }
+    guard try statement.step() else { return nil }
+    return PageRow(
+      id: id, workspace: EntityID(trusted: statement.string(0) ?? ""), kind: statement.string(1) ?? "page",
+      parent: statement.string(2).map(EntityID.init(trusted:)), parentStamp: statement.string(3) ?? "",
+      titleStamp: statement.string(4) ?? "", deleted: statement.int64(5) != 0,
+      deletedStamp: statement.string(6) ?? "")
+  }
+
+  func lastUpdated(of page: EntityID) throws -> UInt64 {
+    guard
+      case .integer(let value)? = try connection.query(
+        "SELECT last_updated FROM page WHERE id = ?", [.text(page.rawValue)]
+      ).first?.first
+    else { return 0 }
+    return UInt64(value)
+  }
+}
+
+extension EntityID {
+  /// An id read back from our own store, validated when it was written.
+  init(trusted rawValue: String) {
+    // Ids in the store were validated on the way in; a corrupt one still must not crash the broker.
+    self = (try? EntityID(validating: rawValue)) ?? (try! EntityID(validating: "invalid"))
+  }
+}
+
+/// Runs one mutation against the store and records what it changed.
+struct ApplyContext {
+  let store: PageStore
+  let batch: MutationBatch
+  let workspaces: Set<EntityID>
+  let seq: UInt64
+  let nowMillis: UInt64
+  var changes = ChangeSet()
+
+  var connection: SQLiteConnection { store.connection }
+
+  init(store: PageStore, batch: MutationBatch, workspaces: Set<EntityID>, seq: UInt64, nowMillis: UInt64) {
+    self.store = store
+    self.batch = batch
+    self.workspaces = workspaces
+    self.seq = seq
+    self.nowMillis = nowMillis
+  }
+
+  /// A page the client may see and write, not deleted. A page outside its workspaces is "unknown": its
+  /// existence must not leak.
+  func writablePage(_ id: EntityID) throws -> PageRow {
+    guard let row = try store.loadPage(id), workspaces.contains(row.workspace) else {
+      throw Rejection(.unknownPage)
+    }
+    if row.deleted { throw Rejection(.pageDeleted) }
+    return row
+  }
+
+  /// Remembers a database's rows in view before the batch first touches them.
+  mutating func touchDatabase(_ id: EntityID?) throws {
+    guard let id, changes.databasesBefore[id] == nil else { return }
+    guard let row = try store.loadPage(id), row.isDatabase else { return }
+    changes.databasesBefore[id] = try store.rowsInView(of: id)
+  }
+
+  mutating func apply(_ mutation: Mutation) throws {
+    let stamp = LWWStamp(time: mutation.time, client: batch.client).sortKey
+    let page = mutation.page
+    switch mutation.action {
+    case .createPage(let parent, let title):
+      try create(page, kind: "page", parent: parent, title: title, stamp: stamp)
+    case .createDatabase(let parent, let title):
+      try create(page, kind: "database", parent: parent, title: title, stamp: stamp)
+      try connection.execute(
+        "INSERT INTO view (database_id, filter, sort, stamp) VALUES (?, NULL, NULL, ?)",
+        [.text(page.rawValue), .text(stamp)])
+    case .createRow(let database, let title, let properties):
+      let parent = try writablePage(database)
+      guard parent.isDatabase else { throw Rejection(.notADatabase) }
+      try touchDatabase(database)
+      try create(page, kind: "page", parent: database, title: title, stamp: stamp)
+      for (name, value) in properties {
+        try connection.execute(
+          "INSERT INTO property (page_id, name, value, stamp) VALUES (?, ?, ?, ?)",
+          [.text(page.rawValue), .text(name), .text(store.json(value)), .text(stamp)])
+      }
+    case .setTitle(let title):
+      let row = try writablePage(page)
+      if stamp > row.titleStamp {
+        try connection.execute(
+          "UPDATE page SET title = ?, title_stamp = ? WHERE id = ?",
+          [.text(title), .text(stamp), .text(page.rawValue)])
+        changes.record(page, "title")
+      }
+    case .setProperty(let name, let value):
+      let row = try writablePage(page)
+      let current = try connection.query(
+        "SELECT stamp FROM property WHERE page_id = ? AND name = ?", [.text(page.rawValue), .text(name)]
+      ).first?.first
+      if case .text(let existing)? = current, existing >= stamp { return }
+      try touchDatabase(row.parent)
+      try connection.execute(
+        """
+        INSERT INTO property (page_id, name, value, stamp) VALUES (?, ?, ?, ?)
+        ON CONFLICT (page_id, name) DO UPDATE SET value = excluded.value, stamp = excluded.stamp
+        """,
+        [.text(page.rawValue), .text(name), value.map { .text(store.json($0)) } ?? .null, .text(stamp)])
+      changes.record(page, "property:" + name)
+    case .addBlock(let block, let type, let text, let after, let attributes):
+      _ = try writablePage(page)
+      if try !connection.query("SELECT 1 FROM block WHERE id = ?", [.text(block.rawValue)]).isEmpty {
+        throw Rejection(.alreadyExists)
+      }
+      let position = try positionAfter(after, on: page, excluding: block)
+      try connection.execute(
+        """
+        INSERT INTO block (id, page_id, type, text, text_stamp, attributes, attributes_stamp, position,
+                           position_stamp, deleted, deleted_stamp)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+        """,
+        [
+          .text(block.rawValue), .text(page.rawValue), .text(type), .text(text), .text(stamp),
+          .text(store.json(attributes)), .text(stamp), .real(position), .text(stamp), .text(stamp),
+        ])
+      changes.record(page, "block:" + block.rawValue)
+    case .editBlock(let block, let text, let attributes):
+      _ = try writablePage(page)
+      let stamps = try liveBlock(block, on: page)
+      if let text, stamp > stamps.text {
+        try connection.execute(
+          "UPDATE block SET text = ?, text_stamp = ? WHERE id = ?",
+          [.text(text), .text(stamp), .text(block.rawValue)])
+        changes.record(page, "block:" + block.rawValue)
+      }
+      if let attributes, stamp > stamps.attributes {
+        try connection.execute(
+          "UPDATE block SET attributes = ?, attributes_stamp = ? WHERE id = ?",
+          [.text(store.json(attributes)), .text(stamp), .text(block.rawValue)])
+        changes.record(page, "block:" + block.rawValue)
+      }
+    case .moveBlock(let block, let after):
+      _ = try writablePage(page)
+      let stamps = try liveBlock(block, on: page)
+      if stamp > stamps.position {
+        let position = try positionAfter(after, on: page, excluding: block)
+        try connection.execute(
+          "UPDATE block SET position = ?, position_stamp = ? WHERE id = ?",
+          [.real(position), .text(stamp), .text(block.rawValue)])
+        changes.record(page, "block:" + block.rawValue)
+      }
+    case .deleteBlock(let block):
+      _ = try writablePage(page)
+      let stamps = try liveBlock(block, on: page)
+      if stamp > stamps.deleted {
+        try connection.execute(
+          "UPDATE block SET deleted = 1, deleted_stamp = ? WHERE id = ?",
+          [.text(stamp), .text(block.rawValue)])
+        changes.record(page, "block:" + block.rawValue)
+      }
+    case .movePage(let parent):
+      let row = try writablePage(page)
+      guard stamp > row.parentStamp, parent != row.parent else { return }
+      if let parent {
+        let target = try writablePage(parent)
+        guard target.workspace == row.workspace else { throw Rejection(.invalidParent) }
+        if row.isDatabase && target.isDatabase { throw Rejection(.invalidParent) }
+        // No cycles: the new parent must not be the page or one of its descendants.
+        var ancestor: EntityID? = parent
+        var steps = 0
+        while let current = ancestor, steps < 10_000 {
+          if current == page { throw Rejection(.invalidParent) }
+          ancestor = try store.loadPage(current)?.parent
+          steps += 1
+        }
+      }
+      try touchDatabase(row.parent)
+      try touchDatabase(parent)
+      try connection.execute(
+        "UPDATE page SET parent_id = ?, parent_stamp = ? WHERE id = ?",
+        [parent.map { .text($0.rawValue) } ?? .null, .text(stamp), .text(page.rawValue)])
+      changes.record(page, "parent")
+      if row.isDatabase {
+        if let old = row.parent { changes.record(old, "databases") }
+        if let parent { changes.record(parent, "databases") }
+      }
+    case .deletePage:
+      let row = try writablePage(page)
+      guard stamp > row.deletedStamp else { return }
+      try touchDatabase(row.parent)
+      try connection.execute(
+        "UPDATE page SET deleted = 1, deleted_stamp = ? WHERE id = ?", [.text(stamp), .text(page.rawValue)])
+      changes.record(page, "deleted")
+      if row.isDatabase, let parent = row.parent { changes.record(parent, "databases") }
+    case .setView(let filter, let sort):
+      let row = try writablePage(page)
+      guard row.isDatabase else { throw Rejection(.notADatabase) }
+      let current = try connection.query(
+        "SELECT stamp FROM view WHERE database_id = ?", [.text(page.rawValue)])
+      if case .text(let existing)? = current.first?.first, existing >= stamp { return }
+      try touchDatabase(page)
+      try connection.execute(
+        """
+        INSERT INTO view (database_id, filter, sort, stamp) VALUES (?, ?, ?, ?)
+        ON CONFLICT (database_id) DO UPDATE SET filter = excluded.filter, sort = excluded.sort, stamp = excluded.stamp
+        """,
+        [
+          .text(page.rawValue), filter.map { .text(store.json($0)) } ?? .null,
+          sort.map { .text(store.json($0)) } ?? .null,
+          .text(stamp),
+        ])
+      changes.record(page, "view")
+    }
+  }
+
+  private mutating func create(_ id: EntityID, kind: String, parent: EntityID?, title: String, stamp: String)
+    throws
+  {
+    if try store.loadPage(id) != nil { throw Rejection(.alreadyExists) }
+    var workspace = batch.workspace
+    if let parent {
+      let parentRow = try writablePage(parent)
+      // A database's parent is a page; a page's parent is a page or (as a row) a database.
+      if kind == "database" && parentRow.isDatabase { throw Rejection(.invalidParent) }
+      workspace = parentRow.workspace
+      if kind == "database" { changes.record(parent, "databases") }
+    }
+    try connection.execute(
+      """
+      INSERT INTO page (id, workspace_id, kind, parent_id, parent_stamp, title, title_stamp, deleted, deleted_stamp,
+                        created_seq, last_updated, updated_at_ms)
+      VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+      """,
+      [
+        .text(id.rawValue), .text(workspace.rawValue), .text(kind),
+        parent.map { .text($0.rawValue) } ?? .null,
+        .text(stamp), .text(title), .text(stamp), .text(stamp), .integer(Int64(seq)), .integer(Int64(seq)),
+        .integer(Int64(nowMillis)),
+      ])
+    changes.record(id, "created")
+  }
+
+  /// The stamps of a live block of `page`; unknown, deleted or elsewhere → `unknownBlock`.
+  private func liveBlock(_ block: EntityID, on page: EntityID) throws -> (
+    text: String, attributes: String, position: String, deleted: String
+  ) {
+    guard
+      let row = try connection.query(
+        "SELECT page_id, deleted, text_stamp, attributes_stamp, position_stamp, deleted_stamp FROM block WHERE id = ?",
+        [.text(block.rawValue)]
+      ).first,
+      row[0] == .text(page.rawValue), row[1] == .integer(0),
+      case .text(let text) = row[2], case .text(let attributes) = row[3], case .text(let position) = row[4],
+      case .text(let deleted) = row[5]
+    else { throw Rejection(.unknownBlock) }
+    return (text, attributes, position, deleted)
+  }
+
+  /// A position just after `after` (nil: first) among the page's live blocks. Positions are doubles midway
+  /// between neighbours; when neighbours get too close the page's blocks are renumbered 1, 2, 3, ... first.
+  private mutating func positionAfter(_ after: EntityID?, on page: EntityID, excluding block: EntityID) throws
+    -> Double
+  {
+    var blocks = try liveBlocks(of: page, excluding: block)
+    var index = 0
+    if let after {
+      guard let found = blocks.firstIndex(where: { $0.id == after }) else { throw Rejection(.unknownBlock) }
+      index = found + 1
+    }
+    func gap() -> (Double, Double) {
+      let low = index > 0 ? blocks[index - 1].position : (blocks.first?.position ?? 1) - 2
+      let high = index < blocks.count ? blocks[index].position : low + 2
+      return (low, high)
+    }
+    var (low, high) = gap()
+    if high - low < 1e-9 {
+      for (i, existing) in blocks.enumerated() {
+        try connection.execute(
+          "UPDATE block SET position = ? WHERE id = ?", [.real(Double(i + 1)), .text(existing.id.rawValue)])
+        blocks[i].position = Double(i + 1)
+        changes.record(page, "block:" + existing.id.rawValue)
+      }
+      (low, high) = gap()
+    }
+    return (low + high) / 2
+  }
+
+  private func liveBlocks(of page: EntityID, excluding block: EntityID) throws -> [(
+    id: EntityID, position: Double
+  )] {
+    try connection.query(
+      "SELECT id, position FROM block WHERE page_id = ? AND deleted = 0 AND id != ? ORDER BY position, id",
+      [.text(page.rawValue), .text(block.rawValue)]
+    ).compactMap { row in
+      guard case .text(let id) = row[0], case .real(let position) = row[1] else { return nil }
+      return (EntityID(trusted: id), position)
+    }
+  }
+}

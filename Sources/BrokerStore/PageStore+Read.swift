@@ -1,0 +1,242 @@
+import SQLiteStore
+import SyncModel
+
+extension PageStore {
+  /// A database's rows in view: live rows that pass the view's filter, in its sort order (creation order by
+  /// default and for ties; rows lacking the sort property last).
+  public func rowsInView(of database: EntityID) throws -> [EntityID] {
+    let view = try connection.query(
+      "SELECT filter, sort FROM view WHERE database_id = ?", [.text(database.rawValue)]
+    )
+    .first
+    let filter: ViewFilter? = view.flatMap {
+      if case .text(let t) = $0[0] { decode(ViewFilter.self, t) } else { nil }
+    }
+    let sort: ViewSort? = view.flatMap {
+      if case .text(let t) = $0[1] { decode(ViewSort.self, t) } else { nil }
+    }
+    var rows: [(id: EntityID, created: Int64, sortValue: PropertyValue?)] = []
+    let names = [filter?.property, sort?.property].compactMap { $0 }
+    for row in try connection.query(
+      "SELECT id, created_seq FROM page WHERE parent_id = ? AND deleted = 0 ORDER BY created_seq, id",
+      [.text(database.rawValue)])
+    {
+      guard case .text(let id) = row[0], case .integer(let created) = row[1] else { continue }
+      var values: [String: PropertyValue] = [:]
+      if !names.isEmpty {
+        for property in try connection.query(
+          "SELECT name, value FROM property WHERE page_id = ? AND value IS NOT NULL", [.text(id)])
+        {
+          if case .text(let name) = property[0], names.contains(name), case .text(let json) = property[1],
+            let value = decode(PropertyValue.self, json)
+          {
+            values[name] = value
+          }
+        }
+      }
+      if let filter, values[filter.property] != filter.value { continue }
+      rows.append((EntityID(trusted: id), created, sort.flatMap { values[$0.property] }))
+    }
+    if let sort {
+      rows.sort { a, b in
+        switch (a.sortValue, b.sortValue) {
+        case (nil, nil): return a.created < b.created
+        case (nil, _): return false
+        case (_, nil): return true
+        case (let x?, let y?):
+          if x == y { return a.created < b.created }
+          return sort.descending ? PropertyValue.orders(y, before: x) : PropertyValue.orders(x, before: y)
+        }
+      }
+    }
+    return rows.map(\.id)
+  }
+
+  /// The page as a client downloads it, if it exists in `workspaces`.
+  public func snapshot(of id: EntityID, workspaces: Set<EntityID>) throws -> PageSnapshot? {
+    guard
+      let row = try connection.query(
+        "SELECT workspace_id, kind, parent_id, title, deleted, last_updated FROM page WHERE id = ?",
+        [.text(id.rawValue)]
+      ).first,
+      case .text(let workspace) = row[0], workspaces.contains(EntityID(trusted: workspace)),
+      case .text(let kind) = row[1], case .text(let title) = row[3], case .integer(let deleted) = row[4],
+      case .integer(let lastUpdated) = row[5]
+    else { return nil }
+    let parent: EntityID? = if case .text(let p) = row[2] { EntityID(trusted: p) } else { nil }
+    var properties: [String: PropertyValue] = [:]
+    for property in try connection.query(
+      "SELECT name, value FROM property WHERE page_id = ? AND value IS NOT NULL", [.text(id.rawValue)])
+    {
+      if case .text(let name) = property[0], case .text(let json) = property[1],
+        let value = decode(PropertyValue.self, json)
+      {
+        properties[name] = value
+      }
+    }
+    let blocks = try blockStates(of: id, only: nil).filter { !$0.deleted }
+    let databases = try connection.query(
+      "SELECT id FROM page WHERE parent_id = ? AND kind = 'database' AND deleted = 0 ORDER BY created_seq, id",
+      [.text(id.rawValue)]
+    ).compactMap { if case .text(let d) = $0[0] { EntityID(trusted: d) } else { nil } }
+    var view: ViewState?
+    var rows: [EntityID]?
+    if kind == "database" {
+      let stored = try connection.query(
+        "SELECT filter, sort FROM view WHERE database_id = ?", [.text(id.rawValue)]
+      )
+      .first
+      view = ViewState(
+        filter: stored.flatMap { if case .text(let t) = $0[0] { decode(ViewFilter.self, t) } else { nil } },
+        sort: stored.flatMap { if case .text(let t) = $0[1] { decode(ViewSort.self, t) } else { nil } })
+      rows = try rowsInView(of: id)
+    }
+    return PageSnapshot(
+      id: id, workspace: EntityID(trusted: workspace), kind: kind, parent: parent, title: title,
+      deleted: deleted != 0,
+      properties: properties, blocks: blocks, databases: databases, view: view, rows: rows,
+      lastUpdatedTime: UInt64(lastUpdated))
+  }
+
+  /// The page's blocks (deleted ones included), in order; `only` limits them to those ids.
+  func blockStates(of page: EntityID, only: Set<String>?) throws -> [BlockState] {
+    try connection.query(
+      "SELECT id, type, text, attributes, position, deleted FROM block WHERE page_id = ? ORDER BY position, id",
+      [.text(page.rawValue)]
+    ).compactMap { row in
+      guard case .text(let id) = row[0], only?.contains(id) ?? true, case .text(let type) = row[1],
+        case .text(let text) = row[2], case .text(let attributes) = row[3], case .real(let position) = row[4],
+        case .integer(let deleted) = row[5]
+      else { return nil }
+      return BlockState(
+        id: EntityID(trusted: id), type: type, text: text,
+        attributes: decode([String: String].self, attributes) ?? [:], position: position,
+        deleted: deleted != 0)
+    }
+  }
+
+  /// What changed in the page since `since`, if the page exists in `workspaces`: the changed fields when the
+  /// change log reaches back that far, else (or from time 0, or from another epoch) the whole page.
+  public func delta(of id: EntityID, since: UInt64, workspaces: Set<EntityID>) throws -> PageDelta? {
+    guard let page = try snapshot(of: id, workspaces: workspaces) else { return nil }
+    let floor = try metaNumber("log_floor")
+    if since == 0 || since < floor {
+      return PageDelta(
+        id: id, since: since, lastUpdatedTime: page.lastUpdatedTime, full: true, page: page, properties: [:],
+        blocks: [])
+    }
+    let fields = Set(
+      try connection.query(
+        "SELECT DISTINCT field FROM change_log WHERE page_id = ? AND seq > ?",
+        [.text(id.rawValue), .integer(Int64(since))]
+      ).compactMap { if case .text(let f) = $0[0] { f } else { nil } })
+    var properties: [String: PropertyValue?] = [:]
+    var blockIDs: Set<String> = []
+    for field in fields {
+      if field.hasPrefix("property:") {
+        let name = String(field.dropFirst("property:".count))
+        properties[name] = .some(page.properties[name])
+      } else if field.hasPrefix("block:") {
+        blockIDs.insert(String(field.dropFirst("block:".count)))
+      }
+    }
+    let blocks = blockIDs.isEmpty ? [] : try blockStates(of: id, only: blockIDs)
+    // The header travels whole; the bulky parts only when they changed.
+    var header = page
+    header.properties = [:]
+    header.blocks = []
+    if !fields.contains("databases") && !fields.contains("created") { header.databases = [] }
+    if !fields.contains("rows") && !fields.contains("view") && !fields.contains("created") {
+      header.rows = nil
+    }
+    return PageDelta(
+      id: id, since: since, lastUpdatedTime: page.lastUpdatedTime, full: false, page: header,
+      properties: properties,
+      blocks: blocks)
+  }
+
+  /// Catch-up: of the pages in `since` (page → the client's lastDownloadedTimestamp), those whose
+  /// `lastUpdatedTime` is newer, and those the client may not (or no longer) see — `gone` — indistinguishable
+  /// from ones that never existed. With another epoch than ours every visible page is reported changed.
+  public func changedPages(
+    since: [EntityID: UInt64], workspaces: Set<EntityID>, clientEpoch: String?
+  ) throws -> (changed: [EntityID: UInt64], gone: [EntityID]) {
+    let sameEpoch = clientEpoch == nil || clientEpoch == epoch
+    var changed: [EntityID: UInt64] = [:]
+    var gone: [EntityID] = []
+    let statement = try connection.cachedStatement("SELECT workspace_id, last_updated FROM page WHERE id = ?")
+    for (page, timestamp) in since {
+      try statement.bind([.text(page.rawValue)])
+      defer { statement.reset() }
+      guard try statement.step(), let workspace = statement.string(0),
+        workspaces.contains(EntityID(trusted: workspace))
+      else {
+        gone.append(page)
+        continue
+      }
+      let lastUpdated = UInt64(statement.int64(1))
+      if !sameEpoch || lastUpdated > timestamp { changed[page] = lastUpdated }
+    }
+    return (changed, gone.sorted())
+  }
+
+  /// Of `pages`, those that exist outside `workspaces` (a subscription to them must be refused).
+  public func pagesOutside(workspaces: Set<EntityID>, among pages: [EntityID]) throws -> [EntityID] {
+    let statement = try connection.cachedStatement("SELECT workspace_id FROM page WHERE id = ?")
+    var outside: [EntityID] = []
+    for page in pages {
+      try statement.bind([.text(page.rawValue)])
+      defer { statement.reset() }
+      if try statement.step(), let workspace = statement.string(0),
+        !workspaces.contains(EntityID(trusted: workspace))
+      {
+        outside.append(page)
+      }
+    }
+    return outside
+  }
+
+  /// Pages of `workspaces` changed after `sequence`, oldest change first, `limit` from `offset` (the seed guide's
+  /// `GET /v1/sync`), and whether more follow.
+  public func pagesChanged(
+    after sequence: UInt64, workspaces: Set<EntityID>, offset: Int, limit: Int
+  ) throws -> (pages: [EntityID], hasMore: Bool) {
+    guard !workspaces.isEmpty else { return ([], false) }
+    let marks = Array(repeating: "?", count: workspaces.count).joined(separator: ", ")
+    let bindings: [SQLiteValue] =
+      [.integer(Int64(sequence))] + workspaces.sorted().map { .text($0.rawValue) } + [
+        .integer(Int64(limit + 1)), .integer(Int64(offset)),
+      ]
+    let ids = try connection.query(
+      """
+      SELECT id FROM page WHERE last_updated > ? AND workspace_id IN (\(marks))
+      ORDER BY last_updated, id LIMIT ? OFFSET ?
+      """, bindings
+    ).compactMap { if case .text(let id) = $0[0] { EntityID(trusted: id) } else { nil } }
+    return (Array(ids.prefix(limit)), ids.count > limit)
+  }
+}
+
+extension PropertyValue {
+  /// The order of a view's sort: numbers numerically, strings and lists by their UTF-8, false before true; values
+  /// of different kinds by kind (bool, number, string, list).
+  static func orders(_ a: PropertyValue, before b: PropertyValue) -> Bool {
+    switch (a, b) {
+    case (.number(let x), .number(let y)): return x < y
+    case (.string(let x), .string(let y)): return x.utf8.lexicographicallyPrecedes(y.utf8)
+    case (.bool(let x), .bool(let y)): return !x && y
+    case (.list(let x), .list(let y)):
+      return x.joined(separator: "\u{0}").utf8.lexicographicallyPrecedes(y.joined(separator: "\u{0}").utf8)
+    default: return a.kindRank < b.kindRank
+    }
+  }
+
+  private var kindRank: Int {
+    switch self {
+    case .bool: 0
+    case .number: 1
+    case .string: 2
+    case .list: 3
+    }
+  }
+}

@@ -1,0 +1,83 @@
+import SQLiteStore
+
+extension PageStore {
+  /// The broker store's schema, one migration per shipped version. Never edit a migration that has shipped: add
+  /// the next one.
+  ///
+  /// Every last-writer-wins field keeps its stamp beside it (`*_stamp`: `LWWStamp.sortKey`, which sorts as the
+  /// stamps do). `page.last_updated` is the sequence of the last batch that changed the page (for a database,
+  /// also the last one that changed its rows in view). `change_log` says which fields of a page changed at
+  /// which sequence; a delta is the current value of every field changed since a time, and `meta.log_floor` is
+  /// the sequence below which the log was pruned (older times get a snapshot).
+  static let migrations: [SQLiteMigration] = [
+    SQLiteMigration(
+      version: 1, name: "pages, blocks, views, clients, change log",
+      sql: """
+        CREATE TABLE meta (
+          key TEXT PRIMARY KEY,
+          value TEXT NOT NULL
+        ) WITHOUT ROWID;
+
+        CREATE TABLE page (
+          id TEXT PRIMARY KEY,
+          workspace_id TEXT NOT NULL,
+          kind TEXT NOT NULL CHECK (kind IN ('page', 'database')),
+          parent_id TEXT,
+          parent_stamp TEXT NOT NULL,
+          title TEXT NOT NULL,
+          title_stamp TEXT NOT NULL,
+          deleted INTEGER NOT NULL DEFAULT 0,
+          deleted_stamp TEXT NOT NULL,
+          created_seq INTEGER NOT NULL,
+          last_updated INTEGER NOT NULL,
+          updated_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX page_parent ON page (parent_id);
+        CREATE INDEX page_workspace_updated ON page (workspace_id, last_updated);
+
+        CREATE TABLE property (
+          page_id TEXT NOT NULL,
+          name TEXT NOT NULL,
+          value TEXT,
+          stamp TEXT NOT NULL,
+          PRIMARY KEY (page_id, name)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE block (
+          id TEXT PRIMARY KEY,
+          page_id TEXT NOT NULL,
+          type TEXT NOT NULL,
+          text TEXT NOT NULL,
+          text_stamp TEXT NOT NULL,
+          attributes TEXT NOT NULL,
+          attributes_stamp TEXT NOT NULL,
+          position REAL NOT NULL,
+          position_stamp TEXT NOT NULL,
+          deleted INTEGER NOT NULL DEFAULT 0,
+          deleted_stamp TEXT NOT NULL
+        );
+        CREATE INDEX block_page ON block (page_id, position);
+
+        CREATE TABLE view (
+          database_id TEXT PRIMARY KEY,
+          filter TEXT,
+          sort TEXT,
+          stamp TEXT NOT NULL
+        ) WITHOUT ROWID;
+
+        CREATE TABLE client (
+          id TEXT PRIMARY KEY,
+          user_id TEXT NOT NULL,
+          last_mutation_id INTEGER NOT NULL
+        ) WITHOUT ROWID;
+
+        CREATE TABLE change_log (
+          page_id TEXT NOT NULL,
+          seq INTEGER NOT NULL,
+          field TEXT NOT NULL,
+          PRIMARY KEY (page_id, seq, field)
+        ) WITHOUT ROWID;
+        CREATE INDEX change_log_seq ON change_log (seq);
+        """)
+  ]
+}

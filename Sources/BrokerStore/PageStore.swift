@@ -1,0 +1,122 @@
+import FoundationEssentials
+import SQLiteStore
+import SyncModel
+
+/// The broker's authoritative page store over one SQLite connection.
+///
+/// Threading: owned by the thread that runs its connection (the broker's writer thread); never the loop thread.
+/// Writes are expected inside a transaction the caller opened (`SQLiteWriter` groups batches into one); each
+/// mutation runs in a savepoint so a rejected one leaves nothing behind.
+public final class PageStore {
+  public let connection: SQLiteConnection
+  /// A random id made when the store was created: a restored or replaced store has another, which tells clients
+  /// that sequence numbers they hold mean nothing here.
+  public let epoch: String
+  /// The sequence of the last batch that changed something. Read from the store, not cached: a transaction
+  /// that rolls back (a failed group commit) leaves nothing stale behind.
+  public var sequence: UInt64 { (try? metaNumber("sequence")) ?? 0 }
+  /// The change log holds every change after this sequence; a delta from an older time is a snapshot.
+  public var logFloor: UInt64 { (try? metaNumber("log_floor")) ?? 0 }
+  public var limits: MutationLimits
+  /// Most mutations one batch may carry.
+  public var maxMutationsPerBatch = 1000
+
+  let encoder: JSONEncoder = {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return encoder
+  }()
+  let decoder = JSONDecoder()
+
+  /// Opens the store on `connection`, migrating it to the newest schema, and creating its epoch on first use.
+  public init(connection: SQLiteConnection, limits: MutationLimits = MutationLimits()) throws {
+    self.connection = connection
+    self.limits = limits
+    _ = try SQLiteMigrator(PageStore.migrations).migrate(connection)
+    let meta = try PageStore.readMeta(connection)
+    if let epoch = meta["epoch"] {
+      self.epoch = epoch
+    } else {
+      epoch = Crypto.randomHex(16)
+      try connection.execute("INSERT INTO meta (key, value) VALUES ('epoch', ?)", [.text(epoch)])
+    }
+  }
+
+  func metaNumber(_ key: String) throws -> UInt64 {
+    guard
+      case .text(let value)? = try connection.query("SELECT value FROM meta WHERE key = ?", [.text(key)])
+        .first?
+        .first
+    else { return 0 }
+    return UInt64(value) ?? 0
+  }
+
+  private static func readMeta(_ connection: SQLiteConnection) throws -> [String: String] {
+    var meta: [String: String] = [:]
+    for row in try connection.query("SELECT key, value FROM meta") {
+      if case .text(let key) = row[0], case .text(let value) = row[1] { meta[key] = value }
+    }
+    return meta
+  }
+
+  func setMeta(_ key: String, _ value: String) throws {
+    try connection.execute(
+      "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      [.text(key), .text(value)])
+  }
+
+  /// Forgets change-log entries at or below `sequence - keep`; deltas from before then become snapshots.
+  /// Returns how many entries went.
+  @discardableResult
+  public func pruneLog(keepingSequences keep: UInt64) throws -> Int {
+    let sequence = try metaNumber("sequence")
+    guard sequence > keep else { return 0 }
+    let floor = sequence - keep
+    guard floor > (try metaNumber("log_floor")) else { return 0 }
+    try connection.execute("DELETE FROM change_log WHERE seq <= ?", [.integer(Int64(floor))])
+    let removed = connection.changes
+    try setMeta("log_floor", String(floor))
+    return removed
+  }
+
+  // MARK: Encoding helpers
+
+  func json<T: Encodable>(_ value: T) -> String {
+    // Encoding our own value types cannot fail.
+    String(decoding: try! encoder.encode(value), as: UTF8.self)
+  }
+
+  func decode<T: Decodable>(_ type: T.Type, _ text: String?) -> T? {
+    guard let text else { return nil }
+    return try? decoder.decode(type, from: Data(text.utf8))
+  }
+}
+
+extension LWWStamp {
+  /// A text form that sorts as the stamps do: zero-padded milliseconds and counter, then the client id.
+  var sortKey: String {
+    func padded(_ value: some BinaryInteger, _ width: Int) -> String {
+      let digits = String(value)
+      return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+    return padded(time.millis, 20) + ":" + padded(time.counter, 10) + "@" + client.rawValue
+  }
+
+  /// The stamp below every real one (for fields nobody has written).
+  static let origin = ""
+}
+
+/// Small crypto helpers without Foundation's `UUID` (which would pull in more than FoundationEssentials).
+enum Crypto {
+  static func randomHex(_ bytes: Int) -> String {
+    var generator = SystemRandomNumberGenerator()
+    let hex = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    for _ in 0..<bytes {
+      let byte = UInt8.random(in: 0...255, using: &generator)
+      out.append(hex[Int(byte >> 4)])
+      out.append(hex[Int(byte & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
+  }
+}

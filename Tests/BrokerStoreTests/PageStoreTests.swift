@@ -1,0 +1,374 @@
+import BrokerStore
+import EventLoop
+import EventLoopTestKit
+import SQLiteStore
+import SyncModel
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
+
+/// A page store on a fresh file, and helpers to push batches as a client would.
+private final class StoreFixture {
+  let path: String
+  let store: PageStore
+  var nextID: [String: UInt64] = [:]
+  var clock = HybridLogicalClock()
+  var wall: UInt64 = 1_000_000
+
+  static let workspace = id("ws1")
+  static let other = id("ws2")
+
+  init() throws {
+    path = "/tmp/pagesync-store-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+    let connection = try SQLiteConnection(path: path)
+    try connection.configure(synchronous: .normal)
+    store = try PageStore(connection: connection)
+  }
+
+  deinit {
+    store.connection.close()
+    for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+  }
+
+  func mutation(_ client: String, _ page: String, _ action: MutationAction, time: HLCTimestamp? = nil)
+    -> Mutation
+  {
+    let next = (nextID[client] ?? 0) + 1
+    nextID[client] = next
+    wall += 1
+    return Mutation(id: next, page: id(page), time: time ?? clock.now(physicalMillis: wall), action: action)
+  }
+
+  @discardableResult
+  func push(
+    _ client: String, _ mutations: [Mutation], user: String = "alice",
+    workspace: EntityID = StoreFixture.workspace,
+    workspaces: Set<EntityID> = [StoreFixture.workspace]
+  ) throws -> BatchOutcome {
+    let batch = MutationBatch(client: id(client), workspace: workspace, mutations: mutations)
+    return try store.connection.transaction {
+      try store.apply(batch, user: id(user), workspaces: workspaces, nowMillis: wall)
+    }
+  }
+
+  @discardableResult
+  func push(_ client: String, _ page: String, _ action: MutationAction) throws -> BatchOutcome {
+    try push(client, [mutation(client, page, action)])
+  }
+
+  func snapshot(_ page: String, workspaces: Set<EntityID> = [StoreFixture.workspace]) throws -> PageSnapshot?
+  {
+    try store.snapshot(of: id(page), workspaces: workspaces)
+  }
+}
+
+@Suite struct PageStoreTests {
+  @Test func createEditAndReadAPage() throws {
+    let f = try StoreFixture()
+    let created = try f.push("c1", "home", .createPage(parent: nil, title: "Home"))
+    #expect(created.results.map(\.status) == [.applied])
+    #expect(created.sequence == 1)
+    #expect(created.pages == [id("home"): 1])
+    try f.push(
+      "c1",
+      [
+        f.mutation("c1", "home", .setTitle("Home ✓")),
+        f.mutation("c1", "home", .setProperty(name: "Status", value: .string("Draft"))),
+        f.mutation(
+          "c1", "home", .addBlock(block: id("b1"), type: "text", text: "first", after: nil, attributes: [:])),
+        f.mutation(
+          "c1", "home",
+          .addBlock(
+            block: id("b2"), type: "todo", text: "second", after: id("b1"), attributes: ["checked": "false"])),
+        f.mutation(
+          "c1", "home", .addBlock(block: id("b0"), type: "heading", text: "top", after: nil, attributes: [:])),
+      ])
+    let page = try #require(try f.snapshot("home"))
+    #expect(page.title == "Home ✓")
+    #expect(page.properties == ["Status": .string("Draft")])
+    #expect(page.blocks.map(\.id) == [id("b0"), id("b1"), id("b2")])
+    #expect(page.blocks[2].attributes == ["checked": "false"])
+    #expect(page.lastUpdatedTime == 2)
+    #expect(f.store.sequence == 2)
+    #expect(page.workspace == StoreFixture.workspace)
+  }
+
+  @Test func aResentBatchIsAcknowledgedAgainButAppliedOnce() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    let batch = [
+      f.mutation("c1", "p", .setProperty(name: "Count", value: .number(1))),
+      f.mutation("c1", "p", .setTitle("P2")),
+    ]
+    let first = try f.push("c1", batch)
+    let again = try f.push("c1", batch)
+    #expect(first.results.map(\.status) == [.applied, .applied])
+    #expect(again.results.map(\.status) == [.duplicate, .duplicate])
+    #expect(again.sequence == nil)
+    #expect(again.pages == first.pages)
+    #expect(again.lastMutationId == 3)
+    #expect(f.store.sequence == 2)
+    // A batch that overlaps the applied ones applies only what is new.
+    let overlap = try f.push("c1", [batch[1], f.mutation("c1", "p", .setTitle("P3"))])
+    #expect(overlap.results.map(\.status) == [.duplicate, .applied])
+    #expect(try f.snapshot("p")?.title == "P3")
+  }
+
+  @Test func aGapInMutationIDsIsRefusedWhole() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    f.nextID["c1"] = 5
+    #expect(throws: BatchError.gap(expected: 2, received: 6)) {
+      try f.push("c1", [f.mutation("c1", "p", .setTitle("lost?"))])
+    }
+    #expect(try f.snapshot("p")?.title == "P")
+    let broken = [f.mutation("c2", "p", .setTitle("x")), f.mutation("c2", "p", .setTitle("y"))]
+    #expect(throws: BatchError.nonConsecutiveIDs) { try f.push("c2", [broken[1], broken[0]]) }
+  }
+
+  @Test func aClientIDCannotBeUsedByAnotherUser() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    #expect(throws: BatchError.clientOfAnotherUser) {
+      try f.push("c1", [f.mutation("c1", "p", .setTitle("mallory was here"))], user: "mallory")
+    }
+    #expect(try f.snapshot("p")?.title == "P")
+  }
+
+  @Test func lastWriterWinsByHLCWhateverTheArrivalOrder() throws {
+    let f = try StoreFixture()
+    try f.push("c0", "p", .createPage(parent: nil, title: "P"))
+    // A week-old offline edit arrives after a newer one: the newer one stays.
+    let old = HLCTimestamp(millis: 2_000_000, counter: 0)
+    let new = HLCTimestamp(millis: 2_000_100, counter: 0)
+    try f.push("new", [f.mutation("new", "p", .setTitle("newer"), time: new)])
+    let late = try f.push("old", [f.mutation("old", "p", .setTitle("older"), time: old)])
+    #expect(late.results.map(\.status) == [.applied])
+    #expect(late.sequence == nil, "a write that lost changes nothing")
+    #expect(try f.snapshot("p")?.title == "newer")
+    // Equal times: the larger client id wins, on every replica.
+    try f.push(
+      "aaa", [f.mutation("aaa", "p", .setProperty(name: "k", value: .string("from aaa")), time: new)])
+    try f.push(
+      "zzz", [f.mutation("zzz", "p", .setProperty(name: "k", value: .string("from zzz")), time: new)])
+    try f.push(
+      "mmm", [f.mutation("mmm", "p", .setProperty(name: "k", value: .string("from mmm")), time: new)])
+    #expect(try f.snapshot("p")?.properties["k"] == .string("from zzz"))
+  }
+
+  @Test func rejectionsConcernTheirPageOnlyAndLeakNothing() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "mine", .createPage(parent: nil, title: "Mine"))
+    try f.push(
+      "c9", [f.mutation("c9", "theirs", .createPage(parent: nil, title: "Theirs"))], user: "bob",
+      workspace: StoreFixture.other, workspaces: [StoreFixture.other])
+    try f.push("c1", "gone", .createPage(parent: nil, title: "Gone"))
+    try f.push("c1", "gone", .deletePage)
+    let outcome = try f.push(
+      "c1",
+      [
+        f.mutation("c1", "theirs", .setTitle("hijack")),
+        f.mutation("c1", "nowhere", .setTitle("x")),
+        f.mutation("c1", "gone", .setTitle("revive")),
+        f.mutation("c1", "mine", .setView(filter: nil, sort: nil)),
+        f.mutation("c1", "mine", .editBlock(block: id("nope"), text: "x", attributes: nil)),
+        f.mutation("c1", "mine", .createPage(parent: nil, title: "dup")),
+        f.mutation("c1", "mine", .setTitle(String(repeating: "x", count: 5000))),
+        f.mutation("c1", "mine", .setTitle("still works")),
+      ])
+    #expect(
+      outcome.results.map(\.reason) == [
+        .unknownPage, .unknownPage, .pageDeleted, .notADatabase, .unknownBlock, .alreadyExists, .tooLarge,
+        nil,
+      ])
+    #expect(outcome.results.last?.status == .applied)
+    #expect(outcome.lastMutationId == 11)
+    #expect(try f.snapshot("mine")?.title == "still works")
+    #expect(try f.snapshot("theirs", workspaces: [StoreFixture.other])?.title == "Theirs")
+    // Another workspace's page does not exist for us, in reads as in writes.
+    #expect(try f.snapshot("theirs") == nil)
+  }
+
+  @Test func movesThatWouldMakeACycleAreRefused() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "a", .createPage(parent: nil, title: "A"))
+    try f.push("c1", "b", .createPage(parent: id("a"), title: "B"))
+    try f.push("c1", "c", .createPage(parent: id("b"), title: "C"))
+    let outcome = try f.push("c1", [f.mutation("c1", "a", .movePage(parent: id("c")))])
+    #expect(outcome.results.first?.reason == .invalidParent)
+    let fine = try f.push("c1", [f.mutation("c1", "c", .movePage(parent: nil))])
+    #expect(fine.results.first?.status == .applied)
+    #expect(try f.snapshot("c")?.parent == nil)
+  }
+
+  @Test func databaseRowsInViewFollowFilterAndSortAndMoveTheDatabaseTime() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "home", .createPage(parent: nil, title: "Home"))
+    try f.push("c1", "tasks", .createDatabase(parent: id("home"), title: "Tasks"))
+    #expect(try f.snapshot("home")?.databases == [id("tasks")])
+    for (row, status, points) in [("r1", "Todo", 3.0), ("r2", "Done", 1.0), ("r3", "Todo", 2.0)] {
+      try f.push(
+        "c1", row,
+        .createRow(
+          database: id("tasks"), title: row,
+          properties: ["Status": .string(status), "Points": .number(points)]))
+    }
+    #expect(try f.snapshot("tasks")?.rows == [id("r1"), id("r2"), id("r3")])
+    try f.push(
+      "c1", "tasks",
+      .setView(
+        filter: ViewFilter(property: "Status", value: .string("Todo")), sort: ViewSort(property: "Points")))
+    #expect(try f.snapshot("tasks")?.rows == [id("r3"), id("r1")])
+    let before = try #require(try f.snapshot("tasks")).lastUpdatedTime
+    // A change that leaves the rows in view as they were does not touch the database...
+    let quiet = try f.push("c1", "r1", .setProperty(name: "Notes", value: .string("irrelevant")))
+    #expect(quiet.pages.keys.sorted() == [id("r1")])
+    #expect(try f.snapshot("tasks")?.lastUpdatedTime == before)
+    // ...one that changes them does.
+    let loud = try f.push("c1", "r2", .setProperty(name: "Status", value: .string("Todo")))
+    #expect(loud.pages.keys.sorted() == [id("r2"), id("tasks")])
+    #expect(try f.snapshot("tasks")?.rows == [id("r2"), id("r3"), id("r1")])
+    try f.push("c1", "r3", .deletePage)
+    #expect(try f.snapshot("tasks")?.rows == [id("r2"), id("r1")])
+    try f.push("c1", "tasks", .setView(filter: nil, sort: ViewSort(property: "Points", descending: true)))
+    #expect(try f.snapshot("tasks")?.rows == [id("r1"), id("r2")])
+  }
+
+  @Test func blocksKeepTheirOrderThroughManyInsertsAtOnePlace() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    try f.push("c1", "p", .addBlock(block: id("first"), type: "text", text: "", after: nil, attributes: [:]))
+    try f.push(
+      "c1", "p", .addBlock(block: id("last"), type: "text", text: "", after: id("first"), attributes: [:]))
+    // Each new block goes right after "first": halving the same gap 80 times forces a renumbering.
+    var expected = [id("first")]
+    for i in 0..<80 {
+      try f.push(
+        "c1", "p", .addBlock(block: id("n\(i)"), type: "text", text: "", after: id("first"), attributes: [:]))
+      expected.insert(id("n\(i)"), at: 1)
+    }
+    expected.append(id("last"))
+    #expect(try f.snapshot("p")?.blocks.map(\.id) == expected)
+    try f.push("c1", "p", .moveBlock(block: id("last"), after: nil))
+    try f.push("c1", "p", .deleteBlock(block: id("n0")))
+    let blocks = try #require(try f.snapshot("p")).blocks.map(\.id)
+    #expect(blocks.first == id("last"))
+    #expect(!blocks.contains(id("n0")))
+    #expect(blocks.count == 81)
+  }
+
+  @Test func deltasCarryOnlyWhatChangedUntilTheLogIsPruned() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    try f.push("c1", "p", .setProperty(name: "a", value: .number(1)))
+    try f.push("c1", "p", .addBlock(block: id("b1"), type: "text", text: "one", after: nil, attributes: [:]))
+    let since = f.store.sequence
+    try f.push("c1", "p", .setProperty(name: "b", value: .bool(true)))
+    try f.push("c1", "p", .setProperty(name: "a", value: nil))
+    try f.push("c1", "p", .editBlock(block: id("b1"), text: "uno", attributes: nil))
+    let delta = try #require(
+      try f.store.delta(of: id("p"), since: since, workspaces: [StoreFixture.workspace]))
+    #expect(!delta.full)
+    #expect(delta.properties == ["a": PropertyValue?.none, "b": PropertyValue?.some(.bool(true))])
+    #expect(delta.blocks.map(\.text) == ["uno"])
+    #expect(delta.lastUpdatedTime == f.store.sequence)
+    #expect(delta.page.title == "P")
+    // Nothing changed since now: an empty delta.
+    let none = try #require(
+      try f.store.delta(of: id("p"), since: f.store.sequence, workspaces: [StoreFixture.workspace]))
+    #expect(none.properties.isEmpty && none.blocks.isEmpty && !none.full)
+    // Once the log no longer reaches back, the answer is the whole page.
+    #expect(try f.store.pruneLog(keepingSequences: 1) > 0)
+    let full = try #require(
+      try f.store.delta(of: id("p"), since: since, workspaces: [StoreFixture.workspace]))
+    #expect(full.full)
+    #expect(full.page.properties == ["b": .bool(true)])
+    #expect(full.page.blocks.map(\.text) == ["uno"])
+  }
+
+  @Test func catchUpReportsOnlyChangedPagesAndHidesOthers() throws {
+    let f = try StoreFixture()
+    for page in ["p1", "p2", "p3"] { try f.push("c1", page, .createPage(parent: nil, title: page)) }
+    try f.push(
+      "c9", [f.mutation("c9", "x", .createPage(parent: nil, title: "X"))], user: "bob",
+      workspace: StoreFixture.other, workspaces: [StoreFixture.other])
+    let mark = f.store.sequence
+    try f.push("c1", "p2", .setTitle("changed"))
+    let known: [EntityID: UInt64] = [
+      id("p1"): mark, id("p2"): mark, id("p3"): mark, id("x"): 0, id("never"): 0,
+    ]
+    let answer = try f.store.changedPages(
+      since: known, workspaces: [StoreFixture.workspace], clientEpoch: f.store.epoch)
+    #expect(answer.changed == [id("p2"): f.store.sequence])
+    #expect(answer.gone == [id("never"), id("x")])
+    // Another epoch: the client's times mean nothing here, every visible page is reported.
+    let restored = try f.store.changedPages(
+      since: known, workspaces: [StoreFixture.workspace], clientEpoch: "other-epoch")
+    #expect(Set(restored.changed.keys) == [id("p1"), id("p2"), id("p3")])
+  }
+
+  @Test func pagesChangedArePaginatedInChangeOrder() throws {
+    let f = try StoreFixture()
+    for i in 0..<5 { try f.push("c1", "p\(i)", .createPage(parent: nil, title: "\(i)")) }
+    let first = try f.store.pagesChanged(after: 0, workspaces: [StoreFixture.workspace], offset: 0, limit: 2)
+    let second = try f.store.pagesChanged(after: 0, workspaces: [StoreFixture.workspace], offset: 2, limit: 2)
+    let third = try f.store.pagesChanged(after: 0, workspaces: [StoreFixture.workspace], offset: 4, limit: 2)
+    #expect(first.pages == [id("p0"), id("p1")] && first.hasMore)
+    #expect(second.pages == [id("p2"), id("p3")] && second.hasMore)
+    #expect(third.pages == [id("p4")] && !third.hasMore)
+    #expect(
+      try f.store.pagesChanged(after: 3, workspaces: [StoreFixture.workspace], offset: 0, limit: 10).pages
+        == [id("p3"), id("p4")])
+    #expect(
+      try f.store.pagesChanged(after: 0, workspaces: [StoreFixture.other], offset: 0, limit: 10).pages.isEmpty
+    )
+  }
+
+  @Test func theEpochAndSequenceSurviveReopening() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    let reopened = try PageStore(connection: SQLiteConnection(path: f.path))
+    #expect(reopened.epoch == f.store.epoch)
+    #expect(reopened.sequence == 1)
+    #expect(f.store.epoch.utf8.count == 32)
+    reopened.connection.close()
+  }
+}
+
+@Suite struct PageStoreFileTests {
+  @Test func aNewStoreIsMigratedWALAndIntactAsTheSQLiteCLISeesIt() throws {
+    let path = "/tmp/pagesync-store-cli-\(getpid()).sqlite"
+    defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
+    let connection = try SQLiteConnection(path: path)
+    try connection.configure(synchronous: .full)
+    let store = try PageStore(connection: connection)
+    let batch = MutationBatch(
+      client: id("c"), workspace: id("w"),
+      mutations: [
+        Mutation(
+          id: 1, page: id("p"), time: HLCTimestamp(millis: 1), action: .createPage(parent: nil, title: "P"))
+      ])
+    _ = try connection.transaction {
+      try store.apply(batch, user: id("u"), workspaces: [id("w")], nowMillis: 1)
+    }
+    let loop = try Loop()
+    var output = ""
+    _ = try ProcessRun(
+      loop: loop, "sqlite3",
+      [
+        path,
+        "PRAGMA user_version; PRAGMA journal_mode; PRAGMA integrity_check; SELECT title FROM page; SELECT value FROM meta WHERE key = 'sequence';",
+      ]
+    ) { output = $0.output.string }
+    try loop.runUntilDone()
+    try loop.close()
+    #expect(output == "1\nwal\nok\nP\n1\n")
+    var info = stat()
+    #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+    connection.close()
+  }
+}
