@@ -6,7 +6,7 @@ FUZZ_BUILD := .build-fuzz
 ASAN_BUILD := .build-asan
 FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames
 
-.PHONY: all deps build lint format test fuzz sanitize clean
+.PHONY: all deps build lint format test fuzz sanitize clean run
 
 all: build
 
@@ -21,6 +21,11 @@ lint:
 
 format:
 	$(SWIFT) format format --in-place --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
+
+# The main job on embedded defaults: the broker on 127.0.0.1:7700 with its store under ./var (no tokens:
+# loopback only). The device daemon joins it here when it lands. Stop with Ctrl-C (SIGINT drains).
+run: build
+	$(SWIFT) run pagesync-broker
 
 # Every test: unit, loopback and interoperability (curl, Python websockets).
 test: deps lint
@@ -48,4 +53,4 @@ sanitize: deps
 	  --scratch-path $(ASAN_BUILD)
 
 clean:
-	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) fuzz-artifacts
+	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) fuzz-artifacts var

@@ -5,42 +5,76 @@ import PackageDescription
 let package = Package(
   name: "pagesync",
   products: [
+    .executable(name: "pagesync-broker", targets: ["pagesync-broker"]),
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
     .library(name: "SQLiteStore", targets: ["SQLiteStore"]),
   ],
+  dependencies: [
+    // TOML parsing for the config files (toml++ underneath): worth its ~5 s of build over a parser of our own.
+    .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+    // Structured logging with metadata (broker.connection.id, broker.user, ...).
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    // The command lines of the programs.
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+  ],
   targets: [
-    // System libraries: a module map and a shim header each, nothing else. No C type leaks past the
-    // module that wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto; SQLiteStore wraps
-    // SQLite).
+    // System libraries: a module map and a shim header each, nothing else. No C type leaks past the module that
+    // wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto; SQLiteStore wraps SQLite).
     .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
     .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
+    // Foundation layer.
     // The only module that touches uv_*: loop, streams, timers, signals, wake-ups, workers, processes.
     .target(name: "EventLoop", dependencies: ["CLibUV"]),
-    // The data model: ids, hybrid logical clocks, property values, mutations and their JSON, rejection codes.
-    // Values and pure functions, no I/O.
-    .target(name: "SyncModel"),
-    // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture.
-    .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
     .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
-    // The broker's notification fan-out without I/O: channel index, per-subscriber coalescing queues.
-    .target(name: "BrokerCore", dependencies: []),
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
     .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
+    // Strict TOML configuration reading: typed, range-checked keys; unknown keys and bad values name the line.
+    .target(name: "TOMLConfig", dependencies: [.product(name: "TOMLKit", package: "TOMLKit")]),
+    // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture.
+    .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
+
+    // The data model: ids, hybrid logical clocks, property values, mutations and their JSON, rejection codes.
+    // Values and pure functions, no I/O.
+    .target(name: "SyncModel"),
+
+    // The broker.
+    // Notification fan-out without I/O: channel index, per-subscriber coalescing queues.
+    .target(name: "BrokerCore"),
+    // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
+    .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel"]),
+    // Wiring: configuration, auth, routes, device streams, lifecycle.
+    .target(
+      name: "Broker",
+      dependencies: [
+        "BrokerCore", "BrokerStore", "SQLiteStore", "SyncModel", "TOMLConfig", "Web",
+        .product(name: "Logging", package: "swift-log"),
+      ]),
+    .executableTarget(
+      name: "pagesync-broker",
+      dependencies: ["Broker", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
-    .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
-    .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
     .testTarget(
       name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
+    .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
+    .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
+    .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
+    .testTarget(
+      name: "BrokerStoreTests",
+      dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
+    .testTarget(name: "BrokerTests", dependencies: ["Broker", "EventLoop", "SyncModel", "TOMLConfig"]),
+    // Real processes on loopback: the broker driven by curl and Python (urllib, websockets).
+    .testTarget(
+      name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
   ],
   swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,153 @@
+import EventLoop
+import SyncModel
+import TOMLConfig
+
+/// Everything `pagesync-broker` reads from its TOML file. Every key, with its default, is documented in
+/// `config/pagesync-broker.toml`.
+public struct BrokerConfiguration: Sendable, Equatable {
+  /// `[server] listen`: where HTTP and WebSocket are served.
+  public var listen = SocketAddress.inet(host: "127.0.0.1", port: 7700)
+  /// `[store] path`: the SQLite file.
+  public var storePath = "var/broker.sqlite"
+  /// `[store] synchronous`: `full` (each group commit survives power loss: the default) or `normal` (survives a
+  /// crash of the process, not of the machine; several times faster).
+  public var synchronous = "full"
+  /// `[store] log_retention`: batches the change log keeps; deltas from older times become snapshots.
+  public var logRetention = 100_000
+  /// `[[auth.tokens]]`: who may do what. Empty means no authentication, allowed only on a loopback address.
+  public var tokens: [TokenGrant] = []
+  public var limits = BrokerLimits()
+  /// `[log] level`.
+  public var logLevel = "info"
+  /// `[stream] ping_interval` seconds: a silent device is pinged after this, and dropped if still silent after
+  /// as long again.
+  public var pingIntervalSeconds = 30
+
+  public init() {}
+
+  /// The workspace every request may use when no tokens are configured.
+  public static let defaultWorkspace = try! EntityID(validating: "default")
+}
+
+/// One bearer token: the user it stands for and the workspaces it may read and write.
+public struct TokenGrant: Sendable, Equatable {
+  public var token: String
+  public var user: EntityID
+  public var workspaces: Set<EntityID>
+
+  public init(token: String, user: EntityID, workspaces: Set<EntityID>) {
+    self.token = token
+    self.user = user
+    self.workspaces = workspaces
+  }
+}
+
+/// `[limits]`: bounds that keep one client from taking the broker.
+public struct BrokerLimits: Sendable, Equatable {
+  /// Open connections (HTTP and WebSocket) at most.
+  public var connections = 10_000
+  /// Pages one WebSocket may be subscribed to.
+  public var subscriptionsPerConnection = 100_000
+  /// Largest WebSocket message (a 10,000-page subscription is about 400 KB).
+  public var frameBytes = 4 << 20
+  /// Largest HTTP request body.
+  public var bodyBytes = 8 << 20
+  /// Mutations in one batch.
+  public var batchMutations = 1_000
+  /// Bytes queued to one WebSocket before the broker stops writing to it and lets notifications coalesce.
+  public var pendingBytesPerConnection = 256 * 1024
+
+  public init() {}
+}
+
+extension BrokerConfiguration {
+  /// Parses and validates a configuration file's text. Errors name the file, line and key.
+  public static func parse(_ text: String, file: String) throws(ConfigError) -> BrokerConfiguration {
+    var configuration = BrokerConfiguration()
+    let document = try ConfigReader(text: text, file: file).document
+
+    let server = try document.table("server")
+    let listen = try server.string("listen", default: configuration.listen.description)
+    do {
+      configuration.listen = try SocketAddress(parsing: listen)
+    } catch {
+      throw server.error("listen", error.reason)
+    }
+    try server.rejectUnknownKeys()
+
+    let store = try document.table("store")
+    configuration.storePath = try store.string("path", default: configuration.storePath)
+    if configuration.storePath.isEmpty { throw store.error("path", "must not be empty") }
+    configuration.synchronous = try store.choice("synchronous", default: "full", from: ["full", "normal"])
+    configuration.logRetention = try store.int(
+      "log_retention", default: configuration.logRetention, range: 1...1_000_000_000)
+    try store.rejectUnknownKeys()
+
+    let auth = try document.table("auth")
+    var seen: Set<String> = []
+    for entry in try auth.tables("tokens") {
+      guard let token = try entry.optionalString("token") else { throw entry.error("token", "is required") }
+      if token.utf8.count < 16 { throw entry.error("token", "must be at least 16 characters") }
+      if !seen.insert(token).inserted { throw entry.error("token", "is listed twice") }
+      guard let userText = try entry.optionalString("user") else { throw entry.error("user", "is required") }
+      guard let user = try? EntityID(validating: userText) else {
+        throw entry.error("user", "must be an id (1 to 64 of A-Z a-z 0-9 _ -)")
+      }
+      var workspaces: Set<EntityID> = []
+      for name in try entry.stringArray("workspaces", default: []) {
+        guard let workspace = try? EntityID(validating: name) else {
+          throw entry.error("workspaces", "\"\(name)\" is not an id (1 to 64 of A-Z a-z 0-9 _ -)")
+        }
+        workspaces.insert(workspace)
+      }
+      try entry.rejectUnknownKeys()
+      configuration.tokens.append(TokenGrant(token: token, user: user, workspaces: workspaces))
+    }
+    try auth.rejectUnknownKeys()
+
+    let limits = try document.table("limits")
+    configuration.limits.connections = try limits.int(
+      "connections", default: configuration.limits.connections, range: 1...1_000_000)
+    configuration.limits.subscriptionsPerConnection = try limits.int(
+      "subscriptions_per_connection", default: configuration.limits.subscriptionsPerConnection,
+      range: 1...10_000_000)
+    configuration.limits.frameBytes = try limits.int(
+      "frame_bytes", default: configuration.limits.frameBytes, range: 1024...(1 << 30))
+    configuration.limits.bodyBytes = try limits.int(
+      "body_bytes", default: configuration.limits.bodyBytes, range: 1024...(1 << 30))
+    configuration.limits.batchMutations = try limits.int(
+      "batch_mutations", default: configuration.limits.batchMutations, range: 1...1_000_000)
+    configuration.limits.pendingBytesPerConnection = try limits.int(
+      "pending_bytes_per_connection", default: configuration.limits.pendingBytesPerConnection,
+      range: 1024...(1 << 30))
+    try limits.rejectUnknownKeys()
+
+    let log = try document.table("log")
+    configuration.logLevel = try log.choice(
+      "level", default: "info", from: ["trace", "debug", "info", "notice", "warning", "error", "critical"])
+    try log.rejectUnknownKeys()
+
+    let stream = try document.table("stream")
+    configuration.pingIntervalSeconds = try stream.int(
+      "ping_interval", default: configuration.pingIntervalSeconds, range: 1...3600)
+    try stream.rejectUnknownKeys()
+
+    try document.rejectUnknownKeys()
+
+    if configuration.tokens.isEmpty && !configuration.listen.isLoopback {
+      throw server.error(
+        "listen", "\(configuration.listen) is not a loopback address: configure [[auth.tokens]] to serve it")
+    }
+    return configuration
+  }
+}
+
+extension SocketAddress {
+  /// Whether only this machine can reach the address (127.0.0.0/8, ::1, localhost, a Unix socket).
+  var isLoopback: Bool {
+    switch self {
+    case .unix: true
+    case .inet(let host, _): host.hasPrefix("127.") || host == "::1" || host == "localhost"
+    }
+  }
+}

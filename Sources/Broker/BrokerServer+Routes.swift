@@ -1,0 +1,320 @@
+import BrokerStore
+import FoundationEssentials
+import SQLiteStore
+import SyncModel
+import Web
+
+extension BrokerServer {
+  func addRoutes(_ router: HTTPRouter) {
+    router.add(.GET, "/healthz") { [unowned self] _, responder in self.health(responder) }
+    router.add(.POST, "/v1/batch") { [unowned self] request, responder in
+      self.authorized(request, responder) { grant in
+        self.pushBatch(request, grant, responder, mustPullAfter: nil)
+      }
+    }
+    router.add(.POST, "/v1/catchup") { [unowned self] request, responder in
+      self.authorized(request, responder) { grant in self.catchUp(request, grant, responder) }
+    }
+    router.add(.POST, "/v1/fetch") { [unowned self] request, responder in
+      self.authorized(request, responder) { grant in self.fetch(request, grant, responder) }
+    }
+    router.add(.GET, "/v1/pages/*") { [unowned self] request, responder in
+      self.authorized(request, responder) { grant in self.page(request, grant, responder) }
+    }
+    router.add(.GET, "/v1/sync") { [unowned self] request, responder in
+      self.authorized(request, responder) { grant in self.syncPull(request, grant, responder) }
+    }
+    router.add(.POST, "/v1/sync") { [unowned self] request, responder in
+      self.authorized(request, responder) { grant in
+        guard let text = request.head.queryValue("lastMutationAt"), let since = UInt64(text) else {
+          responder.respond(
+            HTTPResponseError(.badRequest, "lastMutationAt must be a sequence number").response)
+          return
+        }
+        self.pushBatch(request, grant, responder, mustPullAfter: since)
+      }
+    }
+    var stream = WebSocketConfiguration()
+    stream.maxFramePayload = configuration.limits.frameBytes
+    stream.maxMessageSize = configuration.limits.frameBytes
+    stream.pingInterval = UInt64(configuration.pingIntervalSeconds) * 1000
+    stream.pongTimeout = UInt64(configuration.pingIntervalSeconds) * 1000
+    router.webSocket(
+      "/v1/stream",
+      WebSocketRoute(
+        configuration: stream,
+        shouldAccept: { [unowned self] request in
+          if self.isStopping {
+            return .reject(HTTPResponseError(.serviceUnavailable, "broker shutting down").response)
+          }
+          switch self.authenticator.authenticate(request.head) {
+          case .success: return .accept()
+          case .failure(let error): return .reject(error.response)
+          }
+        },
+        onOpen: { [unowned self] socket in
+          guard let request = socket.request,
+            case .success(let grant) = self.authenticator.authenticate(request.head)
+          else {
+            socket.close(code: .policyViolation, reason: "not authorized")
+            return
+          }
+          self.openSession(socket, grant: grant)
+        }))
+  }
+
+  var isStopping: Bool { stopping }
+
+  /// Runs `body` with the request's grant, or answers 401.
+  func authorized(_ request: HTTPRequest, _ responder: HTTPResponder, _ body: (Grant) -> Void) {
+    switch authenticator.authenticate(request.head) {
+    case .success(let grant): body(grant)
+    case .failure(let error): responder.respond(error.response)
+    }
+  }
+
+  private func health(_ responder: HTTPResponder) {
+    let box = storeBox
+    writer.read(
+      on: loop, { _ in box.store.sequence },
+      completion: { [unowned self] result in
+        switch result {
+        case .success(let sequence):
+          responder.respond(
+            self.jsonResponse(BrokerProtocol.Health(status: "ok", epoch: self.epoch, sequence: sequence)))
+        case .failure(let error):
+          responder.respond(HTTPResponseError(.serviceUnavailable, "store unavailable: \(error)").response)
+        }
+      })
+  }
+
+  // MARK: Writes
+
+  /// Applies a batch on the writer thread and answers only after its group committed; then notifies.
+  /// `mustPullAfter`: the seed guide's `lastMutationAt` — 409 if a page the client may see changed since.
+  private func pushBatch(
+    _ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder, mustPullAfter: UInt64?
+  ) {
+    let batch: MutationBatch
+    switch decodeBody(MutationBatch.self, request) {
+    case .failure(let error):
+      responder.respond(error.response)
+      return
+    case .success(let decoded):
+      batch = decoded
+    }
+    guard batch.mutations.count <= configuration.limits.batchMutations else {
+      responder.respond(
+        HTTPResponseError(
+          .payloadTooLarge, "a batch may carry at most \(configuration.limits.batchMutations) mutations"
+        )
+        .response)
+      return
+    }
+    let box = storeBox
+    let now = UInt64(Date().timeIntervalSince1970 * 1000)
+    writer.submit(
+      on: loop,
+      { _ -> Result<BatchOutcome, PushRefusal> in
+        if let since = mustPullAfter {
+          let newer = try box.store.pagesChanged(
+            after: since, workspaces: grant.workspaces, offset: 0, limit: 1)
+          if !newer.pages.isEmpty { return .failure(.mustPull(latest: box.store.sequence)) }
+        }
+        do {
+          return .success(
+            try box.store.apply(batch, user: grant.user, workspaces: grant.workspaces, nowMillis: now))
+        } catch let error as BatchError {
+          return .failure(.batch(error))
+        }
+      },
+      completion: { [unowned self] result in
+        switch result {
+        case .success(.success(let outcome)):
+          self.batchesApplied += 1
+          responder.respond(self.jsonResponse(outcome))
+          // Only what this batch changed: a re-sent batch names pages at their current time but changed nothing.
+          if let sequence = outcome.sequence {
+            self.publish(outcome.pages.filter { $0.value == sequence }, workspaces: outcome.workspaces)
+          }
+        case .success(.failure(let refusal)):
+          responder.respond(refusal.response)
+        case .failure(let error):
+          self.logger.error(
+            "batch failed", metadata: ["broker.client": "\(batch.client)", "error": "\(error)"])
+          responder.respond(
+            HTTPResponseError(.internalServerError, "the batch could not be stored: \(error)").response)
+        }
+      })
+  }
+
+  // MARK: Reads
+
+  private func catchUp(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
+    let body: BrokerProtocol.CatchUpRequest
+    switch decodeBody(BrokerProtocol.CatchUpRequest.self, request) {
+    case .failure(let error):
+      responder.respond(error.response)
+      return
+    case .success(let decoded):
+      body = decoded
+    }
+    let box = storeBox
+    writer.read(
+      on: loop,
+      { _ -> BrokerProtocol.CatchUpResponse in
+        let store = box.store
+        let answer = try store.changedPages(
+          since: body.pages, workspaces: grant.workspaces, clientEpoch: body.epoch)
+        return BrokerProtocol.CatchUpResponse(
+          epoch: store.epoch, epochChanged: body.epoch != nil && body.epoch != store.epoch,
+          sequence: store.sequence,
+          changed: answer.changed, gone: answer.gone)
+      },
+      completion: { [unowned self] result in self.answer(result, responder) })
+  }
+
+  private func fetch(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
+    let body: BrokerProtocol.FetchRequest
+    switch decodeBody(BrokerProtocol.FetchRequest.self, request) {
+    case .failure(let error):
+      responder.respond(error.response)
+      return
+    case .success(let decoded):
+      body = decoded
+    }
+    let limit = min(max(body.limit ?? 100, 1), 1000)
+    let box = storeBox
+    writer.read(
+      on: loop,
+      { _ -> BrokerProtocol.FetchResponse in
+        let store = box.store
+        let sameEpoch = body.epoch == nil || body.epoch == store.epoch
+        var ids = body.pages.keys.sorted()
+        if let cursor = body.cursor { ids = ids.filter { $0 > cursor } }
+        let page = ids.prefix(limit)
+        var deltas: [PageDelta] = []
+        var gone: [EntityID] = []
+        for id in page {
+          let since = sameEpoch ? body.pages[id] ?? 0 : 0
+          if let delta = try store.delta(of: id, since: since, workspaces: grant.workspaces) {
+            deltas.append(delta)
+          } else {
+            gone.append(id)
+          }
+        }
+        return BrokerProtocol.FetchResponse(
+          epoch: store.epoch, deltas: deltas, gone: gone, nextCursor: ids.count > limit ? page.last : nil)
+      },
+      completion: { [unowned self] result in self.answer(result, responder) })
+  }
+
+  private func page(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
+    let text = String(request.path.dropFirst("/v1/pages/".count))
+    guard let id = try? EntityID(validating: text) else {
+      responder.respond(HTTPResponseError(.badRequest, "\"\(text.prefix(80))\" is not a page id").response)
+      return
+    }
+    let box = storeBox
+    writer.read(
+      on: loop, { _ in try box.store.snapshot(of: id, workspaces: grant.workspaces) },
+      completion: { [unowned self] result in
+        switch result {
+        case .success(let snapshot?): responder.respond(self.jsonResponse(snapshot))
+        case .success(nil): responder.respond(HTTPResponseError(.notFound, "no page \(id)").response)
+        case .failure(let error):
+          responder.respond(
+            HTTPResponseError(.internalServerError, "the page could not be read: \(error)").response)
+        }
+      })
+  }
+
+  /// The seed guide's pull: pages changed after `mutationsSince`, `limit` per `page` (0-based), oldest change first.
+  private func syncPull(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
+    let head = request.head
+    func number(_ name: String, _ fallback: Int, _ range: ClosedRange<Int>) -> Int? {
+      guard let text = head.queryValue(name) else { return fallback }
+      guard let value = Int(text), range.contains(value) else { return nil }
+      return value
+    }
+    guard let since = number("mutationsSince", 0, 0...Int.max),
+      let pageNumber = number("page", 0, 0...1_000_000),
+      let limit = number("limit", 100, 1...1000)
+    else {
+      responder.respond(
+        HTTPResponseError(.badRequest, "mutationsSince, page and limit must be numbers (limit 1 to 1000)")
+          .response)
+      return
+    }
+    let metadataOnly = head.queryValue("metadataOnly") == "true"
+    let box = storeBox
+    writer.read(
+      on: loop,
+      { _ -> SyncPullResult in
+        let store = box.store
+        let found = try store.pagesChanged(
+          after: UInt64(since), workspaces: grant.workspaces, offset: metadataOnly ? 0 : pageNumber * limit,
+          limit: metadataOnly ? 1 : limit)
+        if metadataOnly {
+          return .metadata(
+            BrokerProtocol.SyncMetadata(
+              hasChanges: !found.pages.isEmpty, latest: store.sequence, epoch: store.epoch))
+        }
+        let snapshots = try found.pages.compactMap {
+          try store.snapshot(of: $0, workspaces: grant.workspaces)
+        }
+        return .pull(
+          BrokerProtocol.SyncPull(
+            changes: snapshots, page: pageNumber, limit: limit, hasMore: found.hasMore,
+            latest: store.sequence,
+            epoch: store.epoch))
+      },
+      completion: { [unowned self] result in
+        switch result {
+        case .success(.metadata(let metadata)): responder.respond(self.jsonResponse(metadata))
+        case .success(.pull(let pull)): responder.respond(self.jsonResponse(pull))
+        case .failure(let error):
+          responder.respond(
+            HTTPResponseError(.internalServerError, "the store could not be read: \(error)").response)
+        }
+      })
+  }
+
+  private func answer<T: Encodable>(_ result: Result<T, any Error>, _ responder: HTTPResponder) {
+    switch result {
+    case .success(let value): responder.respond(jsonResponse(value))
+    case .failure(let error):
+      logger.error("read failed", metadata: ["error": "\(error)"])
+      responder.respond(
+        HTTPResponseError(.internalServerError, "the store could not be read: \(error)").response)
+    }
+  }
+}
+
+enum SyncPullResult: Sendable {
+  case metadata(BrokerProtocol.SyncMetadata)
+  case pull(BrokerProtocol.SyncPull)
+}
+
+/// A batch refused whole, with its HTTP answer.
+enum PushRefusal: Error, Sendable {
+  case batch(BatchError)
+  /// The seed guide's 409: pages changed after the client's `lastMutationAt`; it must pull first.
+  case mustPull(latest: UInt64)
+
+  var response: HTTPResponse {
+    switch self {
+    case .batch(let error):
+      switch error {
+      case .gap: HTTPResponseError(.conflict, error.description).response
+      case .nonConsecutiveIDs: HTTPResponseError(.badRequest, error.description).response
+      case .clientOfAnotherUser, .workspaceForbidden:
+        HTTPResponseError(.forbidden, error.description).response
+      case .tooManyMutations: HTTPResponseError(.payloadTooLarge, error.description).response
+      }
+    case .mustPull(let latest):
+      HTTPResponseError(.conflict, "pages changed since lastMutationAt: pull first (latest is \(latest))")
+        .response
+    }
+  }
+}

@@ -1,0 +1,245 @@
+import BrokerCore
+import BrokerStore
+import EventLoop
+import FoundationEssentials
+import Logging
+import SQLiteStore
+import SyncModel
+import Web
+
+/// The page store as the writer thread owns it. Jobs capture the box; only the writer thread touches the store.
+final class StoreBox: @unchecked Sendable {
+  // @unchecked: used only inside SQLiteWriter jobs, which all run on the writer's one thread.
+  let store: PageStore
+  init(_ store: PageStore) { self.store = store }
+}
+
+/// The broker: HTTP and WebSocket on one loop, the page store on a writer thread with group commit, and the
+/// channel index that turns each commit into notifications.
+///
+/// ```
+///  POST /v1/batch ──▶ writer thread: apply in the group's transaction ──COMMIT──▶ loop: answer, then publish
+///                                                                                    │
+///  /v1/stream sockets ◀── "changed" frames ◀── per-device coalescing queues ◀───────┘ (flushed once per turn)
+/// ```
+///
+/// Threading: everything here runs on `loop`'s thread except the store, which only the writer thread uses.
+public final class BrokerServer {
+  public let loop: Loop
+  public private(set) var configuration: BrokerConfiguration
+  public var logger: Logger
+  let writer: SQLiteWriter
+  let storeBox: StoreBox
+  public let epoch: String
+  let http: HTTPServer
+  var authenticator: Authenticator
+  let jsonEncoder: JSONEncoder = {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return encoder
+  }()
+  let jsonDecoder = JSONDecoder()
+
+  // Notification fan-out.
+  var channels = ChannelIndex()
+  var sessions: [SubscriberID: StreamSession] = [:]
+  private var nextSubscriber: UInt32 = 1
+  private var dirtySessions: Set<SubscriberID> = []
+  private var flushWakeup: Wakeup?
+  private var pruneTimer: LoopTimer?
+  private(set) var stopping = false
+
+  /// Counters for tests, logs and (later) metrics.
+  public internal(set) var batchesApplied = 0
+  public internal(set) var notificationsSent = 0
+
+  /// Opens (and migrates) the store and prepares the server; nothing listens until `start`.
+  public init(loop: Loop, configuration: BrokerConfiguration, logger: Logger) throws {
+    self.loop = loop
+    self.configuration = configuration
+    self.logger = logger
+    let connection = try SQLiteConnection(path: configuration.storePath)
+    try connection.configure(synchronous: configuration.synchronous == "full" ? .full : .normal)
+    var limits = MutationLimits()
+    limits.maxTextBytes = min(limits.maxTextBytes, configuration.limits.bodyBytes)
+    let store = try PageStore(connection: connection, limits: limits)
+    store.maxMutationsPerBatch = configuration.limits.batchMutations
+    epoch = store.epoch
+    storeBox = StoreBox(store)
+    writer = SQLiteWriter(connection: connection, name: "broker-writer")
+    authenticator = Authenticator(tokens: configuration.tokens)
+    var http = HTTPServerConfiguration()
+    http.limits = HTTPParserLimits(maxHeaderBytes: 32 * 1024, maxBodyBytes: configuration.limits.bodyBytes)
+    http.maxConnections = configuration.limits.connections
+    http.serverName = "pagesync-broker"
+    self.http = HTTPServer(loop: loop, configuration: http, router: HTTPRouter())
+    addRoutes(self.http.router)
+  }
+
+  /// Starts listening; returns the bound address (with the real port when 0 was asked for).
+  @discardableResult
+  public func start() throws -> SocketAddress {
+    let address = try http.listen(on: configuration.listen)
+    flushWakeup = Wakeup(loop: loop) { [unowned self] in self.flushDirtySessions() }
+    let timer = LoopTimer(loop: loop)
+    timer.keepsLoopAlive = false
+    timer.start(after: 60_000, repeatEvery: 60_000) { [unowned self] in self.pruneLog() }
+    pruneTimer = timer
+    http.onEvent = { [unowned self] event in self.log(event) }
+    logger.info(
+      "listening",
+      metadata: [
+        "broker.address": "\(address)", "broker.epoch": "\(epoch)",
+        "broker.auth": "\(authenticator.isOpen ? "off (loopback)" : "tokens")",
+      ])
+    return address
+  }
+
+  /// Stops accepting, answers what is in flight, closes every device stream with 1001 (after sending what is
+  /// pending), waits for the writer to finish its jobs, and calls `then`.
+  public func shutdown(then: @escaping () -> Void) {
+    guard !stopping else { return }
+    stopping = true
+    logger.info(
+      "draining",
+      metadata: ["broker.connections": "\(http.connectionCount)", "broker.streams": "\(sessions.count)"])
+    pruneTimer?.close()
+    pruneTimer = nil
+    for session in sessions.values {
+      session.flush()
+      session.socket.close(code: .goingAway, reason: "broker shutting down")
+    }
+    http.close { [unowned self] in
+      // Every HTTP answer has been written; no job can arrive any more.
+      self.writer.shutdown()
+      self.flushWakeup?.close()
+      self.flushWakeup = nil
+      then()
+    }
+  }
+
+  // MARK: Notifications
+
+  /// After a commit: every subscriber of a changed page that may see its workspace gets it queued (coalesced),
+  /// and the queues are flushed at the end of this loop turn.
+  func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID]) {
+    for (page, time) in pages {
+      guard let key = channels.existingKey(for: page.rawValue), let workspace = workspaces[page] else {
+        continue
+      }
+      for subscriber in channels.subscribers(of: key) {
+        guard let session = sessions[subscriber], session.grant.workspaces.contains(workspace) else {
+          continue
+        }
+        if session.queue.enqueue(key, lastUpdatedTime: time) || !dirtySessions.contains(subscriber) {
+          dirtySessions.insert(subscriber)
+        }
+      }
+    }
+    if !dirtySessions.isEmpty { flushWakeup?.signal() }
+  }
+
+  func markDirty(_ session: StreamSession) {
+    dirtySessions.insert(session.id)
+    flushWakeup?.signal()
+  }
+
+  private func flushDirtySessions() {
+    let dirty = dirtySessions
+    dirtySessions = []
+    for id in dirty { sessions[id]?.flush() }
+  }
+
+  // MARK: Device streams
+
+  func openSession(_ socket: WebSocket, grant: Grant) {
+    let id = SubscriberID(nextSubscriber)
+    nextSubscriber &+= 1
+    let session = StreamSession(id: id, socket: socket, grant: grant, broker: self)
+    sessions[id] = session
+    logger.debug(
+      "stream opened", metadata: ["broker.connection.id": "\(id.rawValue)", "broker.user": "\(grant.user)"])
+  }
+
+  func closeSession(_ session: StreamSession, _ info: WebSocketCloseInfo) {
+    let removed = channels.removeSubscriber(session.id)
+    sessions.removeValue(forKey: session.id)
+    dirtySessions.remove(session.id)
+    logger.debug(
+      "stream closed",
+      metadata: [
+        "broker.connection.id": "\(session.id.rawValue)", "broker.close": "\(info)",
+        "broker.subscriptions": "\(removed)",
+      ])
+  }
+
+  /// Subscriptions across every device stream.
+  public var subscriptionCount: Int { channels.totalSubscriptions }
+  /// Open device streams.
+  public var streamCount: Int { sessions.count }
+
+  // MARK: Maintenance
+
+  private func pruneLog() {
+    let keep = UInt64(configuration.logRetention)
+    let box = storeBox
+    writer.submit(
+      on: loop, { _ in try box.store.pruneLog(keepingSequences: keep) },
+      completion: { [logger] result in
+        if case .failure(let error) = result {
+          logger.error("change log pruning failed", metadata: ["error": "\(error)"])
+        }
+      })
+  }
+
+  private func log(_ event: HTTPServerEvent) {
+    switch event {
+    case .acceptFailed(let error): logger.error("accept failed", metadata: ["error": "\(error)"])
+    case .connectionRefused(let reason):
+      logger.warning("connection refused", metadata: ["reason": "\(reason)"])
+    case .badRequest(let status, let message):
+      logger.info("bad request", metadata: ["http.status": "\(status.code)", "reason": "\(message)"])
+    }
+  }
+
+  // MARK: JSON
+
+  func encode<T: Encodable>(_ value: T) -> ByteBuffer {
+    ByteBuffer(bytes: (try? jsonEncoder.encode(value)) ?? Data("{}".utf8))
+  }
+
+  func jsonText<T: Encodable>(_ value: T) -> String {
+    String(decoding: (try? jsonEncoder.encode(value)) ?? Data("{}".utf8), as: UTF8.self)
+  }
+
+  func jsonResponse<T: Encodable>(_ value: T, status: HTTPStatus = .ok) -> HTTPResponse {
+    HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: encode(value))
+  }
+
+  /// Decodes a request body, or the 400 naming what is wrong with it.
+  func decodeBody<T: Decodable>(_ type: T.Type, _ request: HTTPRequest) -> Result<T, HTTPResponseError> {
+    do {
+      return .success(try jsonDecoder.decode(type, from: Data(request.body.readableBytesArray)))
+    } catch let error as DecodingError {
+      return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(describe(error))"))
+    } catch {
+      return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(error)"))
+    }
+  }
+}
+
+/// A decoding error in one line: where and what.
+func describe(_ error: DecodingError) -> String {
+  func path(_ context: DecodingError.Context) -> String {
+    let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+    return path.isEmpty ? "" : "at \(path.hasPrefix(".") ? String(path.dropFirst()) : path): "
+  }
+  switch error {
+  case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+    return path(context) + context.debugDescription
+  case .keyNotFound(let key, let context):
+    return path(context) + "missing field \"\(key.stringValue)\""
+  @unknown default:
+    return "\(error)"
+  }
+}

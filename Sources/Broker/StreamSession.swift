@@ -1,0 +1,143 @@
+import BrokerCore
+import FoundationEssentials
+import SyncModel
+import Web
+
+/// One device's `/v1/stream` WebSocket: its subscriptions and its queue of pending notifications.
+///
+/// The queue is coalesced per page (a page waits at most once, with its newest time), and it is written out only
+/// while the socket has less than `pendingBytesPerConnection` queued: a slow reader's notifications pile up as at
+/// most one entry per subscribed page, not as bytes, and it is never dropped for being slow.
+///
+/// Threading: the broker's loop thread.
+final class StreamSession {
+  let id: SubscriberID
+  let socket: WebSocket
+  let grant: Grant
+  unowned let broker: BrokerServer
+  var queue = CoalescingQueue()
+  private var subscribing = 0
+  private var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
+
+  /// Most pages in one `changed` frame.
+  static let pagesPerFrame = 1000
+
+  init(id: SubscriberID, socket: WebSocket, grant: Grant, broker: BrokerServer) {
+    self.id = id
+    self.socket = socket
+    self.grant = grant
+    self.broker = broker
+    socket.onText = { [unowned self] text in self.received(text) }
+    socket.onBinary = { [unowned self] _ in self.fail(4400, "frames are JSON text") }
+    socket.onDrain = { [unowned self] in self.flush() }
+    socket.onClose = { [unowned self] info in self.broker.closeSession(self, info) }
+  }
+
+  private func received(_ text: String) {
+    let message: BrokerProtocol.ClientMessage
+    do {
+      message = try broker.jsonDecoder.decode(BrokerProtocol.ClientMessage.self, from: Data(text.utf8))
+    } catch let error as DecodingError {
+      fail(4400, "invalid message: \(describe(error))")
+      return
+    } catch {
+      fail(4400, "invalid message: \(error)")
+      return
+    }
+    switch message.op {
+    case "subscribe": subscribe(message.pages ?? [])
+    case "unsubscribe": unsubscribe(message.pages ?? [])
+    default: fail(4400, "unknown op \"\(message.op.prefix(40))\": expected subscribe or unsubscribe")
+    }
+  }
+
+  /// Sends an error message; the connection stays open.
+  private func fail(_ code: Int, _ message: String) {
+    socket.send(text: broker.jsonText(BrokerProtocol.StreamError(code: code, message: message)))
+  }
+
+  /// Subscribes to pages the device may see: ids of another workspace's pages are denied (pages that do not exist
+  /// yet are accepted, and notified only once they exist in one of the device's workspaces). The answer goes out
+  /// after the subscriptions are in place, so a catch-up sent after it cannot miss a change.
+  private func subscribe(_ pageIDs: [String]) {
+    var denied: [String] = []
+    var valid: [EntityID] = []
+    for text in pageIDs {
+      if let id = try? EntityID(validating: text) {
+        valid.append(id)
+      } else {
+        denied.append(String(text.prefix(80)))
+      }
+    }
+    let box = broker.storeBox
+    let workspaces = grant.workspaces
+    let candidates = valid
+    subscribing += 1
+    broker.writer.read(
+      on: broker.loop,
+      { _ -> [EntityID] in
+        try box.store.pagesOutside(workspaces: workspaces, among: candidates)
+      },
+      completion: { [weak self] result in
+        guard let self, self.socket.isOpen else { return }
+        self.subscribing -= 1
+        var refused = Set<EntityID>()
+        switch result {
+        case .success(let outside): refused = Set(outside)
+        case .failure:
+          self.fail(4500, "the subscription could not be checked; try again")
+          return
+        }
+        let limit = self.broker.configuration.limits.subscriptionsPerConnection
+        var keys: [PageKey] = []
+        var count = self.broker.channels.subscriptionCount(of: self.id)
+        for id in valid {
+          if refused.contains(id) {
+            denied.append(id.rawValue)
+          } else if count >= limit && !self.isSubscribed(id) {
+            denied.append(id.rawValue)
+          } else {
+            let key = self.broker.channels.key(for: id.rawValue)
+            if !self.broker.channels.isSubscribed(self.id, to: key) { count += 1 }
+            keys.append(key)
+          }
+        }
+        let added = self.broker.channels.subscribe(self.id, to: keys)
+        let answer = BrokerProtocol.Subscribed(
+          added: added, total: self.broker.channels.subscriptionCount(of: self.id), denied: denied)
+        self.socket.send(text: self.broker.jsonText(answer))
+      })
+  }
+
+  private func isSubscribed(_ page: EntityID) -> Bool {
+    guard let key = broker.channels.existingKey(for: page.rawValue) else { return false }
+    return broker.channels.isSubscribed(id, to: key)
+  }
+
+  private func unsubscribe(_ pageIDs: [String]) {
+    var keys: [PageKey] = []
+    for text in pageIDs {
+      if let key = broker.channels.existingKey(for: text), broker.channels.isSubscribed(id, to: key) {
+        _ = queue.remove(key)
+        keys.append(key)
+      }
+    }
+    let removed = broker.channels.unsubscribe(id, from: keys)
+    let answer = BrokerProtocol.Unsubscribed(
+      removed: removed, total: broker.channels.subscriptionCount(of: id))
+    socket.send(text: broker.jsonText(answer))
+  }
+
+  /// Writes pending notifications while the socket has room, `pagesPerFrame` pages a frame.
+  func flush() {
+    let limit = broker.configuration.limits.pendingBytesPerConnection
+    while !queue.isEmpty && socket.isOpen && socket.queuedBytes < limit {
+      drainBuffer.removeAll(keepingCapacity: true)
+      _ = queue.drain(max: StreamSession.pagesPerFrame, into: &drainBuffer)
+      var pages: [String: UInt64] = [:]
+      for entry in drainBuffer { pages[broker.channels.pageID(for: entry.page)] = entry.lastUpdatedTime }
+      socket.send(text: broker.jsonText(BrokerProtocol.Changed(pages: pages)))
+      broker.notificationsSent += drainBuffer.count
+    }
+  }
+}

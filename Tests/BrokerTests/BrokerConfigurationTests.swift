@@ -1,0 +1,91 @@
+import Broker
+import EventLoop
+import SyncModel
+import TOMLConfig
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+private func sampleConfig(file: String = #filePath) -> String {
+  let root = file.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/")
+  let handle = fopen(root + "/config/pagesync-broker.toml", "r")!
+  defer { fclose(handle) }
+  var bytes: [UInt8] = []
+  var chunk = [UInt8](repeating: 0, count: 4096)
+  while true {
+    let count = fread(&chunk, 1, chunk.count, handle)
+    bytes += chunk[0..<count]
+    if count < chunk.count { break }
+  }
+  return String(decoding: bytes, as: UTF8.self)
+}
+
+@Suite struct BrokerConfigurationTests {
+  @Test func theSampleFileDocumentsTheRealDefaults() throws {
+    let sample = sampleConfig()
+    #expect(try BrokerConfiguration.parse(sample, file: "sample") == BrokerConfiguration())
+    // Uncomment every documented key (but the token example): the values written there are the defaults.
+    let uncommented = sample.split(separator: "\n", omittingEmptySubsequences: false).map {
+      line -> Substring in
+      let isKey = line.hasPrefix("# ") && line.dropFirst(2).first?.isLowercase == true && line.contains(" = ")
+      let isTokenExample = ["# token", "# user", "# workspaces"].contains { line.hasPrefix($0) }
+      return isKey && !isTokenExample ? line.dropFirst(2) : line
+    }.joined(separator: "\n")
+    #expect(uncommented != sample)
+    #expect(try BrokerConfiguration.parse(uncommented, file: "sample") == BrokerConfiguration())
+  }
+
+  @Test func tokensAndLimitsAreRead() throws {
+    let configuration = try BrokerConfiguration.parse(
+      """
+      [server]
+      listen = "0.0.0.0:0"
+      [[auth.tokens]]
+      token = "0123456789abcdef-alice"
+      user = "alice"
+      workspaces = ["w1", "w2"]
+      [limits]
+      batch_mutations = 10
+      """, file: "t.toml")
+    #expect(configuration.listen == .inet(host: "0.0.0.0", port: 0))
+    #expect(configuration.tokens.count == 1)
+    #expect(
+      configuration.tokens[0].workspaces == [try EntityID(validating: "w1"), try EntityID(validating: "w2")])
+    #expect(configuration.limits.batchMutations == 10)
+  }
+
+  @Test(arguments: [
+    (
+      "[server]\nlisten = \"nowhere\"\n",
+      "t.toml:2: server.listen: expected HOST:PORT, [IPV6]:PORT or unix:PATH"
+    ),
+    (
+      "[[auth.tokens]]\ntoken = \"short\"\nuser = \"a\"\n",
+      "t.toml:2: auth.tokens[0].token: must be at least 16 characters"
+    ),
+    (
+      "[[auth.tokens]]\ntoken = \"0123456789abcdef\"\nuser = \"not an id\"\n",
+      "t.toml:3: auth.tokens[0].user: must be an id"
+    ),
+    ("[[auth.tokens]]\ntoken = \"0123456789abcdef\"\n", "t.toml:1: auth.tokens[0].user: is required"),
+    (
+      "[store]\nsynchronous = \"sometimes\"\n",
+      "t.toml:2: store.synchronous: must be one of \"full\", \"normal\""
+    ),
+    ("[limits]\nframe_bytes = 10\n", "t.toml:2: limits.frame_bytes: must be from 1024"),
+    ("[limits]\nconnections = \"many\"\n", "t.toml:2: limits.connections: must be an integer"),
+    ("[logging]\nlevel = \"info\"\n", "t.toml:1: logging: unknown key"),
+    ("[server]\nlisten = \"[::]:7700\"\n", "t.toml:2: server.listen: [::]:7700 is not a loopback address"),
+    ("[server\n", "t.toml:1:"),
+  ])
+  func badFilesAreRefusedNamingLineAndKey(text: String, message: String) {
+    do {
+      _ = try BrokerConfiguration.parse(text, file: "t.toml")
+      Issue.record("accepted: \(text)")
+    } catch {
+      #expect(error.description.hasPrefix(message), "\(error.description)")
+    }
+  }
+}

@@ -1,0 +1,170 @@
+"""Drives a running pagesync broker over HTTP and WebSocket, as a device would, and checks every answer.
+
+Usage: broker_api.py BASE_URL ALICE_TOKEN BOB_TOKEN
+Prints one "OK ..." line per check and "ALL OK" at the end; on the first mismatch prints "FAIL ..." and exits 1.
+"""
+import asyncio
+import json
+import sys
+import urllib.error
+import urllib.request
+
+import websockets
+
+BASE, ALICE, BOB = sys.argv[1], sys.argv[2], sys.argv[3]
+WS = BASE.replace("http://", "ws://") + "/v1/stream"
+
+
+def fail(message):
+    print("FAIL " + message, flush=True)
+    sys.exit(1)
+
+
+def check(condition, message):
+    if not condition:
+        fail(message)
+    print("OK " + message, flush=True)
+
+
+def call(method, path, body=None, token=ALICE):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(BASE + path, data=data, method=method)
+    if token:
+        request.add_header("Authorization", "Bearer " + token)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+class Client:
+    """A device: its client id and its next mutation id."""
+
+    def __init__(self, client, workspace="w1", token=ALICE):
+        self.client, self.workspace, self.token, self.next, self.clock = client, workspace, token, 1, 0
+
+    def mutation(self, page, type_, **fields):
+        self.clock += 1
+        m = {"id": self.next, "page": page, "time": f"{1_700_000_000_000 + self.clock}:0", "type": type_}
+        m.update(fields)
+        self.next += 1
+        return m
+
+    def push(self, mutations):
+        return call("POST", "/v1/batch", {"client": self.client, "workspace": self.workspace, "mutations": mutations}, self.token)
+
+
+async def receive_changes(ws, expected, timeout=10):
+    """Collects 'changed' frames until each page in `expected` (page -> time) was seen at that time or later;
+    returns {page: newest time seen} for every page any frame named."""
+    seen = {}
+    async def loop():
+        while any(seen.get(page, -1) < time for page, time in expected.items()):
+            message = json.loads(await ws.recv())
+            if message["op"] == "changed":
+                for page, time in message["pages"].items():
+                    seen[page] = max(time, seen.get(page, -1))
+    await asyncio.wait_for(loop(), timeout)
+    return seen
+
+
+async def assert_quiet(ws, seconds=0.3):
+    try:
+        message = await asyncio.wait_for(ws.recv(), seconds)
+        fail(f"unexpected message {message[:200]}")
+    except asyncio.TimeoutError:
+        pass
+
+
+async def main():
+    status, body = call("GET", "/healthz", token=None)
+    check(status == 200 and body["status"] == "ok", "healthz answers without a token")
+    status, body = call("POST", "/v1/batch", {"client": "c", "workspace": "w1", "mutations": []}, token=None)
+    check(status == 401, f"no token is 401 ({status})")
+    status, body = call("POST", "/v1/batch", {"client": "c", "workspace": "w1", "mutations": []}, token="wrong-token-wrong-token")
+    check(status == 401 and "not valid" in body["message"], "a wrong token is 401")
+    status, body = call("POST", "/v1/batch", {"client": "c", "workspace": "w2", "mutations": []})
+    check(status == 403, f"another workspace is 403 ({status} {body})")
+    status, body = call("POST", "/v1/batch", b"not json".decode())
+    check(status == 400, f"a malformed body is 400 ({status})")
+
+    alice = Client("alice-laptop")
+    pages = [f"page-{i:05d}" for i in range(10_000)]
+    async with websockets.connect(WS, additional_headers={"Authorization": "Bearer " + ALICE}, max_size=None) as ws:
+        await ws.send(json.dumps({"op": "subscribe", "pages": pages + ["bad id!"]}))
+        answer = json.loads(await ws.recv())
+        check(answer["op"] == "subscribed" and answer["added"] == 10_000 and answer["total"] == 10_000
+              and answer["denied"] == ["bad id!"], "10,000 pages subscribed in one frame")
+
+        # Two clients write; the subscriber hears exactly the pages that changed.
+        status, first = alice.push([alice.mutation(p, "create_page", title=p) for p in pages[:3]])
+        check(status == 200 and [r["status"] for r in first["results"]] == ["applied"] * 3, "a batch of creates is applied")
+        phone = Client("alice-phone")
+        phone.clock = 1000  # its edits are newer than the laptop's: last writer wins
+        status, second = phone.push([phone.mutation(pages[1], "set_title", title="from the phone"),
+                                     phone.mutation("unsubscribed-page", "create_page", title="x")])
+        check(status == 200, "a second client pushes")
+        expected = {pages[0]: first["sequence"], pages[1]: second["sequence"], pages[2]: first["sequence"]}
+        seen = await receive_changes(ws, expected)
+        check(seen == expected,
+              f"notifications carry each page's newest lastUpdatedTime ({seen})")
+        await assert_quiet(ws)
+        check(True, "nothing is sent for pages nobody subscribed to")
+
+        # A re-sent batch is acknowledged again, applied once, and notifies nobody.
+        batch = [alice.mutation(pages[0], "set_property", name="Count", value=1)]
+        status, once = alice.push(batch)
+        status2, again = call("POST", "/v1/batch", {"client": alice.client, "workspace": "w1", "mutations": batch})
+        check(status2 == 200 and [r["status"] for r in again["results"]] == ["duplicate"]
+              and again["pages"] == once["pages"] and "sequence" not in again, "a duplicate batch is acknowledged, not applied")
+        seen = await receive_changes(ws, {pages[0]: once["sequence"]})
+        check(seen == {pages[0]: once["sequence"]}, "the applied batch notified once")
+        await assert_quiet(ws)
+        check(True, "the duplicate notified nobody")
+
+        # A gap in mutation ids is refused with 409, and nothing is applied.
+        alice.next += 5
+        status, body = alice.push([alice.mutation(pages[0], "set_title", title="after a gap")])
+        check(status == 409 and "continue from" in body["message"], "a gap in mutation ids is 409")
+        alice.next -= 6
+
+        # Bob cannot see, subscribe to, or learn anything of Alice's pages.
+        status, body = call("GET", f"/v1/pages/{pages[0]}", token=BOB)
+        check(status == 404, "another user's page is not found")
+        async with websockets.connect(WS, additional_headers={"Authorization": "Bearer " + BOB}) as bob:
+            await bob.send(json.dumps({"op": "subscribe", "pages": pages[:2] + ["bob-page"]}))
+            answer = json.loads(await bob.recv())
+            check(answer["denied"] == pages[:2] and answer["added"] == 1, "subscribing to another workspace's pages is denied")
+            status, secret = alice.push([alice.mutation(pages[0], "set_title", title="secret")])
+            await receive_changes(ws, {pages[0]: secret["sequence"]})
+            await assert_quiet(bob)
+            check(True, "no notification crosses workspaces")
+
+        # Catch-up and fetch.
+        status, body = call("POST", "/v1/catchup", {"epoch": None, "pages": {pages[0]: 0, pages[5]: 0, "nope": 0}})
+        check(status == 200 and list(body["changed"]) == [pages[0]] and body["gone"] == ["nope", pages[5]],
+              "catch-up returns only the changed pages")
+        status, body = call("POST", "/v1/fetch", {"pages": {pages[0]: 0, pages[1]: 0}, "limit": 1})
+        check(status == 200 and len(body["deltas"]) == 1 and body["deltas"][0]["full"] and body["nextCursor"] == pages[0],
+              "fetch is paginated")
+        status, body = call("POST", "/v1/fetch", {"pages": {pages[0]: 0, pages[1]: 0}, "limit": 1, "cursor": pages[0]})
+        check(status == 200 and body["deltas"][0]["page"]["title"] == "from the phone" and "nextCursor" not in body,
+              "the next page of a fetch continues after the cursor")
+
+        # Unsubscribe: no more notifications for those pages.
+        await ws.send(json.dumps({"op": "unsubscribe", "pages": pages[:1]}))
+        answer = json.loads(await ws.recv())
+        check(answer == {"op": "unsubscribed", "removed": 1, "total": 9_999}, "unsubscribe answers with counts")
+        alice.push([alice.mutation(pages[0], "set_title", title="quiet")])
+        await assert_quiet(ws)
+        check(True, "an unsubscribed page notifies nobody")
+
+        await ws.send("{not json")
+        answer = json.loads(await ws.recv())
+        check(answer["op"] == "error" and answer["code"] == 4400, "a malformed frame gets an error and the stream stays")
+    print("ALL OK", flush=True)
+
+
+asyncio.run(main())
