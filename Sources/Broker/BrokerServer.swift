@@ -131,17 +131,11 @@ public final class BrokerServer {
         guard let session = sessions[subscriber], session.grant.workspaces.contains(workspace) else {
           continue
         }
-        if session.queue.enqueue(key, lastUpdatedTime: time) || !dirtySessions.contains(subscriber) {
-          dirtySessions.insert(subscriber)
-        }
+        _ = session.queue.enqueue(key, lastUpdatedTime: time)
+        dirtySessions.insert(subscriber)
       }
     }
     if !dirtySessions.isEmpty { flushWakeup?.signal() }
-  }
-
-  func markDirty(_ session: StreamSession) {
-    dirtySessions.insert(session.id)
-    flushWakeup?.signal()
   }
 
   private func flushDirtySessions() {

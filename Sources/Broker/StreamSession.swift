@@ -16,7 +16,6 @@ final class StreamSession {
   let grant: Grant
   unowned let broker: BrokerServer
   var queue = CoalescingQueue()
-  private var subscribing = 0
   private var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
 
   /// Most pages in one `changed` frame.
@@ -72,7 +71,6 @@ final class StreamSession {
     let box = broker.storeBox
     let workspaces = grant.workspaces
     let candidates = valid
-    subscribing += 1
     broker.writer.read(
       on: broker.loop,
       { _ -> [EntityID] in
@@ -80,7 +78,6 @@ final class StreamSession {
       },
       completion: { [weak self] result in
         guard let self, self.socket.isOpen else { return }
-        self.subscribing -= 1
         var refused = Set<EntityID>()
         switch result {
         case .success(let outside): refused = Set(outside)

@@ -163,8 +163,13 @@ extension ChannelIndex {
     }
 
     if channelCount == 0 {
+      // No live key is left: every key, slot and name can go, whatever order the keys were released in (a last
+      // release in the middle of nameRefs would otherwise leave the dead entries before it allocated).
       keySlots = []
       names = []
+      nameRefs = []
+      channelSubscribers = []
+      freeKeys = []
       garbageNameBytes = 0
     } else {
       if keySlots.count > 8 && channelCount * 8 < keySlots.count { resizeKeySlots(to: keySlots.count / 2) }

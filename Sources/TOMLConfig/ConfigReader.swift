@@ -52,12 +52,13 @@ public final class ConfigReader {
 /// One table of the configuration, with typed, range-checked reads that remember which keys were read.
 public final class ConfigTable {
   let reader: ConfigReader
-  let table: TOMLTable
+  /// nil for a table the file does not have (every read gives its default).
+  let table: TOMLTable?
   /// The dotted path of this table ("" for the document).
   public let path: String
   private var read: Set<String> = []
 
-  init(reader: ConfigReader, table: TOMLTable, path: String) {
+  init(reader: ConfigReader, table: TOMLTable?, path: String) {
     self.reader = reader
     self.table = table
     self.path = path
@@ -75,7 +76,7 @@ public final class ConfigTable {
 
   private func value(_ key: String) -> TOMLValueConvertible? {
     read.insert(key)
-    return table[key]
+    return table?[key]
   }
 
   public func string(_ key: String, default fallback: String) throws(ConfigError) -> String {
@@ -130,7 +131,8 @@ public final class ConfigTable {
   /// A sub-table, empty when absent.
   public func table(_ key: String) throws(ConfigError) -> ConfigTable {
     guard let value = value(key) else {
-      return ConfigTable(reader: reader, table: TOMLTable(), path: keyPath(key))
+      // No TOMLTable() for an absent table: TOMLKit never frees a table it did not parse (LeakSanitizer).
+      return ConfigTable(reader: reader, table: nil, path: keyPath(key))
     }
     guard let table = value.table else { throw error(key, "must be a table ([\(keyPath(key))])") }
     return ConfigTable(reader: reader, table: table, path: keyPath(key))
@@ -154,7 +156,7 @@ public final class ConfigTable {
 
   /// Fails on the first key of this table that nothing read (sub-tables check their own).
   public func rejectUnknownKeys() throws(ConfigError) {
-    for key in table.keys.sorted() where !read.contains(key) {
+    for key in (table?.keys ?? []).sorted() where !read.contains(key) {
       throw error(key, "unknown key")
     }
   }
