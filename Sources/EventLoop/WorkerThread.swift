@@ -6,7 +6,8 @@
 /// thread (SQLite commits, fsync) and that wants one thread of its own (a SQLite connection per thread).
 ///
 /// Results reach a loop through `Loop.offload(to:_:then:)`, or a job may call `Loop.execute` itself.
-/// `drainBatch` lets a job see everything queued behind it (group commit: one transaction for all).
+/// Group commit is built on it by `SQLiteWriter`, which queues its own jobs and runs all that are waiting in one
+/// transaction.
 ///
 /// Threading: `submit` and `shutdown` are thread-safe.
 public final class WorkerThread: @unchecked Sendable {
@@ -70,9 +71,5 @@ public final class WorkerThread: @unchecked Sendable {
     self.thread = nil
     condition.unlock()
     if let thread { pthread_join(thread, nil) }
-  }
-
-  deinit {
-    // The thread holds a reference while it runs, so deinit means it has returned.
   }
 }
