@@ -67,7 +67,7 @@ let package = Package(
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
     .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
-    .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
+    .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",
       dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),

@@ -4,20 +4,6 @@
   import Glibc
 #endif
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny deterministic generator, so a failing random case reproduces.
-/// (The same generator as WebTests'; BrokerCoreTests does not depend on those modules.)
-struct SplitMix64: RandomNumberGenerator {
-  private var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 /// The resident set size of this process in bytes (from /proc/self/statm), or nil if unreadable. Printed by
 /// the memory tests, never asserted: it depends on the allocator and on whatever else the test process holds.
 func residentBytes() -> Int? {

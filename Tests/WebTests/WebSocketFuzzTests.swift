@@ -1,3 +1,4 @@
+import EventLoopTestKit
 import Testing
 
 @testable import Web
