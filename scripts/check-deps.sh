@@ -4,7 +4,16 @@
 set -euo pipefail
 
 apt_packages=(pkg-config libuv1-dev libsqlite3-dev libhttp-parser-dev libssl-dev sqlite3 curl python3 python3-pip)
-python_packages=(websockets)
+# pip names; import_name maps those whose module is named otherwise.
+python_packages=(websockets pyyaml jsonschema openapi-spec-validator)
+
+import_name() {
+  case "$1" in
+    pyyaml) echo yaml ;;
+    openapi-spec-validator) echo openapi_spec_validator ;;
+    *) echo "$1" ;;
+  esac
+}
 
 missing=()
 for package in "${apt_packages[@]}"; do
@@ -36,7 +45,7 @@ fi
 
 missing_python=()
 for package in "${python_packages[@]}"; do
-  python3 -c "import $package" 2>/dev/null || missing_python+=("$package")
+  python3 -c "import $(import_name "$package")" 2>/dev/null || missing_python+=("$package")
 done
 if [ ${#missing_python[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then

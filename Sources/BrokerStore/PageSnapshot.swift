@@ -12,8 +12,9 @@ public struct PageSnapshot: Hashable, Sendable, Codable {
   public var properties: [String: PropertyValue]
   /// Live blocks, in order.
   public var blocks: [BlockState]
-  /// Databases whose parent is this page (inline in it), in creation order.
-  public var databases: [EntityID]
+  /// Databases whose parent is this page (inline in it), in creation order. Always in a whole page; in a delta's
+  /// header only when they changed, so that an empty list always means "none" and never "unchanged".
+  public var databases: [EntityID]?
   /// For a database: its current view.
   public var view: ViewState?
   /// For a database: its rows in view, in view order.

@@ -145,7 +145,9 @@ extension PageStore {
     var header = page
     header.properties = [:]
     header.blocks = []
-    if !fields.contains("databases") && !fields.contains("created") { header.databases = [] }
+    // Unchanged databases are left out, not sent as []: docs/protocol.md promises `databases` "when they
+    // changed", and a client that applied [] would drop the page's inline databases.
+    if !fields.contains("databases") && !fields.contains("created") { header.databases = nil }
     if !fields.contains("rows") && !fields.contains("view") && !fields.contains("created") {
       header.rows = nil
     }

@@ -30,7 +30,8 @@ public struct WebSocketRoute {
 ///
 /// A pattern is an exact path (`/v1/sync`) or a prefix ending in `/*` (`/v1/pages/*` matches `/v1/pages/x` and
 /// `/v1/pages/x/y`, not `/v1/pages`). Exact patterns win over prefixes, longer prefixes over shorter. A path with
-/// handlers for other methods only gets 405 with an `Allow` header; an unknown path gets 404.
+/// handlers for other methods only gets 405 with an `Allow` header; an unknown path gets 404. A WebSocket path
+/// answers a plain GET (no upgrade) with 426 and other methods with 405.
 ///
 /// Threading: build it before serving; it is read on the loop thread.
 public final class HTTPRouter {
@@ -74,6 +75,22 @@ public final class HTTPRouter {
         prefixes.first { path.hasPrefix($0.prefix) && path.utf8.count > $0.prefix.utf8.count }?.handlers
     }
     guard let handlers else {
+      // A WebSocket endpoint is a known path: a request that is not an upgrade gets 426 (RFC 7231 6.5.15, with
+      // the protocol to upgrade to), another method 405, as for any path, rather than "no route".
+      if webSockets[path] != nil {
+        if request.method == .GET || request.method == .HEAD {
+          return .failure(
+            HTTPResponseError(
+              .upgradeRequired, "\(path) is a WebSocket endpoint: upgrade with Sec-WebSocket-Version 13",
+              headers: [
+                "Upgrade": "websocket", "Connection": "Upgrade",
+                "Sec-WebSocket-Version": WebSocketHandshake.supportedVersion,
+              ]))
+        }
+        var error = HTTPResponseError(.methodNotAllowed, "\(request.method) is not allowed on \(path)")
+        error.headers.add(name: "Allow", value: "GET")
+        return .failure(error)
+      }
       return .failure(HTTPResponseError(.notFound, "no route for \(path)"))
     }
     if let handler = handlers[request.method] { return .success(handler) }

@@ -290,6 +290,21 @@ private final class StoreFixture {
     #expect(full.page.blocks.map(\.text) == ["uno"])
   }
 
+  @Test func aDeltaHeaderCarriesInlineDatabasesOnlyWhenTheyChanged() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "home", .createPage(parent: nil, title: "Home"))
+    try f.push("c1", "tasks", .createDatabase(parent: id("home"), title: "Tasks"))
+    let since = f.store.sequence
+    try f.push("c1", "home", .setTitle("Home 2"))
+    let unchanged = try #require(
+      try f.store.delta(of: id("home"), since: since, workspaces: [StoreFixture.workspace]))
+    #expect(unchanged.page.databases == nil, "absent, not [], when the databases did not change")
+    try f.push("c1", "notes", .createDatabase(parent: id("home"), title: "Notes"))
+    let changed = try #require(
+      try f.store.delta(of: id("home"), since: since, workspaces: [StoreFixture.workspace]))
+    #expect(changed.page.databases == [id("tasks"), id("notes")])
+  }
+
   @Test func catchUpReportsOnlyChangedPagesAndHidesOthers() throws {
     let f = try StoreFixture()
     for page in ["p1", "p2", "p3"] { try f.push("c1", page, .createPage(parent: nil, title: page)) }

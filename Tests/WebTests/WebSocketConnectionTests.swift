@@ -198,6 +198,28 @@ private final class EchoWebSocketServer {
     try loop.close()
   }
 
+  @Test func aWebSocketPathAnswersPlainRequestsWith426AndOtherMethodsWith405() throws {
+    let loop = try Loop()
+    let echo = try EchoWebSocketServer(loop: loop)
+    var plain = ""
+    var post = ""
+    rawExchange(loop, echo.address, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") { answer in
+      plain = answer
+      rawExchange(
+        loop, echo.address, "POST /ws HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+      ) {
+        post = $0
+        echo.server.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(plain) == [426], "\(plain)")
+    #expect(plain.contains("Upgrade: websocket\r\n") && plain.contains("Sec-WebSocket-Version: 13\r\n"))
+    #expect(statusCodes(post) == [405], "\(post)")
+    #expect(post.contains("Allow: GET\r\n"))
+    try loop.close()
+  }
+
   @Test func framesSentInOneTurnLeaveInOneWrite() throws {
     let loop = try Loop()
     let echo = try EchoWebSocketServer(loop: loop)
