@@ -60,6 +60,10 @@ let package = Package(
       name: "pagesync-broker",
       dependencies: ["Broker", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
+    // The device daemon.
+    // The offline forest (why each page is offline, and the minimal rows to write), without I/O.
+    .target(name: "DaemonCore", dependencies: ["SyncModel"]),
+
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
     .testTarget(
@@ -72,6 +76,7 @@ let package = Package(
       name: "BrokerStoreTests",
       dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "BrokerTests", dependencies: ["Broker", "EventLoop", "SyncModel", "TOMLConfig"]),
+    .testTarget(name: "DaemonCoreTests", dependencies: ["DaemonCore", "SyncModel"]),
     // Real processes on loopback: the broker driven by curl and Python (urllib, websockets).
     .testTarget(
       name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
