@@ -76,7 +76,7 @@ let package = Package(
       name: "BrokerStoreTests",
       dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "BrokerTests", dependencies: ["Broker", "EventLoop", "SyncModel", "TOMLConfig"]),
-    .testTarget(name: "DaemonCoreTests", dependencies: ["DaemonCore", "SyncModel"]),
+    .testTarget(name: "DaemonCoreTests", dependencies: ["DaemonCore", "SyncModel", "EventLoopTestKit"]),
     // Real processes on loopback: the broker driven by curl and Python (urllib, websockets).
     .testTarget(
       name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),

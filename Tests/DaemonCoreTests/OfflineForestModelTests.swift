@@ -1,4 +1,5 @@
 import DaemonCore
+import EventLoopTestKit
 import SyncModel
 import Testing
 
