@@ -171,7 +171,7 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     backoff.disconnected(at: now)
     state = .disconnected
     // What was in flight is unanswered: fetch it (and what failed) after the next catch-up, push it again.
-    if let batch = inFlight { Self.merge(&pending, batch) }
+    if let batch = inFlight { Self.merge(&pending, batch.filter { offlinePages.contains($0.key) }) }
     Self.merge(&pending, failed)
     inFlight = nil
     failed = [:]
