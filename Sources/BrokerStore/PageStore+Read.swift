@@ -16,27 +16,35 @@ extension PageStore {
       if case .text(let t) = $0[1] { decode(ViewSort.self, t) } else { nil }
     }
     var rows: [(id: EntityID, created: Int64, sortValue: PropertyValue?)] = []
-    let names = [filter?.property, sort?.property].compactMap { $0 }
+    let names = Array(Set([filter?.property, sort?.property].compactMap { $0 }))
+    // One query for the rows and the (at most two) properties the view reads: a LEFT JOIN yields a row per
+    // (page, property) pair, ordered by page, which is folded below.
+    let marks = names.isEmpty ? "NULL" : Array(repeating: "?", count: names.count).joined(separator: ", ")
+    var current: (id: String, created: Int64, values: [String: PropertyValue])?
+    func finish() {
+      guard let page = current else { return }
+      if let filter, page.values[filter.property] != filter.value { return }
+      rows.append((EntityID(trusted: page.id), page.created, sort.flatMap { page.values[$0.property] }))
+    }
     for row in try connection.query(
-      "SELECT id, created_seq FROM page WHERE parent_id = ? AND deleted = 0 ORDER BY created_seq, id",
-      [.text(database.rawValue)])
+      """
+      SELECT p.id, p.created_seq, pr.name, pr.value FROM page p
+      LEFT JOIN property pr ON pr.page_id = p.id AND pr.value IS NOT NULL AND pr.name IN (\(marks))
+      WHERE p.parent_id = ? AND p.deleted = 0 ORDER BY p.created_seq, p.id
+      """, names.map { .text($0) } + [.text(database.rawValue)])
     {
       guard case .text(let id) = row[0], case .integer(let created) = row[1] else { continue }
-      var values: [String: PropertyValue] = [:]
-      if !names.isEmpty {
-        for property in try connection.query(
-          "SELECT name, value FROM property WHERE page_id = ? AND value IS NOT NULL", [.text(id)])
-        {
-          if case .text(let name) = property[0], names.contains(name), case .text(let json) = property[1],
-            let value = decode(PropertyValue.self, json)
-          {
-            values[name] = value
-          }
-        }
+      if current?.id != id {
+        finish()
+        current = (id, created, [:])
       }
-      if let filter, values[filter.property] != filter.value { continue }
-      rows.append((EntityID(trusted: id), created, sort.flatMap { values[$0.property] }))
+      if case .text(let name) = row[2], case .text(let json) = row[3],
+        let value = decode(PropertyValue.self, json)
+      {
+        current?.values[name] = value
+      }
     }
+    finish()
     if let sort {
       rows.sort { a, b in
         switch (a.sortValue, b.sortValue) {
