@@ -58,6 +58,12 @@ public final class LocalStore {
     connection.close()
   }
 
+  /// This connection's `PRAGMA synchronous` (2 is FULL): a per-connection setting no other connection can see,
+  /// so the tests ask the store itself.
+  func synchronousSetting() throws -> SQLiteValue? {
+    try connection.query("PRAGMA synchronous").first?.first
+  }
+
   // MARK: Sync metadata
 
   static func meta(_ key: String, _ connection: SQLiteConnection) throws -> String? {

@@ -78,3 +78,10 @@ struct MapStructure: OfflineStructure {
 func decodeJSON<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
   try JSONDecoder().decode(type, from: Data(text.utf8))
 }
+
+/// The permission bits of `path`, or nil if it does not exist.
+func permissions(_ path: String) -> mode_t? {
+  var info = stat()
+  guard stat(path, &info) == 0 else { return nil }
+  return info.st_mode & 0o7777
+}

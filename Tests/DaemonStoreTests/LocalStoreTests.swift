@@ -1,16 +1,19 @@
 import BrokerStore
 import DaemonCore
-import DaemonStore
 import SQLiteStore
 import SyncModel
 import Testing
+
+@testable import DaemonStore
 
 @Suite struct LocalStoreTests {
   @Test func migratesFromZeroWithDesignsColumns() throws {
     let file = TemporaryStore()
     defer { file.remove() }
     let store = try LocalStore(path: file.path)
+    #expect(try store.synchronousSetting() == .integer(2))  // FULL
     store.close()
+    #expect(permissions(file.path) == 0o600)
     #expect(try sqlite3CLI(file.path, "PRAGMA user_version") == "1")
     #expect(try sqlite3CLI(file.path, "PRAGMA journal_mode") == "wal")
     #expect(try sqlite3CLI(file.path, "PRAGMA integrity_check") == "ok")
