@@ -63,6 +63,8 @@ let package = Package(
     // The device daemon.
     // The offline forest (why each page is offline, and the minimal rows to write), without I/O.
     .target(name: "DaemonCore", dependencies: ["SyncModel"]),
+    // The daemon's local SQLite store: offline set, local pages and blocks, mutation queue, sync metadata.
+    .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore", "BrokerStore"]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
@@ -77,6 +79,12 @@ let package = Package(
       dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "BrokerTests", dependencies: ["Broker", "EventLoop", "SyncModel", "TOMLConfig"]),
     .testTarget(name: "DaemonCoreTests", dependencies: ["DaemonCore", "SyncModel", "EventLoopTestKit"]),
+    .testTarget(
+      name: "DaemonStoreTests",
+      dependencies: [
+        "DaemonStore", "SQLiteStore", "SyncModel", "DaemonCore", "BrokerStore", "EventLoop",
+        "EventLoopTestKit",
+      ]),
     // Real processes on loopback: the broker driven by curl and Python (urllib, websockets).
     .testTarget(
       name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),

@@ -1,0 +1,79 @@
+import SQLiteStore
+
+extension LocalStore {
+  /// The daemon store's schema, one migration per shipped version. Never edit a migration that has shipped: add
+  /// the next one.
+  ///
+  /// `offline_page` and `offline_action` carry DESIGN.md's names. `offline_page.recent_rank` is the page's
+  /// position in the recent visits (0 = most recent), NULL when it is not a recent origin: restoring the forest
+  /// needs that order, and `offline_action` rows cannot hold it. `offline_page.complete` is 0 until the page's
+  /// first download is stored (a page is shown offline only when complete). `mutation_queue.id` is the client
+  /// mutation id; `data` is the mutation's JSON. `sync_meta` holds `client_id`, `next_mutation_id`, `hlc`,
+  /// `epoch`, `lastMutationAt`, `lastSyncAttempt`, `lastSuccessfulSync` as text.
+  static let migrations: [SQLiteMigration] = [
+    SQLiteMigration(
+      version: 1, name: "offline set, local pages and blocks, mutation queue, sync metadata",
+      sql: """
+        CREATE TABLE offline_page (
+          page_id TEXT PRIMARY KEY,
+          last_downloaded_timestamp INTEGER NOT NULL DEFAULT 0,
+          complete INTEGER NOT NULL DEFAULT 0,
+          recent_rank INTEGER
+        );
+
+        CREATE TABLE offline_action (
+          origin_page_id TEXT NOT NULL,
+          from_page_id TEXT,
+          impacted_page_id TEXT NOT NULL,
+          type TEXT NOT NULL CHECK (type IN ('toggled', 'favorite', 'recent')),
+          UNIQUE (origin_page_id, impacted_page_id, type)
+        );
+        CREATE INDEX offline_action_impacted ON offline_action (impacted_page_id);
+
+        CREATE TABLE local_page (
+          id TEXT PRIMARY KEY,
+          workspace TEXT,
+          kind TEXT NOT NULL CHECK (kind IN ('page', 'database')),
+          parent TEXT,
+          title TEXT NOT NULL DEFAULT '',
+          deleted INTEGER NOT NULL DEFAULT 0,
+          properties TEXT NOT NULL DEFAULT '{}',
+          databases TEXT,
+          view TEXT,
+          rows TEXT,
+          last_updated INTEGER NOT NULL DEFAULT 0,
+          sync_status TEXT NOT NULL DEFAULT 'synced' CHECK (sync_status IN ('synced', 'pending'))
+        );
+
+        CREATE TABLE local_block (
+          id TEXT PRIMARY KEY,
+          page_id TEXT NOT NULL,
+          type TEXT NOT NULL,
+          text TEXT NOT NULL,
+          attributes TEXT NOT NULL DEFAULT '{}',
+          position REAL NOT NULL,
+          deleted INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX local_block_page ON local_block (page_id, position);
+
+        CREATE TABLE mutation_queue (
+          id INTEGER PRIMARY KEY,
+          type TEXT NOT NULL,
+          page_id TEXT NOT NULL,
+          data TEXT NOT NULL,
+          created_at_ms INTEGER NOT NULL,
+          retry_count INTEGER NOT NULL DEFAULT 0,
+          last_error TEXT,
+          status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'rejected')),
+          rejection_code INTEGER,
+          rejection_name TEXT
+        );
+        CREATE INDEX mutation_queue_page ON mutation_queue (page_id, status);
+
+        CREATE TABLE sync_meta (
+          key TEXT PRIMARY KEY,
+          value TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """)
+  ]
+}

@@ -1,0 +1,159 @@
+import FoundationEssentials
+import SQLiteStore
+import SyncModel
+
+/// The device daemon's local store: the offline set (`offline_page`, `offline_action`), the local copies of pages
+/// and blocks, the mutation queue and the sync metadata, in one SQLite file (DESIGN.md, "The daemon's local
+/// store").
+///
+/// Threading: one connection, used by one thread (the daemon's loop thread). Not `Sendable`: the connection is
+/// opened without SQLite's own mutex, so two threads must never use one store.
+///
+/// Every method that writes more than one row does so in one IMMEDIATE transaction: a crash (kill -9, power loss)
+/// leaves either all of it or none of it.
+public final class LocalStore {
+  let connection: SQLiteConnection
+  let encoder: JSONEncoder = {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    return encoder
+  }()
+  let decoder = JSONDecoder()
+
+  /// This device's client id: random, made when the store file was created, kept for the file's life.
+  public let clientID: EntityID
+
+  /// Opens (creating it owner-only, 0600, if needed) and migrates the store at `path`.
+  ///
+  /// WAL with `synchronous = FULL`: a local edit is acknowledged to the user once its transaction commits, and
+  /// DESIGN promises that nothing acknowledged is lost, across power loss too. NORMAL would only sync at
+  /// checkpoints, so a power cut could lose the last commits; FULL syncs the WAL at every commit.
+  public init(path: String) throws {
+    let connection = try SQLiteConnection(path: path, mode: .readWriteCreate, fileMode: 0o600)
+    try connection.configure(journalWAL: true, synchronous: .full)
+    _ = try SQLiteMigrator(Self.migrations).migrate(connection)
+    try connection.transaction(.immediate) {
+      let seeds: [(String, String)] = [
+        ("client_id", EntityID.random().rawValue), ("next_mutation_id", "1"),
+        ("hlc", HLCTimestamp.zero.description),
+      ]
+      for (key, value) in seeds {
+        try connection.execute(
+          "INSERT INTO sync_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+          [.text(key), .text(value)])
+      }
+    }
+    self.connection = connection
+    guard let text = try Self.meta("client_id", connection) else {
+      throw LocalStoreError.missingMeta("client_id")
+    }
+    guard let client = try? EntityID(validating: text) else {
+      throw LocalStoreError.corruptValue(table: "sync_meta", column: "client_id", value: text)
+    }
+    clientID = client
+  }
+
+  /// Closes the connection; the store must not be used afterwards. Idempotent.
+  public func close() {
+    connection.close()
+  }
+
+  /// This connection's `PRAGMA synchronous` (2 is FULL): a per-connection setting no other connection can see,
+  /// so the tests ask the store itself.
+  func synchronousSetting() throws -> SQLiteValue? {
+    try connection.query("PRAGMA synchronous").first?.first
+  }
+
+  // MARK: Sync metadata
+
+  static func meta(_ key: String, _ connection: SQLiteConnection) throws -> String? {
+    guard
+      case .text(let value)? = try connection.query("SELECT value FROM sync_meta WHERE key = ?", [.text(key)])
+        .first?.first
+    else { return nil }
+    return value
+  }
+
+  func meta(_ key: String) throws -> String? { try Self.meta(key, connection) }
+
+  func setMeta(_ key: String, _ value: String) throws {
+    try connection.execute(
+      "INSERT INTO sync_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      [.text(key), .text(value)])
+  }
+
+  /// A `sync_meta` value that is a number, nil when absent.
+  func metaNumber(_ key: String) throws -> UInt64? {
+    guard let text = try meta(key) else { return nil }
+    guard let value = UInt64(text) else {
+      throw LocalStoreError.corruptValue(table: "sync_meta", column: key, value: text)
+    }
+    return value
+  }
+
+  /// The last value of the hybrid logical clock (persisted with every stamp, so it never goes back across
+  /// restarts).
+  public func clockValue() throws -> HLCTimestamp {
+    guard let text = try meta("hlc") else { throw LocalStoreError.missingMeta("hlc") }
+    guard let value = try? HLCTimestamp(parsing: text) else {
+      throw LocalStoreError.corruptValue(table: "sync_meta", column: "hlc", value: text)
+    }
+    return value
+  }
+
+  /// Records a sync attempt's start time (`lastSyncAttempt`).
+  public func recordSyncAttempt(nowMillis: UInt64) throws {
+    try setMeta("lastSyncAttempt", String(nowMillis))
+  }
+
+  // MARK: Status
+
+  /// The counts `pagesync status` reports.
+  public struct Status: Hashable, Sendable {
+    /// Queued mutations not yet acknowledged.
+    public var pendingMutations: Int
+    /// Mutations the broker rejected, kept for recovery.
+    public var failedMutations: Int
+    /// Pages and databases in the offline set.
+    public var offlinePages: Int
+    /// When the last batch was acknowledged (milliseconds), nil if never.
+    public var lastSuccessfulSync: UInt64?
+  }
+
+  public func status() throws -> Status {
+    func count(_ sql: String) throws -> Int {
+      guard case .integer(let value)? = try connection.query(sql).first?.first else { return 0 }
+      return Int(value)
+    }
+    return Status(
+      pendingMutations: try count("SELECT count(*) FROM mutation_queue WHERE status = 'pending'"),
+      failedMutations: try count("SELECT count(*) FROM mutation_queue WHERE status = 'rejected'"),
+      offlinePages: try count("SELECT count(*) FROM offline_page"),
+      lastSuccessfulSync: try metaNumber("lastSuccessfulSync"))
+  }
+
+  // MARK: Decoding helpers
+
+  func entityID(_ value: SQLiteValue, table: String, column: String) throws -> EntityID {
+    guard case .text(let text) = value, let id = try? EntityID(validating: text) else {
+      throw LocalStoreError.corruptValue(table: table, column: column, value: "\(value)")
+    }
+    return id
+  }
+
+  func optionalEntityID(_ value: SQLiteValue, table: String, column: String) throws -> EntityID? {
+    if value == .null { return nil }
+    return try entityID(value, table: table, column: column)
+  }
+
+  func json<T: Encodable>(_ value: T) throws -> String {
+    String(decoding: try encoder.encode(value), as: UTF8.self)
+  }
+
+  func decode<T: Decodable>(_ type: T.Type, _ value: SQLiteValue, table: String, column: String) throws -> T {
+    guard case .text(let text) = value, let decoded = try? decoder.decode(type, from: Data(text.utf8)) else {
+      throw LocalStoreError.corruptValue(table: table, column: column, value: "\(value)")
+    }
+    return decoded
+  }
+}
