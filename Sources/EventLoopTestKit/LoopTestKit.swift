@@ -104,3 +104,26 @@ public final class ProcessRun {
     }
   }
 }
+
+/// What a program run to completion left: its exit status (nil if it could not be started or did not end in
+/// time) and its output.
+public struct CompletedRun: Sendable {
+  public var status: Int64?
+  public var output: String
+  public var errorOutput: String
+}
+
+/// Runs `program` to completion on a loop of its own (for the `sqlite3` CLI on a store, cleanup commands): never
+/// Foundation's `Process`, since libuv owns SIGCHLD in a process that uses it.
+public func runToCompletion(_ program: String, _ arguments: [String], timeout: UInt64 = 20_000) throws
+  -> CompletedRun
+{
+  let loop = try Loop()
+  var result = CompletedRun(status: nil, output: "", errorOutput: "")
+  _ = try ProcessRun(loop: loop, program, arguments) { run in
+    result = CompletedRun(status: run.status, output: run.output.string, errorOutput: run.errorOutput.string)
+  }
+  defer { try? loop.close() }
+  try loop.runUntilDone(timeout: timeout)
+  return result
+}

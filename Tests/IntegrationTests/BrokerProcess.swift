@@ -41,20 +41,7 @@ struct ScratchDirectory {
     fclose(file)
   }
   func remove() {
-    _ = ProcessRunSync.run("/bin/rm", ["-rf", path])
-  }
-}
-
-/// Runs a short command to completion synchronously (cleanup only: tests drive programs on a loop).
-enum ProcessRunSync {
-  @discardableResult
-  static func run(_ program: String, _ arguments: [String]) -> Int64? {
-    guard let loop = try? Loop() else { return nil }
-    var status: Int64?
-    _ = try? ProcessRun(loop: loop, program, arguments) { status = $0.status }
-    try? loop.runUntilDone(timeout: 10_000)
-    try? loop.close()
-    return status
+    _ = try? runToCompletion("/bin/rm", ["-rf", path], timeout: 10_000)
   }
 }
 

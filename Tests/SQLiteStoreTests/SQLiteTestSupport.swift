@@ -29,21 +29,11 @@ struct TemporaryDatabase {
   }
 }
 
-/// Runs the `sqlite3` command line program on `path` with `sql` and returns its standard output without the
-/// final newline. Runs on a loop of its own with `ProcessRun` (libuv owns SIGCHLD in this process).
+/// Runs the `sqlite3` command line program on `path` with `sql`; its standard output without the final newline.
 func sqlite3CLI(_ path: String, _ sql: String) throws -> String {
-  let loop = try Loop()
-  var output = ""
-  var errors = ""
-  var status: Int64?
-  _ = try ProcessRun(loop: loop, "sqlite3", [path, sql]) { run in
-    output = run.output.string
-    errors = run.errorOutput.string
-    status = run.status
-  }
-  try loop.runUntilDone()
-  try loop.close()
-  #expect(status == 0, "sqlite3 \(path) '\(sql)' failed: \(errors)")
+  let run = try runToCompletion("sqlite3", [path, sql])
+  #expect(run.status == 0, "sqlite3 \(path) '\(sql)' failed: \(run.errorOutput)")
+  var output = run.output
   while output.last == "\n" { output.removeLast() }
   return output
 }
