@@ -127,3 +127,40 @@ public func runToCompletion(_ program: String, _ arguments: [String], timeout: U
   try loop.runUntilDone(timeout: timeout)
   return result
 }
+
+/// A program that did not succeed: what it was asked and what it said.
+public struct CommandFailed: Error, CustomStringConvertible {
+  public var command: [String]
+  public var status: Int64?
+  public var errorOutput: String
+  public var description: String {
+    "\(command.joined(separator: " ")) exited \(status.map(String.init) ?? "abnormally"): \(errorOutput)"
+  }
+}
+
+/// Runs the `sqlite3` command line program on the database at `path` with `sql`: its standard output without the
+/// final newline, or `CommandFailed`. Tests read stores with it as a tool nobody here wrote.
+public func sqlite3(_ path: String, _ sql: String) throws -> String {
+  let run = try runToCompletion("sqlite3", [path, sql])
+  guard run.status == 0 else {
+    throw CommandFailed(command: ["sqlite3", path, sql], status: run.status, errorOutput: run.errorOutput)
+  }
+  var output = run.output
+  while output.last == "\n" { output.removeLast() }
+  return output
+}
+
+/// A database path under /tmp that no other test (or run) uses. Call `remove()` at the end (`defer`): it deletes
+/// the file and its -wal, -shm and -journal companions.
+public struct TemporaryDatabase: Sendable {
+  public let path: String
+
+  public init(_ label: String = #function) {
+    let name = label.filter { $0.isLetter || $0.isNumber }
+    path = "/tmp/pagesync-test-\(getpid())-\(UInt64.random(in: 0...UInt64.max))-\(name).db"
+  }
+
+  public func remove() {
+    for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+  }
+}

@@ -14,35 +14,16 @@ import Testing
 /// An id from a literal the tests know to be valid.
 func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
-/// A store path under /tmp that no other test (or run) uses. `remove()` (in a `defer`) deletes the file and its
-/// -wal, -shm and -journal companions.
-struct TemporaryStore {
-  let path: String
+/// A store path under /tmp that no other test uses (EventLoopTestKit's `TemporaryDatabase`).
+typealias TemporaryStore = TemporaryDatabase
 
-  init(_ label: String = #function) {
-    let name = label.filter { $0.isLetter || $0.isNumber }
-    path = "/tmp/pagesync-daemonstore-\(getpid())-\(UInt64.random(in: 0...UInt64.max))-\(name).db"
-  }
-
+extension TemporaryDatabase {
   /// A second connection on the file, to look at rows (and, in one test, to get in the store's way).
   func inspect() throws -> SQLiteConnection {
     let connection = try SQLiteConnection(path: path, mode: .readWrite)
     try connection.configure()
     return connection
   }
-
-  func remove() {
-    for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
-  }
-}
-
-/// Runs the `sqlite3` command line program on `path` with `sql`; its standard output without the final newline.
-func sqlite3CLI(_ path: String, _ sql: String) throws -> String {
-  let run = try runToCompletion("sqlite3", [path, sql])
-  #expect(run.status == 0, "sqlite3 \(path) '\(sql)' failed: \(run.errorOutput)")
-  var output = run.output
-  while output.last == "\n" { output.removeLast() }
-  return output
 }
 
 /// The single value of a one-row, one-column query.

@@ -1,5 +1,6 @@
 import BrokerStore
 import DaemonCore
+import EventLoopTestKit
 import SQLiteStore
 import SyncModel
 import Testing
@@ -14,27 +15,27 @@ import Testing
     #expect(try store.synchronousSetting() == .integer(2))  // FULL
     store.close()
     #expect(permissions(file.path) == 0o600)
-    #expect(try sqlite3CLI(file.path, "PRAGMA user_version") == "1")
-    #expect(try sqlite3CLI(file.path, "PRAGMA journal_mode") == "wal")
-    #expect(try sqlite3CLI(file.path, "PRAGMA integrity_check") == "ok")
+    #expect(try sqlite3(file.path, "PRAGMA user_version") == "1")
+    #expect(try sqlite3(file.path, "PRAGMA journal_mode") == "wal")
+    #expect(try sqlite3(file.path, "PRAGMA integrity_check") == "ok")
     #expect(
-      try sqlite3CLI(file.path, "SELECT group_concat(name, ',') FROM pragma_table_info('offline_page')")
+      try sqlite3(file.path, "SELECT group_concat(name, ',') FROM pragma_table_info('offline_page')")
         == "page_id,last_downloaded_timestamp,complete,recent_rank")
     #expect(
-      try sqlite3CLI(file.path, "SELECT group_concat(name, ',') FROM pragma_table_info('offline_action')")
+      try sqlite3(file.path, "SELECT group_concat(name, ',') FROM pragma_table_info('offline_action')")
         == "origin_page_id,from_page_id,impacted_page_id,type")
     #expect(
-      try sqlite3CLI(file.path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+      try sqlite3(file.path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         .split(separator: "\n") == [
           "local_block", "local_page", "mutation_queue", "offline_action", "offline_page", "sync_meta",
         ])
     // Owner-only, and a client id made once: reopening keeps it.
-    #expect(try sqlite3CLI(file.path, "SELECT count(*) FROM sync_meta WHERE key = 'client_id'") == "1")
-    let first = try sqlite3CLI(file.path, "SELECT value FROM sync_meta WHERE key = 'client_id'")
+    #expect(try sqlite3(file.path, "SELECT count(*) FROM sync_meta WHERE key = 'client_id'") == "1")
+    let first = try sqlite3(file.path, "SELECT value FROM sync_meta WHERE key = 'client_id'")
     let again = try LocalStore(path: file.path)
     #expect(again.clientID.rawValue == first)
     again.close()
-    #expect(try sqlite3CLI(file.path, "PRAGMA user_version") == "1")
+    #expect(try sqlite3(file.path, "PRAGMA user_version") == "1")
   }
 
   @Test func forestRowsRoundTripThroughRestore() throws {

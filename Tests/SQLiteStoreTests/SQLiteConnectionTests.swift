@@ -1,3 +1,4 @@
+import EventLoopTestKit
 import SQLiteStore
 import Testing
 
@@ -269,14 +270,14 @@ import Testing
       for i in 0..<500 { try connection.execute("INSERT INTO t VALUES (?)", [.text("row \(i)")]) }
     }
     #expect(try connection.integrityCheck() == ["ok"])
-    #expect(try sqlite3CLI(db.path, "PRAGMA journal_mode") == "wal")
-    #expect(try sqlite3CLI(db.path, "PRAGMA integrity_check") == "ok")
-    #expect(try sqlite3CLI(db.path, "SELECT count(*) FROM t") == "500")
+    #expect(try sqlite3(db.path, "PRAGMA journal_mode") == "wal")
+    #expect(try sqlite3(db.path, "PRAGMA integrity_check") == "ok")
+    #expect(try sqlite3(db.path, "SELECT count(*) FROM t") == "500")
 
     try connection.configure(journalWAL: false)
     #expect(try connection.query("PRAGMA synchronous") == [[.integer(2)]])
     connection.close()
-    #expect(try sqlite3CLI(db.path, "PRAGMA journal_mode") == "delete")
+    #expect(try sqlite3(db.path, "PRAGMA journal_mode") == "delete")
   }
 
   @Test func configureRefusesWhatCannotBeWAL() throws {

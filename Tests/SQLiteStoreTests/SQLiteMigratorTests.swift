@@ -1,4 +1,5 @@
 import EventLoop
+import EventLoopTestKit
 import SQLiteStore
 import Testing
 
@@ -37,9 +38,9 @@ import Testing
         [.text("root"), .text("Root"), .integer(0)]
       ])
     connection.close()
-    #expect(try sqlite3CLI(db.path, "PRAGMA user_version") == "4")
+    #expect(try sqlite3(db.path, "PRAGMA user_version") == "4")
     #expect(
-      try sqlite3CLI(db.path, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+      try sqlite3(db.path, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
         == "block\nmeta\npage")
   }
 
@@ -116,7 +117,7 @@ import Testing
     #expect(tables == [[.text("block")], [.text("page")]])
     #expect(try connection.query("SELECT id FROM page") == [[.text("root")]])
     connection.close()
-    #expect(try sqlite3CLI(db.path, "PRAGMA user_version") == "2")
+    #expect(try sqlite3(db.path, "PRAGMA user_version") == "2")
 
     // Once fixed, it carries on from there.
     let fixed = try db.open()

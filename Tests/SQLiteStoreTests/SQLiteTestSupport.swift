@@ -7,35 +7,13 @@ import Testing
   import Glibc
 #endif
 
-/// A database path under /tmp that no other test (or test run) uses. Call `remove()` at the end (`defer`):
-/// it deletes the file and its -wal, -shm and -journal companions.
-struct TemporaryDatabase {
-  let path: String
-
-  init(_ label: String = #function) {
-    let name = label.filter { $0.isLetter || $0.isNumber }
-    path = "/tmp/pagesync-sqlite-\(getpid())-\(UInt64.random(in: 0...UInt64.max))-\(name).db"
-  }
-
+extension TemporaryDatabase {
   /// A configured read-write connection (WAL, synchronous FULL, foreign keys on).
   func open(synchronous: SQLiteConnection.Synchronous = .full) throws -> SQLiteConnection {
     let connection = try SQLiteConnection(path: path)
     try connection.configure(synchronous: synchronous)
     return connection
   }
-
-  func remove() {
-    for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
-  }
-}
-
-/// Runs the `sqlite3` command line program on `path` with `sql`; its standard output without the final newline.
-func sqlite3CLI(_ path: String, _ sql: String) throws -> String {
-  let run = try runToCompletion("sqlite3", [path, sql])
-  #expect(run.status == 0, "sqlite3 \(path) '\(sql)' failed: \(run.errorOutput)")
-  var output = run.output
-  while output.last == "\n" { output.removeLast() }
-  return output
 }
 
 /// The permission bits of `path`, or nil if it does not exist.
