@@ -13,6 +13,19 @@ private func curl(_ loop: Loop, _ arguments: [String], _ check: @escaping (Proce
   try runProgram(loop, "curl", curlDefaults + arguments, check)
 }
 
+/// Runs one curl invocation against `test`, set up on `loop`; closes the server once curl exits and returns the
+/// finished run after the loop is done and closed (so every handle is accounted for).
+private func runCurl(_ loop: Loop, against test: TestServer, _ arguments: [String]) throws -> ProcessRun {
+  var run: ProcessRun?
+  try curl(loop, arguments) {
+    run = $0
+    test.server.close()
+  }
+  try loop.runUntilDone()
+  try loop.close()
+  return try #require(run)
+}
+
 private let curlDefaults = ["--silent", "--show-error", "--noproxy", "*", "--max-time", "15"]
 /// Starts another transfer in the same curl run, with options of its own (`--next` resets them).
 private let nextTransfer = ["--next"] + curlDefaults
@@ -26,17 +39,10 @@ private let nextTransfer = ["--next"] + curlDefaults
     let loop = try Loop()
     let test = try TestServer(loop: loop)
     let base = "http://\(test.address!)"
-    var run: ProcessRun?
     // -w runs after each transfer: num_connects is 1 for the first and 0 for each one that reused it.
-    try curl(
-      loop, ["-w", "|%{num_connects}|%{http_code}\n", base + "/hello", base + "/stream", base + "/delay/5"]
-    ) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+    let curl = try runCurl(
+      loop, against: test,
+      ["-w", "|%{num_connects}|%{http_code}\n", base + "/hello", base + "/stream", base + "/delay/5"])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     #expect(curl.output.string == "hello|1|200\npart0;part1;part2;part3;part4;|0|200\ndelay 5|0|200\n")
   }
@@ -47,21 +53,13 @@ private let nextTransfer = ["--next"] + curlDefaults
     let body = patternBytes(300_000)
     let file = try writeTempFile("post.bin", body)
     defer { removeTempFile(file) }
-    var run: ProcessRun?
-    try curl(
-      loop,
+    let curl = try runCurl(
+      loop, against: test,
       [
         "--data-binary", "@\(file)", "-H", "Content-Type: application/octet-stream", "-w",
         "|%header{x-length}",
         "http://\(test.address!)/echo",
-      ]
-    ) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+      ])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     #expect(curl.output.bytes == body + Array("|300000".utf8))
   }
@@ -72,21 +70,13 @@ private let nextTransfer = ["--next"] + curlDefaults
     let body = patternBytes(200_000, seed: 2)
     let file = try writeTempFile("chunked.bin", body)
     defer { removeTempFile(file) }
-    var run: ProcessRun?
     // With this header curl sends the file as chunks of its upload buffer (several of them for 200 kB).
-    try curl(
-      loop,
+    let curl = try runCurl(
+      loop, against: test,
       [
         "-H", "Transfer-Encoding: chunked", "--data-binary", "@\(file)", "-w", "|%header{x-length}",
         "http://\(test.address!)/echo",
-      ]
-    ) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+      ])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     #expect(curl.output.bytes == body + Array("|200000".utf8))
   }
@@ -95,15 +85,8 @@ private let nextTransfer = ["--next"] + curlDefaults
     let loop = try Loop()
     let test = try TestServer(loop: loop)
     let url = "http://\(test.address!)/stream"
-    var run: ProcessRun?
     // First as curl decodes it (with the head), then the raw chunk framing as it came over the wire.
-    try curl(loop, ["-i", url] + nextTransfer + ["--raw", url]) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+    let curl = try runCurl(loop, against: test, ["-i", url] + nextTransfer + ["--raw", url])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     let body = (0..<5).map { "part\($0);" }.joined()
     let output = curl.output.string
@@ -122,16 +105,10 @@ private let nextTransfer = ["--next"] + curlDefaults
     let loop = try Loop()
     let test = try TestServer(loop: loop)
     let url = "http://\(test.address!)/hello"
-    var run: ProcessRun?
     // curl reports body bytes after a HEAD answer as "Excess found" (-v) and drops them, or reads them as the
     // start of the next response on the reused connection and fails.
-    try curl(loop, ["-v", "-I", "-w", "|%{num_connects}|%{http_code}|%{size_download}\n", url, url]) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+    let curl = try runCurl(
+      loop, against: test, ["-v", "-I", "-w", "|%{num_connects}|%{http_code}|%{size_download}\n", url, url])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     let heads = curl.output.string.split(separator: "\r\n\r\n", omittingEmptySubsequences: false)
     #expect(heads.count == 3, "\(curl.output.string)")
@@ -148,18 +125,10 @@ private let nextTransfer = ["--next"] + curlDefaults
     let loop = try Loop()
     let test = try TestServer(loop: loop)
     let base = "http://\(test.address!)"
-    var run: ProcessRun?
     let writeOut = ["-o", "/dev/null", "-w", "%{http_code} [%header{allow}]\n"]
-    try curl(
-      loop,
-      writeOut + [base + "/nope"] + nextTransfer + ["-X", "DELETE"] + writeOut + [base + "/hello"]
-    ) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+    let curl = try runCurl(
+      loop, against: test,
+      writeOut + [base + "/nope"] + nextTransfer + ["-X", "DELETE"] + writeOut + [base + "/hello"])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     #expect(curl.output.string == "404 []\n405 [GET, HEAD]\n")
   }
@@ -173,19 +142,11 @@ private let nextTransfer = ["--next"] + curlDefaults
     defer { removeTempFile(file) }
     let url = "http://\(test.address!)/echo"
     let common = ["--data-binary", "@\(file)", "-o", "/dev/null", "-w", "%{http_code}\n"]
-    var run: ProcessRun?
     // The server refuses after the head (Content-Length) or mid-body (chunked) while curl is still uploading;
     // the lingering close must let curl read the 413 rather than hit a reset.
-    try curl(
-      loop,
-      common + [url] + nextTransfer + ["-H", "Transfer-Encoding: chunked"] + common + [url]
-    ) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+    let curl = try runCurl(
+      loop, against: test,
+      common + [url] + nextTransfer + ["-H", "Transfer-Encoding: chunked"] + common + [url])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     #expect(curl.output.string == "413\n413\n")
   }
@@ -193,20 +154,12 @@ private let nextTransfer = ["--next"] + curlDefaults
   @Test func hugeHeaderIs431() throws {
     let loop = try Loop()
     let test = try TestServer(loop: loop)
-    var run: ProcessRun?
-    try curl(
-      loop,
+    let curl = try runCurl(
+      loop, against: test,
       [
         "-H", "X-Big: \(String(repeating: "a", count: 20_000))", "-w", "|%{http_code}",
         "http://\(test.address!)/hello",
-      ]
-    ) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+      ])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     #expect(curl.output.string.hasPrefix("{\"error\":431,"))
     #expect(curl.output.string.hasSuffix("|431"))
@@ -219,16 +172,10 @@ private let nextTransfer = ["--next"] + curlDefaults
       responder.respond(.text(.ok, "\(request.head.version)"))
     }
     let base = "http://\(test.address!)"
-    var run: ProcessRun?
     // HTTP/1.0 without keep-alive: every request gets its own connection, and the streamed body cannot be
     // chunked, so it ends when the server closes.
-    try curl(loop, ["-0", "-i", "-w", "|%{num_connects}\n", base + "/version", base + "/stream"]) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+    let curl = try runCurl(
+      loop, against: test, ["-0", "-i", "-w", "|%{num_connects}\n", base + "/version", base + "/stream"])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     let answers = curl.output.string.split(separator: "|1\n", omittingEmptySubsequences: false)
     #expect(answers.count == 3, "\(curl.output.string)")
@@ -243,20 +190,12 @@ private let nextTransfer = ["--next"] + curlDefaults
     let loop = try Loop()
     let path = "/tmp/pagesync-interop-\(getpid())-curl.sock"
     let test = try TestServer(loop: loop, listen: .unix(path: path))
-    var run: ProcessRun?
-    try curl(
-      loop,
+    let curl = try runCurl(
+      loop, against: test,
       [
         "--unix-socket", path, "-w", "|%{num_connects}\n", "http://localhost/hello",
         "http://localhost/stream",
-      ]
-    ) {
-      run = $0
-      test.server.close()
-    }
-    try loop.runUntilDone()
-    try loop.close()
-    let curl = try #require(run)
+      ])
     #expect(curl.status == 0, "\(curl.errorOutput.string)")
     #expect(curl.output.string == "hello|1\npart0;part1;part2;part3;part4;|0\n")
   }
