@@ -41,6 +41,12 @@ private final class EchoWebSocketServer {
   }
 }
 
+/// The upgrade request a raw client sends to /ws (RFC 6455's sample key).
+private func rawHandshake(version: Int) -> String {
+  "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: \(version)\r\n\r\n"
+}
+
 @Suite struct WebSocketConnectionTests {
   @Test func echoTextAndBinaryAndCloseFromTheClient() throws {
     let loop = try Loop()
@@ -125,8 +131,7 @@ private final class EchoWebSocketServer {
     let echo = try EchoWebSocketServer(loop: loop)
     // Raw clients: a masked text frame carrying invalid UTF-8, and an unmasked frame (clients must mask).
     let handshake =
-      "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-      + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+      rawHandshake(version: 13)
     var invalidUTF8 = ByteBuffer(string: handshake)
     WebSocketFrameEncoder.encode(
       opcode: .text, payload: ByteBuffer(bytes: [0xC0, 0x80]), maskingKey: 0x1234_5678, into: &invalidUTF8)
@@ -174,8 +179,7 @@ private final class EchoWebSocketServer {
         if case .failure(let error) = $0 { notFound = error }
         rawExchange(
           loop, echo.address,
-          "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n"
+          rawHandshake(version: 8)
         ) {
           wrongVersion = $0
           echo.server.close()
@@ -265,8 +269,7 @@ private final class EchoWebSocketServer {
       rawStream = stream
       stream.write(
         ByteBuffer(
-          string: "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"))
+          string: rawHandshake(version: 13)))
     }
     echo.onServerClose = { [unowned echo] _ in
       rawStream?.close()
