@@ -6,6 +6,8 @@ let package = Package(
   name: "pagesync",
   products: [
     .executable(name: "pagesync-broker", targets: ["pagesync-broker"]),
+    .executable(name: "pagesyncd", targets: ["pagesyncd"]),
+    .executable(name: "pagesync", targets: ["pagesync"]),
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
@@ -65,6 +67,22 @@ let package = Package(
     .target(name: "DaemonCore", dependencies: ["SyncModel"]),
     // The daemon's local SQLite store: offline set, local pages and blocks, mutation queue, sync metadata.
     .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore", "BrokerStore"]),
+    // Wiring: configuration, the broker link (HTTP + the device stream), the sync driver, the local API.
+    .target(
+      name: "Daemon",
+      dependencies: [
+        "DaemonCore", "DaemonStore", "BrokerStore", "SyncModel", "TOMLConfig", "Web", "EventLoop",
+        .product(name: "Logging", package: "swift-log"),
+      ]),
+    .executableTarget(
+      name: "pagesyncd",
+      dependencies: ["Daemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+
+    // The command line of the daemon's local API: commands, a Unix-socket HTTP client, tables and JSON output.
+    .target(
+      name: "PagesyncCLI",
+      dependencies: ["EventLoop", "Web", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+    .executableTarget(name: "pagesync", dependencies: ["PagesyncCLI"]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
@@ -85,6 +103,13 @@ let package = Package(
         "DaemonStore", "SQLiteStore", "SyncModel", "DaemonCore", "BrokerStore", "EventLoop",
         "EventLoopTestKit",
       ]),
+    .testTarget(
+      name: "DaemonTests",
+      dependencies: [
+        "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "TOMLConfig", "EventLoop", "EventLoopTestKit",
+      ]),
+    .testTarget(
+      name: "PagesyncCLITests", dependencies: ["PagesyncCLI", "Web", "EventLoop", "EventLoopTestKit"]),
     // Real processes on loopback: the broker driven by curl and Python (urllib, websockets).
     .testTarget(
       name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),

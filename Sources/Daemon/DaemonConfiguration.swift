@@ -1,0 +1,4 @@
+/// Everything `pagesyncd` reads from its TOML file.
+public struct DaemonConfiguration: Sendable {
+  public init() {}
+}

@@ -1,0 +1,3 @@
+import PagesyncCLI
+
+PagesyncCommand.main()

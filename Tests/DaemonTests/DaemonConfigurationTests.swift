@@ -1,0 +1,8 @@
+import Daemon
+import Testing
+
+@Suite struct DaemonConfigurationTests {
+  @Test func defaultsBuild() {
+    _ = DaemonConfiguration()
+  }
+}
