@@ -81,7 +81,9 @@ let package = Package(
     // The command line of the daemon's local API: commands, a Unix-socket HTTP client, tables and JSON output.
     .target(
       name: "PagesyncCLI",
-      dependencies: ["EventLoop", "Web", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+      dependencies: [
+        "EventLoop", "Web", "SyncModel", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ]),
     .executableTarget(name: "pagesync", dependencies: ["PagesyncCLI"]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
