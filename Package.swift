@@ -51,11 +51,13 @@ let package = Package(
     .target(name: "BrokerCore"),
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
     .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel"]),
+    // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
+    .target(name: "SyncProtocol", dependencies: ["BrokerStore", "SyncModel"]),
     // Wiring: configuration, auth, routes, device streams, lifecycle.
     .target(
       name: "Broker",
       dependencies: [
-        "BrokerCore", "BrokerStore", "SQLiteStore", "SyncModel", "TOMLConfig", "Web",
+        "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "TOMLConfig", "Web",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .executableTarget(
@@ -71,7 +73,8 @@ let package = Package(
     .target(
       name: "Daemon",
       dependencies: [
-        "DaemonCore", "DaemonStore", "BrokerStore", "SyncModel", "TOMLConfig", "Web", "EventLoop",
+        "DaemonCore", "DaemonStore", "BrokerStore", "SyncModel", "SyncProtocol", "TOMLConfig", "Web",
+        "EventLoop",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .executableTarget(

@@ -2,6 +2,7 @@ import BrokerStore
 import FoundationEssentials
 import SQLiteStore
 import SyncModel
+import SyncProtocol
 import Web
 
 extension BrokerServer {

@@ -1,6 +1,7 @@
 import BrokerCore
 import FoundationEssentials
 import SyncModel
+import SyncProtocol
 import Web
 
 /// One device's `/v1/stream` WebSocket: its subscriptions and its queue of pending notifications.

@@ -8,6 +8,11 @@ public enum BrokerProtocol {
     /// The epoch the client's times come from (nil: the client has none yet).
     public var epoch: String?
     public var pages: [EntityID: UInt64]
+
+    public init(epoch: String? = nil, pages: [EntityID: UInt64]) {
+      self.epoch = epoch
+      self.pages = pages
+    }
   }
 
   public struct CatchUpResponse: Codable, Sendable {
@@ -21,6 +26,16 @@ public enum BrokerProtocol {
     public var changed: [EntityID: UInt64]
     /// Pages the client may not see: deleted from its workspaces' reach, or never there.
     public var gone: [EntityID]
+
+    public init(
+      epoch: String, epochChanged: Bool, sequence: UInt64, changed: [EntityID: UInt64], gone: [EntityID]
+    ) {
+      self.epoch = epoch
+      self.epochChanged = epochChanged
+      self.sequence = sequence
+      self.changed = changed
+      self.gone = gone
+    }
   }
 
   /// `POST /v1/fetch`: deltas for many pages since the client's times, `limit` per request in page-id order;
@@ -30,6 +45,13 @@ public enum BrokerProtocol {
     public var pages: [EntityID: UInt64]
     public var limit: Int?
     public var cursor: EntityID?
+
+    public init(epoch: String? = nil, pages: [EntityID: UInt64], limit: Int? = nil, cursor: EntityID? = nil) {
+      self.epoch = epoch
+      self.pages = pages
+      self.limit = limit
+      self.cursor = cursor
+    }
   }
 
   public struct FetchResponse: Codable, Sendable {
@@ -38,6 +60,13 @@ public enum BrokerProtocol {
     public var gone: [EntityID]
     /// Send the same request with this cursor for the next pages; nil when this was the last.
     public var nextCursor: EntityID?
+
+    public init(epoch: String, deltas: [PageDelta], gone: [EntityID], nextCursor: EntityID? = nil) {
+      self.epoch = epoch
+      self.deltas = deltas
+      self.gone = gone
+      self.nextCursor = nextCursor
+    }
   }
 
   /// What a device sends on `/v1/stream`.
@@ -45,6 +74,11 @@ public enum BrokerProtocol {
     /// `subscribe` or `unsubscribe`.
     public var op: String
     public var pages: [String]?
+
+    public init(op: String, pages: [String]? = nil) {
+      self.op = op
+      self.pages = pages
+    }
   }
 
   /// The answer to `subscribe`.
@@ -56,18 +90,33 @@ public enum BrokerProtocol {
     public var total: Int
     /// Ids refused: malformed, another workspace's, or past the connection's limit.
     public var denied: [String]
+
+    public init(added: Int, total: Int, denied: [String]) {
+      self.added = added
+      self.total = total
+      self.denied = denied
+    }
   }
 
   public struct Unsubscribed: Codable, Sendable {
     public var op = "unsubscribed"
     public var removed: Int
     public var total: Int
+
+    public init(removed: Int, total: Int) {
+      self.removed = removed
+      self.total = total
+    }
   }
 
   /// Pages that changed, each with its new `lastUpdatedTime`, coalesced: a page appears once with its newest time.
   public struct Changed: Codable, Sendable {
     public var op = "changed"
     public var pages: [String: UInt64]
+
+    public init(pages: [String: UInt64]) {
+      self.pages = pages
+    }
   }
 
   /// A message the broker could not act on; the connection stays open.
@@ -75,6 +124,11 @@ public enum BrokerProtocol {
     public var op = "error"
     public var code: Int
     public var message: String
+
+    public init(code: Int, message: String) {
+      self.code = code
+      self.message = message
+    }
   }
 
   /// `GET /healthz`.
@@ -82,6 +136,12 @@ public enum BrokerProtocol {
     public var status: String
     public var epoch: String
     public var sequence: UInt64
+
+    public init(status: String, epoch: String, sequence: UInt64) {
+      self.status = status
+      self.epoch = epoch
+      self.sequence = sequence
+    }
   }
 
   /// `GET /v1/sync` (the seed guide's pull).
@@ -93,6 +153,16 @@ public enum BrokerProtocol {
     /// The newest sequence: the client's next `mutationsSince`.
     public var latest: UInt64
     public var epoch: String
+
+    public init(changes: [PageSnapshot], page: Int, limit: Int, hasMore: Bool, latest: UInt64, epoch: String)
+    {
+      self.changes = changes
+      self.page = page
+      self.limit = limit
+      self.hasMore = hasMore
+      self.latest = latest
+      self.epoch = epoch
+    }
   }
 
   /// `GET /v1/sync?metadataOnly=true`.
@@ -100,5 +170,11 @@ public enum BrokerProtocol {
     public var hasChanges: Bool
     public var latest: UInt64
     public var epoch: String
+
+    public init(hasChanges: Bool, latest: UInt64, epoch: String) {
+      self.hasChanges = hasChanges
+      self.latest = latest
+      self.epoch = epoch
+    }
   }
 }
