@@ -63,8 +63,13 @@ public struct BrokerLimits: Sendable, Equatable {
 extension BrokerConfiguration {
   /// Parses and validates a configuration file's text. Errors name the file, line and key.
   public static func parse(_ text: String, file: String) throws(ConfigError) -> BrokerConfiguration {
+    try parse(ConfigReader(text: text, file: file))
+  }
+
+  /// Validates a parsed configuration file. Errors name the file, line and key.
+  public static func parse(_ reader: ConfigReader) throws(ConfigError) -> BrokerConfiguration {
     var configuration = BrokerConfiguration()
-    let document = try ConfigReader(text: text, file: file).document
+    let document = reader.document
 
     let server = try document.table("server")
     let listen = try server.string("listen", default: configuration.listen.description)

@@ -12,11 +12,7 @@ public enum BrokerMain {
   /// The configuration in `path`, or the embedded defaults when nil. Errors name the file, line and key.
   public static func loadConfiguration(path: String?) throws -> BrokerConfiguration {
     guard let path else { return BrokerConfiguration() }
-    guard let text = readFile(path) else {
-      throw ConfigError(
-        file: path, line: nil, key: "", message: "cannot read the file: \(String(cString: strerror(errno)))")
-    }
-    return try BrokerConfiguration.parse(text, file: path)
+    return try BrokerConfiguration.parse(ConfigReader(contentsOf: path))
   }
 
   /// Runs the broker on the calling thread until SIGTERM or SIGINT; returns once drained.
@@ -27,7 +23,11 @@ public enum BrokerMain {
     LoggingSystem.bootstrap(StreamLogHandler.standardError)
     var logger = Logger(label: "pagesync.broker")
     logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
-    try makeParentDirectory(of: configuration.storePath)
+    do {
+      try FileSystem.makeParentDirectories(of: configuration.storePath)
+    } catch {
+      throw ConfigError(file: configuration.storePath, line: nil, key: "store.path", message: "\(error)")
+    }
     let loop = try Loop()
     let broker = try BrokerServer(loop: loop, configuration: configuration, logger: logger)
     try broker.start()
@@ -46,33 +46,5 @@ public enum BrokerMain {
     loop.closeAllHandles()
     loop.run()
     try? loop.close()
-  }
-
-  static func readFile(_ path: String) -> String? {
-    guard let file = fopen(path, "rb") else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let count = fread(&chunk, 1, chunk.count, file)
-      if count > 0 { bytes.append(contentsOf: chunk[0..<count]) }
-      if count < chunk.count { break }
-    }
-    return String(decoding: bytes, as: UTF8.self)
-  }
-
-  /// Creates the directories above `path` (like `mkdir -p`), owner-only.
-  static func makeParentDirectory(of path: String) throws {
-    var components = path.split(separator: "/", omittingEmptySubsequences: false).dropLast()
-    var current = path.hasPrefix("/") ? "" : "."
-    if path.hasPrefix("/") { components = components.dropFirst() }
-    for component in components where !component.isEmpty {
-      current += "/" + component
-      if mkdir(current, 0o700) != 0 && errno != EEXIST {
-        throw ConfigError(
-          file: path, line: nil, key: "store.path",
-          message: "cannot create \(current): \(String(cString: strerror(errno)))")
-      }
-    }
   }
 }
