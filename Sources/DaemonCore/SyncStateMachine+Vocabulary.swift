@@ -28,6 +28,9 @@ public enum SyncEvent: Sendable, Equatable {
   case start(now: UInt64)
   /// The timer last scheduled is due.
   case timerFired(now: UInt64)
+  /// Someone wants to sync now (`pagesync sync`): while disconnected, reconnect at once instead of waiting out
+  /// the backoff delay; in any other state, nothing changes.
+  case reconnectNow
   /// The stream asked for by `openConnection` is open.
   case connectionOpened(now: UInt64)
   /// The stream asked for by `openConnection` could not be opened.

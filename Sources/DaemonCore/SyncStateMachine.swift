@@ -87,6 +87,19 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     }
   }
 
+  /// Whether everything known is done: live, nothing to fetch or being fetched, no subscription awaiting its
+  /// answer, no push in flight or wanted (a deferred one counts as wanted).
+  public var isSettled: Bool {
+    state == .live && pending.isEmpty && inFlight == nil && subscribesAwaiting.isEmpty && !pushWanted
+      && !pushInFlight
+  }
+
+  /// Whether a retryable push failure waits for the next heartbeat or connection.
+  public var isPushDeferred: Bool { pushDeferred }
+
+  /// Pages that a fetch failed and that wait for the next heartbeat or catch-up.
+  public var failedPages: Set<EntityID> { Set(failed.keys) }
+
   /// Takes one event; returns what to do, in order.
   public mutating func handle(_ event: SyncEvent) -> [SyncAction] {
     if state == .stopped { return [] }
@@ -97,6 +110,11 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
       return [.openConnection]
     case .timerFired(let now):
       return timerFired(now: now)
+    case .reconnectNow:
+      guard state == .disconnected else { return [] }
+      timer = nil
+      state = .connecting
+      return [.cancelTimer, .openConnection]
     case .connectionOpened(let now):
       guard state == .connecting else { return [] }
       backoff.connected(at: now)

@@ -48,6 +48,7 @@ private struct RandomWiring {
       .poked(page: universe.randomElement(using: &random)!, lastUpdatedTime: now), .mutationsQueued,
     ]
     if chance(5) { candidates.append(.offlineSetChanged(added: somePages(), removed: somePages())) }
+    if chance(5) { candidates.append(.reconnectNow) }
     if let due = timerAt {
       clock.now = max(now, due)
       candidates.append(.timerFired(now: clock.now))
@@ -135,7 +136,7 @@ private struct RandomWiring {
         owedFailed.remove(page)
       }
     case .stop: stopped = true
-    case .start, .mutationsQueued: break
+    case .start, .mutationsQueued, .reconnectNow: break
     }
   }
 

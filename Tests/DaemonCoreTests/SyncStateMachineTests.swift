@@ -86,6 +86,44 @@ struct SyncTrace {
       [.markSynced(now + 9), .scheduleTimer(at: now + 9 + trace.heartbeat), .push])
   }
 
+  @Test func reconnectNowSkipsTheBackoffOnlyWhileDisconnected() {
+    var trace = SyncTrace(pages: ["a"], seed: 7)
+    trace.step(at: 0, .reconnectNow, [])
+    #expect(trace.machine.state == .idle)
+    trace.step(at: 0, .start(now: 0), [.openConnection])
+    trace.step(at: 1, .reconnectNow, [])
+    let due = 2 + trace.delay(bound: 500)
+    trace.step(at: 2, .connectionFailed(now: 2, reason: "refused"), [.scheduleTimer(at: due)])
+    trace.step(at: 3, .reconnectNow, [.cancelTimer, .openConnection])
+    #expect(trace.machine.state == .connecting)
+    // The cancelled reconnect timer is stale if it fires anyway.
+    trace.step(at: due + 1, .timerFired(now: due + 1), [])
+    trace.connectToLive(at: due + 2)
+    trace.step(at: due + 3, .reconnectNow, [])
+  }
+
+  @Test func settledOnlyWhenNothingIsFetchingSubscribingOrPushing() {
+    var trace = SyncTrace(pages: ["a"])
+    #expect(!trace.machine.isSettled)
+    trace.goLive(at: 0)
+    #expect(trace.machine.isSettled)
+    trace.step(at: 1, .poked(page: id("a"), lastUpdatedTime: 3), [.fetch(pages: [id("a"): 3])])
+    #expect(!trace.machine.isSettled)
+    trace.step(at: 2, .fetched(pages: [id("a")], failed: []), [.markSynced(2)])
+    #expect(trace.machine.isSettled)
+    trace.step(at: 3, .offlineSetChanged(added: [id("b")], removed: []), [.subscribe(pages: [id("b")])])
+    #expect(!trace.machine.isSettled)
+    trace.step(at: 4, .subscribed, [.fetch(pages: [id("b"): 0])])
+    trace.step(at: 5, .fetched(pages: [id("b")], failed: []), [.markSynced(5)])
+    trace.step(at: 6, .mutationsQueued, [.push])
+    #expect(!trace.machine.isSettled)
+    trace.step(at: 7, .pushFailed(retryable: true), [])
+    #expect(!trace.machine.isSettled && trace.machine.isPushDeferred)
+    trace.step(at: 10_000, .timerFired(now: 10_000), [.scheduleTimer(at: 20_000), .push])
+    trace.step(at: 10_001, .pushAnswered(moreQueued: false), [])
+    #expect(trace.machine.isSettled && !trace.machine.isPushDeferred)
+  }
+
   @Test func catchUpPurgesGoneAndFetchesChangedOfflinePagesInBatches() {
     var trace = SyncTrace(pages: ["a", "b", "c", "d", "e", "x"], maxPagesPerFetch: 2)
     trace.step(at: 0, .start(now: 0), [.openConnection])
