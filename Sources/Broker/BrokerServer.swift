@@ -33,12 +33,7 @@ public final class BrokerServer {
   public let epoch: String
   let http: HTTPServer
   var authenticator: Authenticator
-  let jsonEncoder: JSONEncoder = {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    return encoder
-  }()
-  let jsonDecoder = JSONDecoder()
+  let json = JSONBodies()
 
   // Notification fan-out.
   var channels = ChannelIndex()
@@ -198,42 +193,16 @@ public final class BrokerServer {
 
   // MARK: JSON
 
-  func encode<T: Encodable>(_ value: T) -> ByteBuffer {
-    ByteBuffer(bytes: (try? jsonEncoder.encode(value)) ?? Data("{}".utf8))
-  }
+  func encode<T: Encodable>(_ value: T) -> ByteBuffer { json.encode(value) }
 
-  func jsonText<T: Encodable>(_ value: T) -> String {
-    String(decoding: (try? jsonEncoder.encode(value)) ?? Data("{}".utf8), as: UTF8.self)
-  }
+  func jsonText<T: Encodable>(_ value: T) -> String { json.text(value) }
 
   func jsonResponse<T: Encodable>(_ value: T, status: HTTPStatus = .ok) -> HTTPResponse {
-    HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: encode(value))
+    json.response(value, status: status)
   }
 
   /// Decodes a request body, or the 400 naming what is wrong with it.
   func decodeBody<T: Decodable>(_ type: T.Type, _ request: HTTPRequest) -> Result<T, HTTPResponseError> {
-    do {
-      return .success(try jsonDecoder.decode(type, from: Data(request.body.readableBytesArray)))
-    } catch let error as DecodingError {
-      return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(describe(error))"))
-    } catch {
-      return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(error)"))
-    }
-  }
-}
-
-/// A decoding error in one line: where and what.
-func describe(_ error: DecodingError) -> String {
-  func path(_ context: DecodingError.Context) -> String {
-    let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-    return path.isEmpty ? "" : "at \(path.hasPrefix(".") ? String(path.dropFirst()) : path): "
-  }
-  switch error {
-  case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
-    return path(context) + context.debugDescription
-  case .keyNotFound(let key, let context):
-    return path(context) + "missing field \"\(key.stringValue)\""
-  @unknown default:
-    return "\(error)"
+    json.decode(type, request)
   }
 }

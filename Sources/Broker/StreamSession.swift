@@ -36,9 +36,9 @@ final class StreamSession {
   private func received(_ text: String) {
     let message: BrokerProtocol.ClientMessage
     do {
-      message = try broker.jsonDecoder.decode(BrokerProtocol.ClientMessage.self, from: Data(text.utf8))
+      message = try broker.json.decoder.decode(BrokerProtocol.ClientMessage.self, from: Data(text.utf8))
     } catch let error as DecodingError {
-      fail(4400, "invalid message: \(describe(error))")
+      fail(4400, "invalid message: \(JSONBodies.describe(error))")
       return
     } catch {
       fail(4400, "invalid message: \(error)")

@@ -1,0 +1,56 @@
+import FoundationEssentials
+
+/// JSON bodies over HTTP, as both of pagesync's servers speak them: sorted keys (stable output for tests and
+/// diffs), and decoding errors turned into a 400 that says where and what.
+public struct JSONBodies {
+  public let encoder: JSONEncoder
+  public let decoder = JSONDecoder()
+
+  public init() {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    self.encoder = encoder
+  }
+
+  /// `value` as JSON bytes (`{}` if it cannot be encoded: our own types always can).
+  public func encode(_ value: some Encodable) -> ByteBuffer {
+    ByteBuffer(bytes: (try? encoder.encode(value)) ?? Data("{}".utf8))
+  }
+
+  /// `value` as JSON text.
+  public func text(_ value: some Encodable) -> String {
+    String(decoding: (try? encoder.encode(value)) ?? Data("{}".utf8), as: UTF8.self)
+  }
+
+  /// A response with `value` as its JSON body.
+  public func response(_ value: some Encodable, status: HTTPStatus = .ok) -> HTTPResponse {
+    HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: encode(value))
+  }
+
+  /// Decodes a request body, or the 400 naming what is wrong with it.
+  public func decode<T: Decodable>(_ type: T.Type, _ request: HTTPRequest) -> Result<T, HTTPResponseError> {
+    do {
+      return .success(try decoder.decode(type, from: Data(request.body.readableBytesArray)))
+    } catch let error as DecodingError {
+      return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(Self.describe(error))"))
+    } catch {
+      return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(error)"))
+    }
+  }
+
+  /// A decoding error in one line: where and what.
+  public static func describe(_ error: DecodingError) -> String {
+    func path(_ context: DecodingError.Context) -> String {
+      let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+      return path.isEmpty ? "" : "at \(path.hasPrefix(".") ? String(path.dropFirst()) : path): "
+    }
+    switch error {
+    case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+      return path(context) + context.debugDescription
+    case .keyNotFound(let key, let context):
+      return path(context) + "missing field \"\(key.stringValue)\""
+    @unknown default:
+      return "\(error)"
+    }
+  }
+}
