@@ -1,0 +1,173 @@
+import ArgumentParser
+import SyncModel
+
+// Pages, databases and rows: create, edit, delete, show (`/v1/pages`).
+
+extension PagesyncCommand {
+  /// `create page|database|row`: `POST /v1/pages`.
+  struct Create: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      abstract: "Create a page, a database or a database row.",
+      subcommands: [CreatePage.self, CreateDatabase.self, CreateRow.self])
+  }
+
+  /// `create page --id ID [--parent ID] [--title T]`.
+  struct CreatePage: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "page", abstract: "Create a page (top level without --parent).")
+
+    @Option(help: "The new page's id.", transform: parseEntityID) var id: EntityID
+    @Option(help: "The parent page.", transform: parseEntityID) var parent: EntityID?
+    @Option(help: "The title.") var title: String?
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+      try connection.perform(createRequest(kind: "page", id: id, parent: parent, title: title)) {
+        answer throws(CLIFailure) in
+        try HumanOutput.queued("created page \(id)", answer)
+      }
+    }
+  }
+
+  /// `create database --id ID [--parent PAGE] [--title T]`.
+  struct CreateDatabase: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "database",
+      abstract: "Create a database (with --parent, inline in that page; top level without).")
+
+    @Option(help: "The new database's id.", transform: parseEntityID) var id: EntityID
+    @Option(help: "The page the database is inline in.", transform: parseEntityID) var parent: EntityID?
+    @Option(help: "The title.") var title: String?
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+      try connection.perform(createRequest(kind: "database", id: id, parent: parent, title: title)) {
+        answer throws(CLIFailure) in
+        try HumanOutput.queued("created database \(id)", answer)
+      }
+    }
+  }
+
+  /// `create row --database DB --id ID [--title T] [--set NAME=VALUE ...]`.
+  struct CreateRow: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "row", abstract: "Create a row of a database.")
+
+    @Option(help: "The database.", transform: parseEntityID) var database: EntityID
+    @Option(help: "The new row's id.", transform: parseEntityID) var id: EntityID
+    @Option(help: "The title.") var title: String?
+    @Option(
+      name: .customLong("set"),
+      help: ArgumentHelp("A property of the row (repeatable).", valueName: "name=value"),
+      transform: PropertyAssignment.parse)
+    var assignments: [PropertyAssignment] = []
+    @OptionGroup var connection: ConnectionOptions
+
+    func validate() throws {
+      _ = try usage { () throws(CommandLineValueError) in try propertiesObject(assignments) }
+    }
+
+    func run() throws {
+      var body = createBody(kind: "row", id: id, parent: nil, title: title)
+      body["database"] = .string(database.rawValue)
+      let properties = try usage { () throws(CommandLineValueError) in try propertiesObject(assignments) }
+      if !properties.isEmpty { body["properties"] = .object(properties) }
+      try connection.perform(LocalAPIRequest(.POST, "/v1/pages", body: .object(body))) {
+        answer throws(CLIFailure) in
+        try HumanOutput.queued("created row \(id) in database \(database)", answer)
+      }
+    }
+  }
+
+  /// `edit ID [--title T] [--set NAME=VALUE ...] [--unset NAME ...]`: `PATCH /v1/pages/ID`.
+  struct Edit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      abstract: "Change a page's title or properties.",
+      discussion: "--set NAME= sets the empty string; --unset NAME removes the property (sent as null).")
+
+    @Argument(help: "The page, database or row.", transform: parseEntityID) var id: EntityID
+    @Option(help: "The new title.") var title: String?
+    @Option(
+      name: .customLong("set"),
+      help: ArgumentHelp("Set a property (repeatable).", valueName: "name=value"),
+      transform: PropertyAssignment.parse)
+    var assignments: [PropertyAssignment] = []
+    @Option(
+      name: .customLong("unset"), help: ArgumentHelp("Remove a property (repeatable).", valueName: "name"),
+      transform: parsePropertyName)
+    var removals: [String] = []
+    @OptionGroup var connection: ConnectionOptions
+
+    func validate() throws {
+      guard title != nil || !assignments.isEmpty || !removals.isEmpty else {
+        throw ValidationError("nothing to change: give --title, --set NAME=VALUE or --unset NAME")
+      }
+      _ = try usage { () throws(CommandLineValueError) in try propertiesObject(assignments, unset: removals) }
+    }
+
+    func run() throws {
+      var body: [String: JSONValue] = [:]
+      if let title { body["title"] = .string(title) }
+      let properties = try usage { () throws(CommandLineValueError) in
+        try propertiesObject(assignments, unset: removals)
+      }
+      if !properties.isEmpty { body["properties"] = .object(properties) }
+      try connection.perform(LocalAPIRequest(.PATCH, "/v1/pages/\(id)", body: .object(body))) {
+        answer throws(CLIFailure) in
+        try HumanOutput.queued("edited page \(id)", answer)
+      }
+    }
+  }
+
+  /// `delete ID`: `DELETE /v1/pages/ID`.
+  struct Delete: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete a page, a database or a row.")
+
+    @Argument(help: "The page, database or row.", transform: parseEntityID) var id: EntityID
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+      try connection.perform(LocalAPIRequest(.DELETE, "/v1/pages/\(id)")) { answer throws(CLIFailure) in
+        try HumanOutput.queued("deleted page \(id)", answer)
+      }
+    }
+  }
+
+  /// `show ID`: `GET /v1/pages/ID`.
+  struct Show: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      abstract: "Show a page as stored locally (read through from the broker while connected).",
+      discussion: "Offline, a page that is not complete offline is refused: never half a page.")
+
+    @Argument(help: "The page or database.", transform: parseEntityID) var id: EntityID
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+      try connection.perform(LocalAPIRequest(.GET, "/v1/pages/\(id)"), human: HumanOutput.page)
+    }
+  }
+}
+
+/// The body of `POST /v1/pages` for a page or database: absent fields are left out (docs/protocol.md,
+/// "Absent, not null").
+private func createBody(kind: String, id: EntityID, parent: EntityID?, title: String?) -> [String: JSONValue]
+{
+  var body: [String: JSONValue] = ["kind": .string(kind), "id": .string(id.rawValue)]
+  if let parent { body["parent"] = .string(parent.rawValue) }
+  if let title { body["title"] = .string(title) }
+  return body
+}
+
+private func createRequest(kind: String, id: EntityID, parent: EntityID?, title: String?) -> LocalAPIRequest {
+  LocalAPIRequest(
+    .POST, "/v1/pages", body: .object(createBody(kind: kind, id: id, parent: parent, title: title)))
+}
+
+/// Runs `body`, turning a refused value into a usage error (exit 64, with the usage).
+func usage<T>(_ body: () throws(CommandLineValueError) -> T) throws(ValidationError) -> T {
+  do {
+    return try body()
+  } catch {
+    throw ValidationError(error.description)
+  }
+}
