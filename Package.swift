@@ -115,7 +115,8 @@ let package = Package(
       ]),
     .testTarget(
       name: "PagesyncCLITests", dependencies: ["PagesyncCLI", "Web", "EventLoop", "EventLoopTestKit"]),
-    // Real processes on loopback: the broker driven by curl and Python (urllib, websockets).
+    // Real processes on loopback: the broker driven by curl and Python (urllib, websockets); the daemons driven
+    // through the built pagesync, their stores read with the sqlite3 command line.
     .testTarget(
       name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
   ],

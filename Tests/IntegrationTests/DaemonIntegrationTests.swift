@@ -1,0 +1,57 @@
+import EventLoop
+import EventLoopTestKit
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// pagesyncd end to end: a real broker and real daemons on loopback, each device driven only through the built
+/// `pagesync`, their stores read with the `sqlite3` command line. Each test runs one scenario of
+/// `Python/daemon_e2e.py`, which prints what it checked, how long each wait took, and `ALL OK` when every check
+/// held; on failure, what was expected, what was found, and every process's log.
+///
+/// Serialized: each scenario starts a broker and two or three daemons, and the waits are deadlines on a machine
+/// with two cores.
+@Suite(.serialized) struct DaemonIntegrationTests {
+  @Test func seedExampleDatabaseWithRowsXAndYToggledFavoritedAndUntoggled() throws { try runScenario("seed") }
+
+  @Test func anOfflineDatabaseKeepsItsFirstFiftyRowsInView() throws { try runScenario("row_limit") }
+
+  @Test func viewChangesPruneAndExtendTheOfflineRows() throws { try runScenario("view_prune") }
+
+  @Test func inlineDatabasesComeOfflineWithTheirPage() throws { try runScenario("inline") }
+
+  @Test func onlyTheMostRecentVisitsStayOffline() throws { try runScenario("recent") }
+
+  @Test func aFavoriteRowSurvivesTogglingItsDatabaseOff() throws { try runScenario("favorite") }
+
+  @Test func anEditOnOneDeviceReachesAnotherByPush() throws { try runScenario("push") }
+
+  @Test func catchUpAfterARestartFetchesOnlyTheChangedPages() throws { try runScenario("catchup") }
+
+  @Test func editsMadeWhileTheBrokerIsDownReachTheOtherDevice() throws { try runScenario("offline_edits") }
+
+  @Test func aNewerEditWinsOverALaterArrivingOlderOne() throws { try runScenario("lww") }
+
+  @Test func queuedEditsSurviveKill9AndArriveExactlyOnce() throws { try runScenario("kill9") }
+
+  @Test func aDeviceOfAnotherWorkspaceIsRefused() throws { try runScenario("workspace") }
+
+  /// Runs `daemon_e2e.py BIN_DIR scenario` and expects it to end with `ALL OK`.
+  private func runScenario(_ scenario: String) throws {
+    let loop = try Loop()
+    // The directory of the built programs: `builtProgram` of an empty name ends with the separator.
+    let binDirectory = String(builtProgram("").dropLast())
+    var script: ProcessRun?
+    script = try ProcessRun(
+      loop: loop, "python3", [integrationResource("Python/daemon_e2e.py"), binDirectory, scenario])
+    // Generous: a scenario's own waits have deadlines of 10 to 15 s each; this only catches a hung harness.
+    try loop.runUntilDone(timeout: 600_000)
+    try loop.close()
+    let output = (script?.output.string ?? "") + (script?.errorOutput.string ?? "")
+    #expect(script?.status == 0, "\(output)")
+    // The output was shown above when the status was not 0.
+    #expect(script?.output.string.hasSuffix("ALL OK\n") == true, script?.status == 0 ? "\(output)" : "")
+  }
+}

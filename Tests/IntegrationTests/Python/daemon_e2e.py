@@ -1,0 +1,925 @@
+"""pagesyncd end to end: a real broker, real daemons, driven only through the `pagesync` command line, their
+SQLite files read with the `sqlite3` command line.
+
+Usage: daemon_e2e.py BIN_DIR SCENARIO|all
+
+BIN_DIR holds the built pagesync-broker, pagesyncd and pagesync. Each scenario runs in a temporary directory of
+its own with a broker on 127.0.0.1 (port 0, learnt from its `broker.address=` log line) and one daemon per device
+(A and B in workspace w1, C in workspace w2). Prints one "OK ..." line per check (waits say how long they took)
+and "ALL OK" at the end when every check of every scenario passed. A failing check prints "FAIL", what was
+expected and what was found, then the logs of every process of the scenario, and the script exits 1.
+
+Every process a scenario starts is stopped at its end, whatever happened. Waiting for something asynchronous is a
+poll with a deadline (every 50 ms), never a bare sleep. Set PAGESYNC_E2E_KEEP=1 to keep the temporary directories.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else ""
+BROKER_PROGRAM = os.path.join(BIN, "pagesync-broker")
+DAEMON_PROGRAM = os.path.join(BIN, "pagesyncd")
+CLI_PROGRAM = os.path.join(BIN, "pagesync")
+
+# user -> (token, workspaces), as the broker's [[auth.tokens]].
+USERS = {
+    "alice": ("alice-token-0123456789", ["w1"]),
+    "carol": ("carol-token-0123456789", ["w2"]),
+}
+
+POLL_SECONDS = 0.05
+WAIT_SECONDS = 15.0
+
+
+class CheckFailed(Exception):
+    """A check that did not hold: the message says what was expected and what was found."""
+
+
+def ok(message):
+    print("OK " + message, flush=True)
+
+
+def note(message):
+    print("   " + message, flush=True)
+
+
+def check(condition, what, expected=None, found=None):
+    if not condition:
+        detail = "" if expected is None and found is None else f"\n  expected: {expected!r}\n  found:    {found!r}"
+        raise CheckFailed(what + detail)
+    ok(what)
+
+
+def check_equal(found, expected, what):
+    check(found == expected, what, expected, found)
+
+
+def set_difference(found, expected):
+    """Says what is missing from and what is extra in `found`, for sets of rows."""
+    missing = sorted(expected - found, key=repr)
+    extra = sorted(found - expected, key=repr)
+    return f"missing {missing}, unexpected {extra}"
+
+
+def wait_until(what, probe, timeout=WAIT_SECONDS, expected=None):
+    """Calls `probe` every 50 ms until it returns (True, found), at most `timeout` seconds; returns the seconds it
+    took. A probe may raise CheckFailed while the state is not there yet (a command that still fails): that counts
+    as not yet. On timeout, fails with `expected` and the last thing found."""
+    started = time.monotonic()
+    found = None
+    while True:
+        try:
+            done, found = probe()
+        except CheckFailed as error:
+            done, found = False, f"(probe failed: {error})"
+        elapsed = time.monotonic() - started
+        if done:
+            ok(f"{what} (after {elapsed * 1000:.0f} ms)")
+            return elapsed
+        if elapsed > timeout:
+            raise CheckFailed(f"{what}: not within {timeout:.0f} s\n  expected: {expected!r}\n  found:    {found!r}")
+        time.sleep(POLL_SECONDS)
+
+
+def sqlite_rows(path, query):
+    """Rows of `query` on the SQLite file at `path`, read with the sqlite3 command line, as dicts."""
+    run = subprocess.run(["sqlite3", "-json", "-cmd", ".timeout 5000", path, query],
+                         capture_output=True, text=True, timeout=30)
+    if run.returncode != 0:
+        raise CheckFailed(f"sqlite3 {path} {query!r} exited {run.returncode}: {run.stderr.strip()}")
+    return json.loads(run.stdout) if run.stdout.strip() else []
+
+
+class Scenario:
+    """One scenario's temporary directory and processes. As a context manager it stops every process at the end
+    and, when the scenario failed, prints every log."""
+
+    def __init__(self, name):
+        self.name = name
+        self.dir = tempfile.mkdtemp(prefix=f"pagesync-e2e-{name}-")
+        self.processes = []  # (label, Popen)
+        self.logs = []  # paths
+        self.proxies = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, trace):
+        for proxy in self.proxies:
+            proxy.close()
+        for _, process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for label, process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                print(f"   {label} did not stop within 10 s of SIGTERM: killed", flush=True)
+                process.kill()
+                process.wait()
+        if kind is not None:
+            if issubclass(kind, CheckFailed):
+                print(f"FAIL {self.name}: {error}", flush=True)
+            else:
+                print(f"FAIL {self.name}: the harness raised\n{''.join(traceback.format_exception(error))}",
+                      flush=True)
+            for path in self.logs:
+                print(f"----- {os.path.basename(path)} (last 150 lines) -----", flush=True)
+                try:
+                    with open(path, errors="replace") as log:
+                        print("".join(log.readlines()[-150:]), flush=True)
+                except OSError as failure:
+                    print(f"(cannot read: {failure})")
+        if os.environ.get("PAGESYNC_E2E_KEEP"):
+            print(f"   kept {self.dir}", flush=True)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+    def start(self, label, argv, log_path):
+        log = open(log_path, "w")
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   cwd=self.dir)
+        log.close()
+        self.processes.append((label, process))
+        self.logs.append(log_path)
+        return process
+
+    def broker(self):
+        broker = Broker(self)
+        broker.start()
+        return broker
+
+    def device(self, name, broker_url, user="alice", workspace="w1", **config):
+        device = Device(self, name, broker_url, user, workspace, config)
+        device.start()
+        return device
+
+
+class Broker:
+    """`pagesync-broker` on 127.0.0.1 with a store in the scenario's directory. Its first start takes port 0 and
+    learns the port from the log; later starts reuse that port, so devices find it again."""
+
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.port = 0
+        self.starts = 0
+        self.process = None
+        self.store = os.path.join(scenario.dir, "broker.sqlite")
+        self.config = os.path.join(scenario.dir, "broker.toml")
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        tokens = "".join(
+            f'[[auth.tokens]]\ntoken = "{token}"\nuser = "{user}"\nworkspaces = {json.dumps(workspaces)}\n'
+            for user, (token, workspaces) in USERS.items())
+        with open(self.config, "w") as config:
+            config.write(f'[server]\nlisten = "127.0.0.1:{self.port}"\n[store]\npath = "{self.store}"\n'
+                         f'synchronous = "normal"\n{tokens}')
+        self.starts += 1
+        log_path = os.path.join(self.scenario.dir, f"broker.{self.starts}.log")
+        self.process = self.scenario.start(f"broker (start {self.starts})",
+                                           [BROKER_PROGRAM, "--config", self.config], log_path)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            with open(log_path, errors="replace") as log:
+                text = log.read()
+            marker = text.find("broker.address=")
+            if marker >= 0:
+                rest = text[marker + len("broker.address="):]
+                end = min((i for i in (rest.find(" "), rest.find("\n")) if i >= 0), default=-1)
+                if end > 0:
+                    address = rest[:end]
+                    self.port = int(address.rsplit(":", 1)[1])
+                    note(f"broker listening on {address} (start {self.starts})")
+                    return
+            if self.process.poll() is not None:
+                raise CheckFailed(f"the broker exited with {self.process.returncode} before listening")
+            if time.monotonic() > deadline:
+                raise CheckFailed("the broker did not log broker.address= within 15 s")
+            time.sleep(POLL_SECONDS)
+
+    def stop(self, sig=signal.SIGTERM):
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout=15)
+        note(f"broker stopped by signal {sig} (exit {code})")
+        return code
+
+    def rows(self, query):
+        return sqlite_rows(self.store, query)
+
+
+class Proxy:
+    """A TCP relay between one device and the broker that the test can cut (every connection closed, new ones
+    refused) and restore: a network partition of that device alone."""
+
+    def __init__(self, scenario, target_port):
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self.up = True
+        self.closed = False
+        self.lock = threading.Lock()
+        self.sockets = []
+        scenario.proxies.append(self)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            if not self.up:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.sockets += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(source, destination):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                destination.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, destination):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self):
+        self.up = False
+        with self.lock:
+            sockets, self.sockets = self.sockets, []
+        for end in sockets:
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        note("proxy cut: the device is partitioned from the broker")
+
+    def restore(self):
+        self.up = True
+        note("proxy restored")
+
+    def close(self):
+        self.closed = True
+        self.cut()
+        self.listener.close()
+
+
+class Device:
+    """A `pagesyncd` with its own directory, store, socket and log, driven through `pagesync --socket ... --json`."""
+
+    def __init__(self, scenario, name, broker_url, user, workspace, config):
+        self.scenario = scenario
+        self.name = name
+        self.broker_url = broker_url
+        self.token = USERS[user][0]
+        self.workspace = workspace
+        self.config_overrides = config
+        self.dir = os.path.join(scenario.dir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.store = os.path.join(self.dir, "pagesyncd.sqlite")
+        self.socket = os.path.join(self.dir, "api.sock")
+        self.config = os.path.join(self.dir, "pagesyncd.toml")
+        self.starts = 0
+        self.process = None
+
+    def write_config(self):
+        offline = {"database_row_limit": 50, "recent_limit": 20}
+        sync = {"heartbeat_interval": 5, "backoff_base_ms": 50, "backoff_cap_ms": 500}
+        for key, value in self.config_overrides.items():
+            (offline if key in offline else sync)[key] = value
+        lines = [
+            "[broker]", f'url = "{self.broker_url}"', f'token = "{self.token}"', f'workspace = "{self.workspace}"',
+            "[store]", f'path = "{self.store}"',
+            "[api]", f'socket = "{self.socket}"',
+            "[offline]", *(f"{key} = {value}" for key, value in offline.items()),
+            "[sync]", *(f"{key} = {value}" for key, value in sync.items()),
+        ]
+        with open(self.config, "w") as config:
+            config.write("\n".join(lines) + "\n")
+
+    def start(self, wait_connected=True):
+        self.write_config()
+        self.starts += 1
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)  # a killed daemon leaves its socket file: wait for the new one
+        log_path = os.path.join(self.scenario.dir, f"{self.name}.{self.starts}.log")
+        self.process = self.scenario.start(f"device {self.name} (start {self.starts})",
+                                           [DAEMON_PROGRAM, "--config", self.config], log_path)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            if self.process.poll() is not None:
+                raise CheckFailed(f"{self.name}: pagesyncd exited with {self.process.returncode} before serving")
+            if os.path.exists(self.socket) and self.run("status").returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise CheckFailed(f"{self.name}: the local API did not answer within 15 s")
+            time.sleep(POLL_SECONDS)
+        note(f"device {self.name} serving on its socket (start {self.starts})")
+        if wait_connected:
+            self.wait_connected()
+
+    def stop(self, sig=signal.SIGTERM):
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout=15)
+        note(f"device {self.name} stopped by signal {sig} (exit {code})")
+        return code
+
+    # The command line.
+
+    def run(self, *args, timeout=150):
+        """Runs `pagesync ARGS --socket S --json` and returns the completed process."""
+        return subprocess.run([CLI_PROGRAM, *args, "--socket", self.socket, "--json"],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def cli(self, *args, quiet=False):
+        """Runs a command that must succeed; returns its JSON answer."""
+        started = time.monotonic()
+        run = self.run(*args)
+        elapsed = (time.monotonic() - started) * 1000
+        if run.returncode != 0:
+            raise CheckFailed(f"{self.name}: pagesync {' '.join(args)} exited {run.returncode}\n"
+                              f"  stderr: {run.stderr.strip()}\n  stdout: {run.stdout.strip()}")
+        if not quiet:
+            note(f"[{self.name}] pagesync {' '.join(args)} ({elapsed:.0f} ms)")
+        try:
+            return json.loads(run.stdout)
+        except ValueError:
+            raise CheckFailed(f"{self.name}: pagesync {' '.join(args)} --json printed no JSON: {run.stdout!r}")
+
+    def cli_fails(self, args, what, message_parts=()):
+        """Runs a command that must fail: non-zero exit, empty stdout, and a message naming each of
+        `message_parts`. Returns the message."""
+        run = self.run(*args)
+        message = run.stderr.strip()
+        check(run.returncode != 0 and run.stdout == "" and message.startswith("pagesync: ")
+              and all(part in message for part in message_parts),
+              f"{self.name}: {what}: pagesync {' '.join(args)} is refused",
+              f"non-zero exit, empty stdout, a 'pagesync: ' message naming {list(message_parts)}",
+              f"exit {run.returncode}, stdout {run.stdout!r}, stderr {message!r}")
+        note(f"[{self.name}] refused as expected: {message}")
+        return message
+
+    def status(self):
+        return self.cli("status", quiet=True)
+
+    def sync(self):
+        return self.cli("sync")
+
+    def show(self, page):
+        return self.cli("show", page, quiet=True)
+
+    def wait_connected(self, connected=True):
+        wait_until(f"{self.name} is {'connected' if connected else 'disconnected'}",
+                   lambda: (lambda s: (s["connected"] == connected, s))(self.status()),
+                   expected={"connected": connected})
+
+    # The store, read with the sqlite3 command line.
+
+    def rows(self, query):
+        return sqlite_rows(self.store, query)
+
+    def actions(self):
+        return {(r["origin_page_id"], r["from_page_id"], r["impacted_page_id"], r["type"]) for r in
+                self.rows("SELECT origin_page_id, from_page_id, impacted_page_id, type FROM offline_action")}
+
+    def offline_pages(self):
+        return {r["page_id"]: r for r in
+                self.rows("SELECT page_id, last_downloaded_timestamp, complete, recent_rank FROM offline_page")}
+
+    def local_pages(self, ids):
+        listed = ",".join(f"'{i}'" for i in ids)
+        return {r["id"] for r in self.rows(f"SELECT id FROM local_page WHERE id IN ({listed})")}
+
+    def queue(self):
+        return self.rows("SELECT id, type, page_id, status FROM mutation_queue ORDER BY id")
+
+    def wait_forest(self, expected, what, timeout=WAIT_SECONDS):
+        """Waits until offline_action holds exactly `expected` (origin, from, impacted, type) rows, offline_page
+        exactly their impacted pages, and each of those is complete."""
+        pages = {row[2] for row in expected}
+
+        def probe():
+            actions, offline = self.actions(), self.offline_pages()
+            incomplete = sorted(p for p, row in offline.items() if not row["complete"])
+            done = actions == expected and set(offline) == pages and not incomplete
+            return done, (f"offline_action: {set_difference(actions, expected)}; offline_page: "
+                          f"{set_difference(set(offline), pages)}; incomplete: {incomplete}")
+
+        return wait_until(f"{self.name}: {what}", probe, timeout,
+                          expected=f"{len(expected)} offline_action rows, {len(pages)} complete offline pages")
+
+
+def tree(origin, kind, *edges):
+    """The offline_action rows of one tree: the origin's own row, then (from, impacted) edges."""
+    return {(origin, None, origin, kind)} | {(origin, source, page, kind) for source, page in edges}
+
+
+def why(device, page):
+    return sorted((r["origin"], r["from"], r["type"]) for r in device.cli("why", page, quiet=True))
+
+
+# The scenarios.
+
+
+def scenario_seed(s):
+    """The seed's example: a database D with rows X and Y, toggled offline on B; X favorited; D toggled off, X
+    stays. Y also holds an inline database E with rows, so the tree goes one level deeper."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "database", "--id", "D", "--title", "Tasks")
+    a.cli("create", "row", "--database", "D", "--id", "X", "--title", "Row X")
+    a.cli("create", "row", "--database", "D", "--id", "Y", "--title", "Row Y")
+    a.cli("create", "database", "--id", "E", "--parent", "Y", "--title", "Inline in Y")
+    a.cli("create", "row", "--database", "E", "--id", "E1", "--title", "E one")
+    a.cli("create", "row", "--database", "E", "--id", "E2", "--title", "E two")
+    answer = a.sync()
+    check_equal(answer["pendingMutations"], 0, "A pushed everything it made")
+
+    b.cli("offline", "add", "D")
+    b.sync()
+    d_tree = tree("D", "toggled", ("D", "X"), ("D", "Y"), ("Y", "E"), ("E", "E1"), ("E", "E2"))
+    b.wait_forest(d_tree, "toggling D offline writes one offline_action row per page of its tree")
+    check_equal(why(b, "Y"), [("D", "D", "toggled")], "why Y: origin D, from D (its database), toggled")
+    check_equal(why(b, "E1"), [("D", "E", "toggled")], "why E1: origin D, from E (its database), toggled")
+    check_equal(why(b, "D"), [("D", None, "toggled")], "why D: the origin's own row has from null")
+    listed = b.cli("offline", "list")
+    check_equal([(e["id"], e["complete"]) for e in listed],
+                [(p, True) for p in ["D", "E", "E1", "E2", "X", "Y"]], "offline list: the tree, by id, complete")
+    check_equal(b.show("D")["rows"], ["X", "Y"], "B shows D's rows in view")
+
+    b.cli("favorite", "add", "X")
+    b.wait_forest(d_tree | tree("X", "favorite"), "favoriting X adds a second reason for X")
+    check_equal(why(b, "X"), [("D", "D", "toggled"), ("X", None, "favorite")], "why X: toggled by D and favorite")
+
+    b.cli("offline", "remove", "D")
+    b.wait_forest(tree("X", "favorite"), "toggling D off deletes D's rows; X stays for its favorite row")
+    check_equal(b.local_pages(["D", "Y", "E", "E1", "E2"]), set(), "the pages that left have no local copy")
+    shown = b.show("X")
+    check_equal((shown["title"], shown.get("source")), ("Row X", "local"), "B still shows X from its own store")
+    b.cli_fails(["offline", "remove", "D"], "a reason that is not there cannot be removed", ["D"])
+
+
+def scenario_row_limit(s):
+    """A database of 60 rows taken offline keeps itself and its first 50 rows in view: 51 pages."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "database", "--id", "L", "--title", "Sixty rows")
+    rows = [f"L{i:02d}" for i in range(60)]
+    for row in rows:
+        a.cli("create", "row", "--database", "L", "--id", row, "--title", f"Row {row}", quiet=True)
+    note("[A] created 60 rows")
+    a.sync()
+
+    b.cli("offline", "add", "L")
+    answer = b.sync()
+    offline = b.offline_pages()
+    check_equal(set(offline), {"L", *rows[:50]}, "after sync: offline_page is L and its first 50 rows in view")
+    check_equal(len(offline), 51, "51 offline_page rows")
+    check_equal(sorted(p for p, row in offline.items() if not row["complete"]), [],
+                "every offline page is complete once sync returned")
+    check_equal(b.actions(), tree("L", "toggled", *(("L", r) for r in rows[:50])),
+                "offline_action: L's own row and one (L, L, row) row per row kept")
+    check_equal(b.status()["offlinePages"], 51, "status counts 51 offline pages")
+    shown = b.show("L")
+    check_equal((shown["rows"], shown.get("source")), (rows, "local"),
+                "L shown from the local store lists all 60 rows in view, in creation order")
+    note(f"sync answered {answer}")
+
+
+def scenario_view_prune(s):
+    """A view change on A moves rows in and out of B's first 50: B's offline set follows, rows that left are
+    dropped, new ones fetched."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "database", "--id", "V", "--title", "Ranked")
+    rows = [f"V{i:02d}" for i in range(60)]
+    for i, row in enumerate(rows):
+        a.cli("create", "row", "--database", "V", "--id", row, "--title", f"Row {i}", "--set", f"Rank={i}",
+              "--set", "Status=" + ("Done" if i % 3 == 0 else "Todo"), quiet=True)
+    note("[A] created 60 rows with Rank and Status")
+    a.sync()
+    b.cli("offline", "add", "V")
+    b.sync()
+    b.wait_forest(tree("V", "toggled", *(("V", r) for r in rows[:50])), "B keeps V and its first 50 rows")
+
+    # By push alone: B does not run sync.
+    a.cli("view", "set", "V", "--sort", "Rank:desc")
+    a.sync()
+    by_rank = list(reversed(rows))[:50]
+    b.wait_forest(tree("V", "toggled", *(("V", r) for r in by_rank)),
+                  "sorted by Rank descending: V00-V09 left B's offline set, V50-V59 entered (by push)")
+    check_equal(b.local_pages(rows[:10]), set(), "rows that left the view have no local copy on B")
+    check_equal(b.show("V")["rows"][:50], by_rank, "B shows V's rows in the new view order")
+
+    a.cli("view", "set", "V", "--filter", "Status=Done")
+    a.sync()
+    b.sync()
+    done = [r for i, r in enumerate(rows) if i % 3 == 0]
+    b.wait_forest(tree("V", "toggled", *(("V", r) for r in done)),
+                  "filtered on Status=Done: only the 20 Done rows stay offline")
+    check_equal(b.local_pages([r for r in rows if r not in done]), set(), "the rows filtered out are dropped")
+
+
+def scenario_inline(s):
+    """A page with an inline database taken offline brings the database, its rows, and their own inline
+    databases; an inline database added later joins, one deleted leaves."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "page", "--id", "H", "--title", "Home")
+    a.cli("block", "add", "H", "--id", "hb1", "--text", "hello")
+    a.cli("create", "database", "--id", "T", "--parent", "H", "--title", "Tasks in Home")
+    a.cli("create", "row", "--database", "T", "--id", "T1", "--title", "Task 1")
+    a.cli("create", "row", "--database", "T", "--id", "T2", "--title", "Task 2")
+    a.cli("create", "database", "--id", "U", "--parent", "T1", "--title", "Subtasks of Task 1")
+    a.cli("create", "row", "--database", "U", "--id", "U1", "--title", "Sub 1")
+    a.cli("create", "row", "--database", "U", "--id", "U2", "--title", "Sub 2")
+    a.sync()
+
+    b.cli("offline", "add", "H")
+    b.sync()
+    h_tree = tree("H", "toggled", ("H", "T"), ("T", "T1"), ("T", "T2"), ("T1", "U"), ("U", "U1"), ("U", "U2"))
+    b.wait_forest(h_tree, "toggling page H brings its inline database T, T's rows, T1's inline database U and its rows")
+    shown = b.show("H")
+    check_equal((shown.get("source"), shown.get("databases"), [(x["id"], x["text"]) for x in shown["blocks"]
+                 if x["type"] != "child_database"]),
+                ("local", ["T"], [("hb1", "hello")]), "B shows H from its store with its block and inline database")
+
+    a.cli("create", "database", "--id", "W", "--parent", "H", "--title", "Second inline")
+    a.cli("create", "row", "--database", "W", "--id", "W1", "--title", "W one")
+    a.sync()
+    b.wait_forest(h_tree | {("H", "H", "W", "toggled"), ("H", "W", "W1", "toggled")},
+                  "a new inline database of H and its row join H's tree (by push)")
+    a.cli("delete", "W")
+    a.sync()
+    b.wait_forest(h_tree, "the deleted inline database and its row leave H's tree (by push)")
+    check_equal(b.local_pages(["W", "W1"]), set(), "their local copies are dropped")
+
+
+def scenario_recent(s):
+    """With recent_limit = 3, four visits keep the three most recent pages offline, ranked by recency."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url, recent_limit=3)
+    for page in ["R1", "R2", "R3", "R4"]:
+        a.cli("create", "page", "--id", page, "--title", f"Page {page}")
+    a.sync()
+    for page in ["R1", "R2", "R3", "R4"]:
+        b.cli("visit", page)
+    b.wait_forest(tree("R2", "recent") | tree("R3", "recent") | tree("R4", "recent"),
+                  "four visits with recent_limit 3: R2, R3, R4 are offline as recent, R1 is not")
+    ranks = {p: row["recent_rank"] for p, row in b.offline_pages().items()}
+    check_equal(ranks, {"R4": 0, "R3": 1, "R2": 2}, "recent_rank: the most recent visit first")
+    b.cli("visit", "R2")
+    ranks = {p: row["recent_rank"] for p, row in b.offline_pages().items()}
+    check_equal(ranks, {"R2": 0, "R4": 1, "R3": 2}, "visiting R2 again makes it the most recent")
+    b.cli("visit", "R1")
+    b.wait_forest(tree("R1", "recent") | tree("R2", "recent") | tree("R4", "recent"),
+                  "visiting R1 pushes the oldest (R3) out")
+    check_equal(b.local_pages(["R3"]), set(), "R3's local copy is dropped")
+
+
+def scenario_favorite(s):
+    """A favorite row survives toggling its database on and off; the database's other rows leave."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "database", "--id", "F", "--title", "Favorites test")
+    for row in ["F1", "F2", "F3"]:
+        a.cli("create", "row", "--database", "F", "--id", row, "--title", f"Row {row}")
+    a.sync()
+    b.cli("favorite", "add", "F2")
+    b.wait_forest(tree("F2", "favorite"), "favoriting row F2 makes it offline on its own")
+    b.cli("offline", "add", "F")
+    b.wait_forest(tree("F", "toggled", ("F", "F1"), ("F", "F2"), ("F", "F3")) | tree("F2", "favorite"),
+                  "toggling F adds its tree; F2 has two reasons")
+    b.cli("offline", "remove", "F")
+    b.wait_forest(tree("F2", "favorite"), "toggling F off leaves only F2, kept by its favorite row")
+    check_equal(b.local_pages(["F", "F1", "F2", "F3"]), {"F2"}, "only F2 keeps a local copy")
+    check_equal(why(b, "F2"), [("F2", None, "favorite")], "why F2: favorite")
+    b.cli("favorite", "remove", "F2")
+    b.wait_forest(set(), "removing the favorite empties the offline set")
+    b.cli_fails(["favorite", "remove", "F2"], "a favorite that is not there cannot be removed", ["F2"])
+
+
+def scenario_push(s):
+    """B keeps P offline; A edits P; B shows the new title without running sync: a push, not a poll (B's
+    heartbeat is 60 s, longer than the whole wait)."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url, heartbeat_interval=60)
+    a.cli("create", "page", "--id", "P", "--title", "first")
+    a.sync()
+    b.cli("offline", "add", "P")
+    b.sync()
+    b.wait_forest(tree("P", "toggled"), "P is offline on B")
+    fetched_before = b.status()["fetchedPages"]
+    latencies = []
+    for n in range(1, 6):
+        title = f"edit {n} from A"
+        a.cli("edit", "P", "--title", title)
+        edited = time.monotonic()
+
+        def probe():
+            shown = b.show("P")
+            return shown["title"] == title and shown.get("source") == "local", (shown["title"], shown.get("source"))
+
+        wait_until(f"B shows A's edit {n} from its local store, without sync", probe, timeout=10,
+                   expected=(title, "local"))
+        latencies.append((time.monotonic() - edited) * 1000)
+    note("push latency, A's edit command returned -> B shows it (ms, including polling every 50 ms): "
+         f"min {min(latencies):.0f}, median {statistics.median(latencies):.0f}, max {max(latencies):.0f}")
+    print(f"PUSH_LATENCY_MS min={min(latencies):.0f} median={statistics.median(latencies):.0f} "
+          f"max={max(latencies):.0f}", flush=True)
+    fetched = b.status()["fetchedPages"] - fetched_before
+    check(fetched >= 5, "B fetched P once per edit at least", ">= 5", fetched)
+    note(f"B made {fetched} page downloads for 5 edits")
+
+
+def scenario_catchup(s):
+    """B has 30 pages offline; while its daemon is stopped A edits 3; restarted, B downloads those 3 only."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    pages = [f"C{i:02d}" for i in range(30)]
+    for page in pages:
+        a.cli("create", "page", "--id", page, "--title", f"Page {page}", quiet=True)
+    a.sync()
+    for page in pages:
+        b.cli("offline", "add", page, quiet=True)
+    b.sync()
+    b.wait_forest(set().union(*(tree(p, "toggled") for p in pages)), "30 pages offline on B")
+    before = {p: row["last_downloaded_timestamp"] for p, row in b.offline_pages().items()}
+    check_equal(b.stop(), 0, "B's daemon stops on SIGTERM with status 0")
+
+    changed = ["C03", "C14", "C25"]
+    for page in changed:
+        a.cli("edit", page, "--title", f"changed {page}")
+    a.sync()
+
+    b.start()
+    answer = b.sync()
+    status = b.status()
+    check_equal(status["fetchedPages"], len(changed), "after restart and sync B downloaded exactly the 3 changed pages")
+    note(f"sync answered {answer}; status {status}")
+    after = {p: row["last_downloaded_timestamp"] for p, row in b.offline_pages().items()}
+    moved = sorted(p for p in pages if after[p] != before[p])
+    check_equal(moved, changed, "last_downloaded_timestamp advanced for the changed pages only")
+    for page in changed:
+        shown = b.show(page)
+        check_equal((shown["title"], shown.get("source")), (f"changed {page}", "local"),
+                    f"B has A's edit of {page} locally")
+
+
+def scenario_offline_edits(s):
+    """The broker goes down; B edits at once, the edit queued; an incomplete offline page is refused; the broker
+    comes back on the same port; B pushes; A sees the edit."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "page", "--id", "P", "--title", "before")
+    a.cli("create", "page", "--id", "Q", "--title", "never downloaded by B")
+    a.sync()
+    b.cli("offline", "add", "P")
+    b.sync()
+    b.wait_forest(tree("P", "toggled"), "P is offline on B")
+
+    broker.stop()
+    b.wait_connected(False)
+    started = time.monotonic()
+    answer = b.cli("edit", "P", "--title", "edited offline")
+    took = (time.monotonic() - started) * 1000
+    check(took < 2000 and len(answer["mutationIds"]) == 1, "the offline edit returns at once with its mutation id",
+          "< 2000 ms, one mutation id", f"{took:.0f} ms, {answer}")
+    queue = b.queue()
+    check_equal([(m["type"], m["page_id"], m["status"]) for m in queue], [("set_title", "P", "pending")],
+                "mutation_queue holds the edit")
+    check_equal(b.status()["pendingMutations"], 1, "status counts 1 pending mutation")
+    shown = b.show("P")
+    check_equal((shown["title"], shown.get("source")), ("edited offline", "local"), "B shows its offline edit")
+    b.cli_fails(["sync"], "sync without a broker", [])
+
+    b.cli("offline", "add", "Q")
+    check_equal({p: row["complete"] for p, row in b.offline_pages().items()}, {"P": 1, "Q": 0},
+                "Q is offline on B but not complete (never downloaded)")
+    b.cli_fails(["show", "Q"], "an incomplete offline page while the broker is down", ["Q", "complete"])
+    b.cli_fails(["show", "NotHere"], "a page that is not offline while the broker is down", ["NotHere"])
+
+    broker.start()
+    wait_until("B pushed its queued edit once the broker is back", lambda: (b.queue() == [], b.queue()),
+               expected=[])
+    wait_until("A sees B's offline edit", lambda: (a.show("P")["title"] == "edited offline", a.show("P")["title"]),
+               expected="edited offline")
+    b.wait_forest(tree("P", "toggled") | tree("Q", "toggled"), "Q is downloaded once the broker is back")
+    check_equal(b.show("Q")["title"], "never downloaded by B", "B shows Q")
+    check_equal(b.cli("conflicts"), [], "no conflicts")
+
+
+def scenario_lww(s):
+    """B, partitioned, edits P's title first; A edits it later; B comes back and pushes its older edit: A's
+    newer title wins on both devices and the broker."""
+    broker = s.broker()
+    proxy = Proxy(s, broker.port)
+    a = s.device("A", broker.url)
+    b = s.device("B", proxy.url)
+    a.cli("create", "page", "--id", "P", "--title", "original")
+    a.sync()
+    b.cli("offline", "add", "P")
+    b.sync()
+    b.wait_forest(tree("P", "toggled"), "P is offline on B")
+
+    proxy.cut()
+    b.wait_connected(False)
+    b.cli("edit", "P", "--title", "from B, older")
+    check_equal([(m["type"], m["page_id"]) for m in b.queue()], [("set_title", "P")], "B's edit is queued")
+    # HLC times are wall-clock milliseconds first: make sure A's edit is at least a millisecond later.
+    edited = time.time()
+    while time.time() - edited < 0.005:
+        pass
+    a.cli("edit", "P", "--title", "from A, newer")
+    a.sync()
+    check_equal(broker.rows("SELECT title FROM page WHERE id = 'P'"), [{"title": "from A, newer"}],
+                "the broker has A's title")
+
+    proxy.restore()
+    wait_until("B pushed its older edit after reconnecting", lambda: (b.queue() == [], b.queue()), expected=[])
+    wait_until("B ends with A's newer title", lambda: (b.show("P")["title"] == "from A, newer", b.show("P")),
+               expected="from A, newer")
+    check_equal(a.show("P")["title"], "from A, newer", "A still shows its own title")
+    check_equal(broker.rows("SELECT title FROM page WHERE id = 'P'"), [{"title": "from A, newer"}],
+                "the broker kept A's title: the older edit lost although it arrived later")
+    check_equal(b.cli("conflicts"), [], "losing to a newer write is not a conflict")
+    check_equal(b.status()["failedMutations"], 0, "no failed mutations")
+
+
+def scenario_kill9(s):
+    """Edits queued while the broker is down survive kill -9 of the daemon, keep their mutation ids, and reach
+    the broker exactly once when it is back; B's queue ends empty."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "page", "--id", "K", "--title", "K")
+    a.sync()
+    b.cli("offline", "add", "K")
+    b.sync()
+    b.wait_forest(tree("K", "toggled"), "K is offline on B")
+    client = b.status()["clientId"]
+
+    broker.stop()
+    b.wait_connected(False)
+    b.cli("edit", "K", "--title", "K edited offline")
+    b.cli("block", "add", "K", "--id", "k1", "--text", "one")
+    b.cli("block", "add", "K", "--id", "k2", "--text", "two", "--after", "k1")
+    b.cli("block", "add", "K", "--id", "k3", "--text", "three", "--after", "k2")
+    b.cli("edit", "K", "--set", "Count=3")
+    b.cli("create", "page", "--id", "Bnew", "--title", "made offline")
+    queued = b.queue()
+    check_equal(len(queued), 6, "six mutations queued")
+
+    check_equal(b.stop(signal.SIGKILL), -signal.SIGKILL, "B's daemon killed with SIGKILL")
+    b.start(wait_connected=False)
+    check_equal(b.queue(), queued, "after kill -9 the queue is intact, same ids")
+    check_equal(b.status()["pendingMutations"], 6, "status counts the 6 pending mutations")
+    shown = b.show("K")
+    check_equal((shown["title"], [x["id"] for x in shown["blocks"]]), ("K edited offline", ["k1", "k2", "k3"]),
+                "B's local copy kept its offline edits")
+    answer = b.cli("edit", "K", "--set", "After=1")
+    check_equal(answer["mutationIds"], [queued[-1]["id"] + 1], "the next mutation id continues after the queue")
+
+    broker.start()
+    wait_until("B pushed all 7 mutations", lambda: (b.queue() == [], b.queue()), expected=[])
+    last = broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{client}'")
+    check_equal(last, [{"last_mutation_id": queued[-1]["id"] + 1}], "the broker applied B's mutations up to the last id")
+    check_equal(broker.rows("SELECT id, text FROM block WHERE page_id = 'K' AND deleted = 0 ORDER BY position"),
+                [{"id": "k1", "text": "one"}, {"id": "k2", "text": "two"}, {"id": "k3", "text": "three"}],
+                "the broker has each block once, in order")
+    check_equal(broker.rows("SELECT name, value FROM property WHERE page_id = 'K' ORDER BY name"),
+                [{"name": "After", "value": "1"}, {"name": "Count", "value": "3"}], "the broker has both properties")
+    check_equal(broker.rows("SELECT title FROM page WHERE id IN ('K', 'Bnew') ORDER BY id"),
+                [{"title": "made offline"}, {"title": "K edited offline"}], "the broker has the title and the new page")
+    check_equal(b.cli("conflicts"), [], "no mutation was rejected (a re-applied create or block add would be)")
+    check_equal(b.status()["failedMutations"], 0, "no failed mutations")
+    shown = a.show("K")
+    check_equal((shown["title"], [(x["id"], x["text"]) for x in shown["blocks"]], shown["properties"]),
+                ("K edited offline", [("k1", "one"), ("k2", "two"), ("k3", "three")], {"After": 1, "Count": 3}),
+                "A sees every edit B made offline")
+
+
+def scenario_workspace(s):
+    """A device whose token is for w2 cannot read, keep offline, or write w1's pages."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    c = s.device("C", broker.url, user="carol", workspace="w2")
+    a.cli("create", "page", "--id", "P", "--title", "w1 secret")
+    a.sync()
+
+    c.cli_fails(["show", "P"], "reading another workspace's page through the broker", ["P"])
+    c.cli("offline", "add", "P")
+    c.sync()
+    complete = [row["complete"] for row in c.rows("SELECT complete FROM offline_page WHERE page_id = 'P'")]
+    check(complete in ([], [0]), "C's offline add of a w1 page does not end complete", "[] or [0]", complete)
+    check_equal(c.rows("SELECT id FROM local_page WHERE id = 'P'"), [], "nothing of P is stored on C")
+    c.cli_fails(["show", "P"], "showing it", ["P"])
+
+    answer = c.cli("edit", "P", "--title", "hacked")
+    c.sync()
+    conflicts = c.cli("conflicts")
+    check_equal([(x["mutationId"], x["page"], x["reason"]) for x in conflicts],
+                [(answer["mutationIds"][0], "P", "unknown_page")],
+                "C's edit of a w1 page is rejected by the broker and kept in conflicts")
+    check_equal(c.status()["failedMutations"], 1, "status counts 1 failed mutation")
+    check_equal(a.show("P")["title"], "w1 secret", "A's page is unchanged")
+    check_equal(broker.rows("SELECT title FROM page WHERE id = 'P'"), [{"title": "w1 secret"}],
+                "the broker's page is unchanged")
+
+    c.cli("create", "page", "--id", "Cpage", "--title", "w2 page")
+    c.sync()
+    check_equal(broker.rows("SELECT workspace_id FROM page WHERE id = 'Cpage'"), [{"workspace_id": "w2"}],
+                "C's own page lands in w2")
+    a.cli_fails(["show", "Cpage"], "A reading w2's page", ["Cpage"])
+
+
+SCENARIOS = {
+    "seed": scenario_seed,
+    "row_limit": scenario_row_limit,
+    "view_prune": scenario_view_prune,
+    "inline": scenario_inline,
+    "recent": scenario_recent,
+    "favorite": scenario_favorite,
+    "push": scenario_push,
+    "catchup": scenario_catchup,
+    "offline_edits": scenario_offline_edits,
+    "lww": scenario_lww,
+    "kill9": scenario_kill9,
+    "workspace": scenario_workspace,
+}
+
+
+def main():
+    if len(sys.argv) != 3 or (sys.argv[2] != "all" and sys.argv[2] not in SCENARIOS):
+        print(f"usage: daemon_e2e.py BIN_DIR {{all|{'|'.join(SCENARIOS)}}}", file=sys.stderr)
+        sys.exit(64)
+    for program in (BROKER_PROGRAM, DAEMON_PROGRAM, CLI_PROGRAM):
+        if not os.access(program, os.X_OK):
+            print(f"FAIL {program} is not an executable: build first", flush=True)
+            sys.exit(1)
+    names = list(SCENARIOS) if sys.argv[2] == "all" else [sys.argv[2]]
+    failed = []
+    for name in names:
+        print(f"=== {name}: {SCENARIOS[name].__doc__.split(chr(10))[0]}", flush=True)
+        started = time.monotonic()
+        try:
+            with Scenario(name) as scenario:  # prints the failure and the logs on the way out
+                SCENARIOS[name](scenario)
+        except Exception:
+            failed.append(name)
+        print(f"=== {name}: {'FAILED' if name in failed else 'passed'} in {time.monotonic() - started:.1f} s",
+              flush=True)
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", flush=True)
+        sys.exit(1)
+    print("ALL OK", flush=True)
+
+
+main()
