@@ -635,10 +635,24 @@ def scenario_favorite(s):
     b.cli("offline", "add", "F")
     b.wait_forest(tree("F", "toggled", ("F", "F1"), ("F", "F2"), ("F", "F3")) | tree("F2", "favorite"),
                   "toggling F adds its tree; F2 has two reasons")
+    # An unsent edit keeps F1's local copy when F1 leaves the offline set.
+    broker.stop()
+    b.wait_connected(False)
+    b.cli("edit", "F1", "--title", "edited on B, unsent")
     b.cli("offline", "remove", "F")
     b.wait_forest(tree("F2", "favorite"), "toggling F off leaves only F2, kept by its favorite row")
-    check_equal(b.local_pages(["F", "F1", "F2", "F3"]), {"F2"}, "only F2 keeps a local copy")
+    check_equal(b.local_pages(["F", "F1", "F2", "F3"]), {"F1", "F2"},
+                "F2 keeps its local copy, and so does F1 for its unsent edit; F and F3 are dropped")
+    shown = b.show("F1")
+    check_equal((shown["title"], shown.get("syncStatus")), ("edited on B, unsent", "pending"),
+                "B still shows F1 with its unsent edit while the broker is down")
     check_equal(why(b, "F2"), [("F2", None, "favorite")], "why F2: favorite")
+    broker.start()
+    wait_until("B pushed the edit of F1 once the broker is back", lambda: (b.queue() == [], b.queue()),
+               expected=[])
+    wait_until("A sees it", lambda: (a.show("F1")["title"] == "edited on B, unsent", a.show("F1")["title"]),
+               expected="edited on B, unsent")
+    check_equal(b.actions(), tree("F2", "favorite"), "the offline set is still F2 alone")
     b.cli("favorite", "remove", "F2")
     b.wait_forest(set(), "removing the favorite empties the offline set")
     b.cli_fails(["favorite", "remove", "F2"], "a favorite that is not there cannot be removed", ["F2"])
@@ -712,6 +726,11 @@ def scenario_catchup(s):
         shown = b.show(page)
         check_equal((shown["title"], shown.get("source")), (f"changed {page}", "local"),
                     f"B has A's edit of {page} locally")
+    # The restarted daemon subscribed its offline set again: an edit now arrives by push, without sync.
+    a.cli("edit", "C00", "--title", "after the restart")
+    wait_until("an edit after the restart reaches B by push",
+               lambda: (b.show("C00")["title"] == "after the restart", b.show("C00")["title"]),
+               expected="after the restart")
 
 
 def scenario_offline_edits(s):
