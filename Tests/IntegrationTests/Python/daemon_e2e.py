@@ -861,6 +861,7 @@ def scenario_kill9(s):
                 [{"title": "made offline"}, {"title": "K edited offline"}], "the broker has the title and the new page")
     check_equal(b.cli("conflicts"), [], "no mutation was rejected (a re-applied create or block add would be)")
     check_equal(b.status()["failedMutations"], 0, "no failed mutations")
+    a.wait_connected()  # A lost the broker too; reading K goes through it
     shown = a.show("K")
     check_equal((shown["title"], [(x["id"], x["text"]) for x in shown["blocks"]], shown["properties"]),
                 ("K edited offline", [("k1", "one"), ("k2", "two"), ("k3", "three")], {"After": 1, "Count": 3}),
