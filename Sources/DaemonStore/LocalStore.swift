@@ -19,6 +19,9 @@ public final class LocalStore {
     return encoder
   }()
   let decoder = JSONDecoder()
+  /// The first error a structure read (`OfflineStructure`'s non-throwing methods) hit since
+  /// `readingStructure` began; `readingStructure` throws it. See LocalStore+Structure.swift.
+  var structureReadError: (any Error)?
 
   /// This device's client id: random, made when the store file was created, kept for the file's life.
   public let clientID: EntityID
