@@ -20,21 +20,40 @@ extension LocalStore {
   /// mutation id, applies the action to the local copy of `page`, and appends the mutation to `mutation_queue`.
   /// When it returns, the edit survives kill -9 and power loss; when it throws, none of it happened.
   ///
-  /// Applied to the local copy now: creates (a `local_page` row, kind and parent and title; a row also gets its
-  /// properties), `setTitle`, `setProperty`, `movePage` and `deletePage`, each only if the page is stored
-  /// locally (creates insert it). Left for the daemon issue: block actions and `setView` (positions and rows in
-  /// view need the page's blocks and the view's evaluation); the queued mutation carries them to the broker, and
-  /// the next delta brings them back. Every page the edit touched locally is marked `sync_status = 'pending'`.
+  /// Refused first, with nothing written (not even the clock or the id counter): a mutation that breaks a rule
+  /// on its own (`Mutation.validate()`, `LocalStoreError.invalidMutation`), a create whose page id is already
+  /// stored here, live or deleted (`pageExists`: the broker would reject `already_exists`), an `addBlock` whose
+  /// block id is already stored here (`blockExists`). Everything else is the broker's to decide: the local copy
+  /// shows the edit, and a rejection comes back as a conflict.
+  ///
+  /// The local effect (see `applyLocally`) covers every action: creates insert the page (a database inline in a
+  /// page is listed in the page's `databases`; a row enters its database's `rows`), titles, properties, moves and
+  /// deletes change the stored copy, block actions change `local_block` (positions between the neighbours, as
+  /// the broker computes them), and `setView` stores the view and recomputes the database's `rows` when every
+  /// row is known here (else the next delta brings them). Every page the edit touched is marked
+  /// `sync_status = 'pending'`.
   public func recordEdit(page: EntityID, action: MutationAction, nowMillis: UInt64) throws -> Mutation {
     try connection.transaction(.immediate) {
       var clock = HybridLogicalClock(last: try clockValue())
       let time = clock.now(physicalMillis: nowMillis)
-      try setMeta("hlc", time.description)
       guard let id = try metaNumber("next_mutation_id") else {
         throw LocalStoreError.missingMeta("next_mutation_id")
       }
-      try setMeta("next_mutation_id", String(id + 1))
       let mutation = Mutation(id: id, page: page, time: time, action: action)
+      if let reason = mutation.validate() { throw LocalStoreError.invalidMutation(reason) }
+      switch action {
+      case .createPage, .createDatabase, .createRow:
+        if try !connection.query("SELECT 1 FROM local_page WHERE id = ?", [.text(page.rawValue)]).isEmpty {
+          throw LocalStoreError.pageExists(page)
+        }
+      case .addBlock(let block, _, _, _, _):
+        if try !connection.query("SELECT 1 FROM local_block WHERE id = ?", [.text(block.rawValue)]).isEmpty {
+          throw LocalStoreError.blockExists(block)
+        }
+      default: break
+      }
+      try setMeta("hlc", time.description)
+      try setMeta("next_mutation_id", String(id + 1))
       try applyLocally(mutation)
       try connection.execute(
         """
@@ -46,47 +65,6 @@ extension LocalStore {
         ])
       return mutation
     }
-  }
-
-  private func applyLocally(_ mutation: Mutation) throws {
-    let page = SQLiteValue.text(mutation.page.rawValue)
-    func insert(kind: String, parent: EntityID?, title: String, properties: [String: PropertyValue]) throws {
-      try connection.execute(
-        """
-        INSERT INTO local_page (id, kind, parent, title, properties, sync_status) VALUES (?, ?, ?, ?, ?, 'pending')
-        ON CONFLICT (id) DO NOTHING
-        """,
-        [
-          page, .text(kind), parent.map { .text($0.rawValue) } ?? .null, .text(title),
-          .text(try json(properties)),
-        ])
-    }
-    switch mutation.action {
-    case .createPage(let parent, let title):
-      try insert(kind: "page", parent: parent, title: title, properties: [:])
-    case .createDatabase(let parent, let title):
-      try insert(kind: "database", parent: parent, title: title, properties: [:])
-    case .createRow(let database, let title, let properties):
-      try insert(kind: "page", parent: database, title: title, properties: properties)
-    case .setTitle(let title):
-      try connection.execute("UPDATE local_page SET title = ? WHERE id = ?", [.text(title), page])
-    case .setProperty(let name, let value):
-      if let current = try connection.query("SELECT properties FROM local_page WHERE id = ?", [page]).first {
-        var properties = try decode(
-          [String: PropertyValue].self, current[0], table: "local_page", column: "properties")
-        properties[name] = value
-        try connection.execute(
-          "UPDATE local_page SET properties = ? WHERE id = ?", [.text(try json(properties)), page])
-      }
-    case .movePage(let parent):
-      try connection.execute(
-        "UPDATE local_page SET parent = ? WHERE id = ?", [parent.map { .text($0.rawValue) } ?? .null, page])
-    case .deletePage:
-      try connection.execute("UPDATE local_page SET deleted = 1 WHERE id = ?", [page])
-    case .addBlock, .editBlock, .moveBlock, .deleteBlock, .setView:
-      break
-    }
-    try connection.execute("UPDATE local_page SET sync_status = 'pending' WHERE id = ?", [page])
   }
 
   /// Up to `limit` queued mutations still to send, in id order (rejected ones are not resent).
