@@ -9,8 +9,14 @@ extension LocalStore {
   ///
   /// `full`: the local page and its blocks are replaced. Otherwise the header (kind, parent, title, deleted,
   /// and databases, view and rows when the delta carries them) is overwritten, properties merged (nil removes),
-  /// blocks upserted (deleted ones removed). The page stays `pending` while it has queued mutations: their
-  /// effect is re-applied by the broker's next answer (rebasing local edits is the daemon issue's).
+  /// blocks upserted (deleted ones removed).
+  ///
+  /// Rebase: the page stays `pending` while it has queued mutations, and those mutations' local effects are
+  /// re-applied on top of the broker's state, in id order, in the same transaction; so the local copy shows the
+  /// broker's state plus this device's unsent edits (the broker will re-run them the same way: last writer
+  /// wins). The lists this page holds about other pages follow their unsent edits too: a page's `databases`
+  /// keeps a database created or moved here, a database's `rows` a row created, moved, deleted or re-valued
+  /// here (`refreshRows`). Rejected mutations are not re-applied: the broker's state stands.
   public func applyDelta(_ delta: PageDelta) throws {
     try connection.transaction(.immediate) {
       let id = SQLiteValue.text(delta.id.rawValue)
@@ -70,6 +76,12 @@ extension LocalStore {
             .real(block.position),
           ])
       }
+      for row in try connection.query(
+        "SELECT data FROM mutation_queue WHERE page_id = ? AND status = 'pending' ORDER BY id", [id])
+      {
+        try applyLocally(try decode(Mutation.self, row[0], table: "mutation_queue", column: "data"))
+      }
+      try rebaseDerivedLists(of: delta.id)
       try connection.execute(
         "UPDATE offline_page SET last_downloaded_timestamp = ?, complete = 1 WHERE page_id = ?",
         [.integer(Int64(delta.lastUpdatedTime)), id])
