@@ -4,14 +4,29 @@ import SyncModel
 
 /// A mutation the broker rejected, kept in the queue for recovery (`pagesync conflicts`).
 public struct MutationConflict: Hashable, Sendable {
+  /// The client mutation id (its id consumed on the broker: it is never resent).
   public var mutationId: UInt64
+  /// The page it targeted (for a block action, the block's page).
   public var page: EntityID
+  /// Why the broker refused it.
   public var reason: RejectionReason
+  /// The action's wire name (`set_title`, `add_block`, ...), so the user sees what was lost.
+  public var type: String
+  /// The last error recorded for it (`last_error`: the rejection, or an earlier push failure), nil if none.
+  public var message: String?
+  /// When the edit was made (Unix milliseconds, the device's clock: for display only).
+  public var createdAt: UInt64
 
-  public init(mutationId: UInt64, page: EntityID, reason: RejectionReason) {
+  public init(
+    mutationId: UInt64, page: EntityID, reason: RejectionReason, type: String, message: String?,
+    createdAt: UInt64
+  ) {
     self.mutationId = mutationId
     self.page = page
     self.reason = reason
+    self.type = type
+    self.message = message
+    self.createdAt = createdAt
   }
 }
 
@@ -74,6 +89,20 @@ extension LocalStore {
     ).map { try decode(Mutation.self, $0[0], table: "mutation_queue", column: "data") }
   }
 
+  /// Records a push that failed before the broker answered it (unreachable, 5xx, a refused batch): for each of
+  /// these still pending mutations, `retry_count` + 1 and `last_error = error`, in one transaction. They stay
+  /// pending and are sent again; the count and message are what `pagesync status` and the logs can show.
+  public func markPushFailed(ids: [UInt64], error: String) throws {
+    try connection.transaction(.immediate) {
+      for id in ids {
+        try connection.execute(
+          """
+          UPDATE mutation_queue SET retry_count = retry_count + 1, last_error = ? WHERE id = ? AND status = 'pending'
+          """, [.text(error), .integer(Int64(id))])
+      }
+    }
+  }
+
   /// Applies the broker's answer to a batch, in one transaction: applied and duplicate mutations leave the
   /// queue; rejected ones stay, with status `rejected` and the reason (never dropped: they are the user's work,
   /// kept for recovery). Pages with no pending mutation left become `synced`. `lastSuccessfulSync` and
@@ -105,18 +134,24 @@ extension LocalStore {
     }
   }
 
-  /// The rejected mutations, in id order.
+  /// The rejected mutations, in id order, with what `GET /v1/conflicts` shows of each.
   public func conflicts() throws -> [MutationConflict] {
     try connection.query(
-      "SELECT id, page_id, rejection_code, rejection_name FROM mutation_queue WHERE status = 'rejected' ORDER BY id"
+      """
+      SELECT id, page_id, rejection_code, rejection_name, type, last_error, created_at_ms FROM mutation_queue
+      WHERE status = 'rejected' ORDER BY id
+      """
     ).map { row in
-      guard case .integer(let id) = row[0], case .integer(let code) = row[2], case .text(let name) = row[3]
+      guard case .integer(let id) = row[0], case .integer(let code) = row[2], case .text(let name) = row[3],
+        case .text(let type) = row[4], case .integer(let createdAt) = row[6], id > 0, createdAt >= 0
       else {
         throw LocalStoreError.corruptValue(table: "mutation_queue", column: "rejection", value: "\(row)")
       }
+      let message: String? = if case .text(let text) = row[5] { text } else { nil }
       return MutationConflict(
         mutationId: UInt64(id), page: try entityID(row[1], table: "mutation_queue", column: "page_id"),
-        reason: RejectionReason(code: Int(code), name: name))
+        reason: RejectionReason(code: Int(code), name: name), type: type, message: message,
+        createdAt: UInt64(createdAt))
     }
   }
 }
