@@ -149,10 +149,11 @@ extension LocalStore {
     }
   }
 
-  /// The rebase's part for other pages' pending edits (read from the queue, which is small: a catch-up of
-  /// thousands of pages with nothing pending costs a queue scan per page, not a scan of `local_page`): once the broker's copy of `page` is stored, the lists it
+  /// The rebase's part for other pages' pending edits: once the broker's copy of `page` is stored, the lists it
   /// holds about other pages are brought in line with those pages' unsent edits (a database created, moved or
-  /// deleted here; a row created, moved, deleted or re-valued here).
+  /// deleted here; a row created, moved, deleted or re-valued here). The queries start from the queue, which is
+  /// small: a catch-up of thousands of pages with nothing pending costs a queue scan per page, not a scan of
+  /// `local_page`.
   func rebaseDerivedLists(of page: EntityID) throws {
     guard let header = try localHeader(page) else { return }
     if !header.isDatabase {
@@ -174,6 +175,7 @@ extension LocalStore {
     if affected { try refreshRows(of: page) }
   }
 
+  /// The kind, parent and deleted flag of a local copy; nil when there is none.
   func localHeader(_ page: EntityID) throws -> LocalHeader? {
     guard
       let row = try connection.query(
