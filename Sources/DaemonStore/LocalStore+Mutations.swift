@@ -48,37 +48,61 @@ extension LocalStore {
   /// row is known here (else the next delta brings them). Every page the edit touched is marked
   /// `sync_status = 'pending'`.
   public func recordEdit(page: EntityID, action: MutationAction, nowMillis: UInt64) throws -> Mutation {
+    try recordEdits(page: page, actions: [action], nowMillis: nowMillis)[0]
+  }
+
+  /// Records several edits of one page as one: the same as `recordEdit` for each action, in order, all in ONE
+  /// transaction (an `edit --title T --set A=1` is queued whole or not at all). Each action gets its own mutation
+  /// id and HLC time.
+  public func recordEdits(page: EntityID, actions: [MutationAction], nowMillis: UInt64) throws -> [Mutation] {
     try connection.transaction(.immediate) {
       var clock = HybridLogicalClock(last: try clockValue())
-      let time = clock.now(physicalMillis: nowMillis)
-      guard let id = try metaNumber("next_mutation_id") else {
+      guard var id = try metaNumber("next_mutation_id") else {
         throw LocalStoreError.missingMeta("next_mutation_id")
       }
-      let mutation = Mutation(id: id, page: page, time: time, action: action)
-      if let reason = mutation.validate() { throw LocalStoreError.invalidMutation(reason) }
-      switch action {
-      case .createPage, .createDatabase, .createRow:
-        if try !connection.query("SELECT 1 FROM local_page WHERE id = ?", [.text(page.rawValue)]).isEmpty {
-          throw LocalStoreError.pageExists(page)
+      var mutations: [Mutation] = []
+      for action in actions {
+        let mutation = Mutation(
+          id: id, page: page, time: clock.now(physicalMillis: nowMillis), action: action)
+        if let reason = mutation.validate() { throw LocalStoreError.invalidMutation(reason) }
+        switch action {
+        case .createPage, .createDatabase, .createRow:
+          if try !connection.query("SELECT 1 FROM local_page WHERE id = ?", [.text(page.rawValue)]).isEmpty {
+            throw LocalStoreError.pageExists(page)
+          }
+        case .addBlock(let block, _, _, _, _):
+          if try !connection.query("SELECT 1 FROM local_block WHERE id = ?", [.text(block.rawValue)]).isEmpty
+          {
+            throw LocalStoreError.blockExists(block)
+          }
+        default: break
         }
-      case .addBlock(let block, _, _, _, _):
-        if try !connection.query("SELECT 1 FROM local_block WHERE id = ?", [.text(block.rawValue)]).isEmpty {
-          throw LocalStoreError.blockExists(block)
-        }
-      default: break
+        try applyLocally(mutation)
+        try connection.execute(
+          """
+          INSERT INTO mutation_queue (id, type, page_id, data, created_at_ms, status) VALUES (?, ?, ?, ?, ?, 'pending')
+          """,
+          [
+            .integer(Int64(id)), .text(action.typeName), .text(page.rawValue), .text(try json(mutation)),
+            .integer(Int64(nowMillis)),
+          ])
+        mutations.append(mutation)
+        id += 1
       }
-      try setMeta("hlc", time.description)
-      try setMeta("next_mutation_id", String(id + 1))
-      try applyLocally(mutation)
-      try connection.execute(
-        """
-        INSERT INTO mutation_queue (id, type, page_id, data, created_at_ms, status) VALUES (?, ?, ?, ?, ?, 'pending')
-        """,
-        [
-          .integer(Int64(id)), .text(action.typeName), .text(page.rawValue), .text(try json(mutation)),
-          .integer(Int64(nowMillis)),
-        ])
-      return mutation
+      try setMeta("hlc", clock.last.description)
+      try setMeta("next_mutation_id", String(id))
+      return mutations
+    }
+  }
+
+  /// Merges a time the broker reported (the newest HLC it has seen) into this device's clock, persisted: later
+  /// local stamps come after everything the device has seen, even when its own clock lags.
+  public func observeClock(_ remote: HLCTimestamp, nowMillis: UInt64) throws {
+    try connection.transaction(.immediate) {
+      var clock = HybridLogicalClock(last: try clockValue())
+      guard remote > clock.last else { return }
+      _ = clock.observe(remote, physicalMillis: nowMillis)
+      try setMeta("hlc", clock.last.description)
     }
   }
 
