@@ -22,10 +22,10 @@ lint:
 format:
 	$(SWIFT) format format --in-place --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
 
-# The main job on embedded defaults: the broker on 127.0.0.1:7700 with its store under ./var (no tokens:
-# loopback only). The device daemon joins it here when it lands. Stop with Ctrl-C (SIGINT drains).
+# The main job on embedded defaults: the broker on 127.0.0.1:7700 and a device daemon on var/pagesyncd.sock,
+# their stores under ./var (no tokens: loopback only). Prints how to use pagesync; Ctrl-C stops both.
 run: build
-	$(SWIFT) run pagesync-broker
+	@scripts/run.sh
 
 # Every test: unit, loopback and interoperability (curl, Python websockets).
 test: deps lint

@@ -1,4 +1,135 @@
-/// Everything `pagesyncd` reads from its TOML file.
-public struct DaemonConfiguration: Sendable {
+import DaemonCore
+import EventLoop
+import SyncModel
+import TOMLConfig
+import Web
+
+/// Everything `pagesyncd` reads from its TOML file. Every key, with its default, is documented in
+/// `config/pagesyncd.toml`.
+public struct DaemonConfiguration: Sendable, Equatable {
+  /// `[broker] url`: the broker's base URL (`http://`; TLS is terminated in front of the broker).
+  public var brokerURL = try! HTTPURL(parsing: "http://127.0.0.1:7700")
+  /// `[broker] token`: the bearer token; empty when the broker has no tokens (loopback only).
+  public var token = ""
+  /// `[broker] workspace`: where pages created without a parent go.
+  public var workspace = try! EntityID(validating: "default")
+  /// `[store] path`: the local SQLite file (created owner-only).
+  public var storePath = "var/pagesyncd.sqlite"
+  /// `[api] socket`: the Unix socket of the local API.
+  public var socketPath = "var/pagesyncd.sock"
+  /// `[api] socket_mode`: the socket file's permissions (0600: only the owner may use the API).
+  public var socketMode: UInt32 = 0o600
+  /// `[offline] database_row_limit`: rows in view of an offline database that are kept offline with it.
+  public var databaseRowLimit = 50
+  /// `[offline] recent_limit`: recently visited pages kept offline.
+  public var recentLimit = 20
+  /// `[sync] backoff_base_ms`, `backoff_cap_ms`, `backoff_reset_ms`: reconnect delays (full jitter).
+  public var backoffBase: UInt64 = 500
+  public var backoffCap: UInt64 = 60_000
+  public var backoffReset: UInt64 = 30_000
+  /// `[sync] heartbeat_interval`: seconds between heartbeats while connected (retries of failed fetches and
+  /// pushes ride on it; the WebSocket pings with the same period).
+  public var heartbeatSeconds = 30
+  /// `[sync] fetch_batch`: pages per fetch request.
+  public var fetchBatch = 100
+  /// `[sync] push_batch`: mutations per pushed batch (at most the broker's `[limits] batch_mutations`).
+  public var pushBatch = 100
+  /// `[sync] request_timeout`: seconds to wait for a broker answer before giving the connection up.
+  public var requestTimeoutSeconds = 30
+  /// `[log] level`.
+  public var logLevel = "info"
+
   public init() {}
+}
+
+extension DaemonConfiguration {
+  /// Parses and validates a configuration file's text. Errors name the file, line and key.
+  public static func parse(_ text: String, file: String) throws(ConfigError) -> DaemonConfiguration {
+    try parse(ConfigReader(text: text, file: file))
+  }
+
+  /// Validates a parsed configuration file. Errors name the file, line and key.
+  public static func parse(_ reader: ConfigReader) throws(ConfigError) -> DaemonConfiguration {
+    var configuration = DaemonConfiguration()
+    let document = reader.document
+
+    let broker = try document.table("broker")
+    let url = try broker.string("url", default: configuration.brokerURL.description)
+    do {
+      configuration.brokerURL = try HTTPURL(parsing: url)
+    } catch {
+      throw broker.error("url", error.reason)
+    }
+    if configuration.brokerURL.scheme != "http" {
+      throw broker.error("url", "must be an http:// URL (terminate TLS in front of the broker)")
+    }
+    configuration.token = try broker.string("token", default: "")
+    if configuration.token.contains(where: { $0 == " " || $0 == "\r" || $0 == "\n" }) {
+      throw broker.error("token", "must not contain spaces or line breaks")
+    }
+    let workspace = try broker.string("workspace", default: configuration.workspace.rawValue)
+    guard let workspaceID = try? EntityID(validating: workspace) else {
+      throw broker.error("workspace", "must be an id (1 to 64 of A-Z a-z 0-9 _ -)")
+    }
+    configuration.workspace = workspaceID
+    try broker.rejectUnknownKeys()
+
+    let store = try document.table("store")
+    configuration.storePath = try store.string("path", default: configuration.storePath)
+    if configuration.storePath.isEmpty { throw store.error("path", "must not be empty") }
+    try store.rejectUnknownKeys()
+
+    let api = try document.table("api")
+    configuration.socketPath = try api.string("socket", default: configuration.socketPath)
+    if configuration.socketPath.isEmpty { throw api.error("socket", "must not be empty") }
+    // sockaddr_un holds 108 bytes with the terminating NUL.
+    if configuration.socketPath.utf8.count > 107 {
+      throw api.error("socket", "must be at most 107 bytes long")
+    }
+    let mode = try api.string("socket_mode", default: "0600")
+    guard mode.count >= 3, mode.count <= 4, let value = UInt32(mode, radix: 8), value <= 0o777 else {
+      throw api.error("socket_mode", "must be an octal mode such as \"0600\" (got \"\(mode)\")")
+    }
+    configuration.socketMode = value
+    try api.rejectUnknownKeys()
+
+    let offline = try document.table("offline")
+    configuration.databaseRowLimit = try offline.int(
+      "database_row_limit", default: configuration.databaseRowLimit, range: 0...10_000)
+    configuration.recentLimit = try offline.int(
+      "recent_limit", default: configuration.recentLimit, range: 0...10_000)
+    try offline.rejectUnknownKeys()
+
+    let sync = try document.table("sync")
+    configuration.backoffBase = UInt64(
+      try sync.int("backoff_base_ms", default: Int(configuration.backoffBase), range: 1...3_600_000))
+    configuration.backoffCap = UInt64(
+      try sync.int("backoff_cap_ms", default: Int(configuration.backoffCap), range: 1...86_400_000))
+    if configuration.backoffCap < configuration.backoffBase {
+      throw sync.error("backoff_cap_ms", "must not be below backoff_base_ms (\(configuration.backoffBase))")
+    }
+    configuration.backoffReset = UInt64(
+      try sync.int("backoff_reset_ms", default: Int(configuration.backoffReset), range: 0...86_400_000))
+    configuration.heartbeatSeconds = try sync.int(
+      "heartbeat_interval", default: configuration.heartbeatSeconds, range: 1...3600)
+    configuration.fetchBatch = try sync.int("fetch_batch", default: configuration.fetchBatch, range: 1...1000)
+    configuration.pushBatch = try sync.int(
+      "push_batch", default: configuration.pushBatch, range: 1...1_000_000)
+    configuration.requestTimeoutSeconds = try sync.int(
+      "request_timeout", default: configuration.requestTimeoutSeconds, range: 1...3600)
+    try sync.rejectUnknownKeys()
+
+    let log = try document.table("log")
+    configuration.logLevel = try log.choice(
+      "level", default: "info", from: ["trace", "debug", "info", "notice", "warning", "error", "critical"])
+    try log.rejectUnknownKeys()
+
+    try document.rejectUnknownKeys()
+    return configuration
+  }
+
+  /// The reconnect policy of `[sync]`.
+  public var backoff: ReconnectBackoff {
+    ReconnectBackoff(base: backoffBase, cap: backoffCap, resetAfter: backoffReset)
+  }
 }

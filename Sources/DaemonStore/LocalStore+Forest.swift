@@ -2,6 +2,24 @@ import DaemonCore
 import SQLiteStore
 import SyncModel
 
+/// One page of the offline set, as `GET /v1/offline` and `pagesync offline list` show it.
+public struct OfflineEntry: Hashable, Sendable {
+  public var id: EntityID
+  /// The `offline_action` rows that keep it offline, by origin then reason (toggled, favorite, recent).
+  public var reasons: [OfflineAction]
+  /// The broker's `lastUpdatedTime` of the last download stored (0: never downloaded).
+  public var lastDownloadedTimestamp: UInt64
+  /// Whether a download of it is stored: a page is shown offline only when complete, never half a page.
+  public var complete: Bool
+
+  public init(id: EntityID, reasons: [OfflineAction], lastDownloadedTimestamp: UInt64, complete: Bool) {
+    self.id = id
+    self.reasons = reasons
+    self.lastDownloadedTimestamp = lastDownloadedTimestamp
+    self.complete = complete
+  }
+}
+
 extension LocalStore {
   /// Writes one `OfflineForest` change in one transaction: the deleted `offline_action` rows first (a row whose
   /// `from` changed is a delete and an insert of the same key), then the inserted ones; new offline pages get an
@@ -77,5 +95,77 @@ extension LocalStore {
       map[try entityID(row[0], table: "offline_page", column: "page_id")] = UInt64(time)
     }
     return map
+  }
+
+  /// The offline set, by page id, each with its reasons and download state (one read transaction, so the list
+  /// and the reasons agree).
+  public func offlineList() throws -> [OfflineEntry] {
+    try connection.transaction(.deferred) {
+      var reasons: [EntityID: [OfflineAction]] = [:]
+      for action in try offlineActions(impacting: nil) {
+        reasons[action.impacted, default: []].append(action)
+      }
+      // SQLite's text order (BINARY: by bytes) is `EntityID`'s: no re-sort needed.
+      return try connection.query(
+        "SELECT page_id, last_downloaded_timestamp, complete FROM offline_page ORDER BY page_id"
+      ).map { row in
+        let page = try entityID(row[0], table: "offline_page", column: "page_id")
+        return try offlineEntry(page, row, reasons: reasons[page] ?? [])
+      }
+    }
+  }
+
+  /// One page's offline entry, nil if it is not in the offline set.
+  public func offlineEntry(_ page: EntityID) throws -> OfflineEntry? {
+    try connection.transaction(.deferred) {
+      guard
+        let row = try connection.query(
+          "SELECT page_id, last_downloaded_timestamp, complete FROM offline_page WHERE page_id = ?",
+          [.text(page.rawValue)]
+        ).first
+      else { return nil }
+      return try offlineEntry(page, row, reasons: try offlineActions(impacting: page))
+    }
+  }
+
+  /// The `offline_action` rows that keep `page` offline (`pagesync why`), by origin then reason; empty if it is
+  /// not offline. The same answer as `OfflineForest.reasons(for:)`, read from disk.
+  public func reasons(for page: EntityID) throws -> [OfflineAction] {
+    try offlineActions(impacting: page)
+  }
+
+  private func offlineEntry(_ page: EntityID, _ row: [SQLiteValue], reasons: [OfflineAction]) throws
+    -> OfflineEntry
+  {
+    guard case .integer(let time) = row[1], time >= 0, case .integer(let complete) = row[2] else {
+      throw LocalStoreError.corruptValue(
+        table: "offline_page", column: "last_downloaded_timestamp, complete", value: "\(row)")
+    }
+    return OfflineEntry(
+      id: page, reasons: reasons, lastDownloadedTimestamp: UInt64(time), complete: complete != 0)
+  }
+
+  /// `offline_action` rows impacting `page` (every row when nil), sorted by impacted page, origin, then reason.
+  private func offlineActions(impacting page: EntityID?) throws -> [OfflineAction] {
+    let table = "offline_action"
+    let columns = "SELECT origin_page_id, from_page_id, impacted_page_id, type FROM offline_action"
+    let rows =
+      if let page {
+        try connection.query(columns + " WHERE impacted_page_id = ?", [.text(page.rawValue)])
+      } else {
+        try connection.query(columns)
+      }
+    return try rows.map { row in
+      guard case .text(let type) = row[3], let reason = OfflineReason(rawValue: type) else {
+        throw LocalStoreError.corruptValue(table: table, column: "type", value: "\(row[3])")
+      }
+      return OfflineAction(
+        origin: try entityID(row[0], table: table, column: "origin_page_id"),
+        from: try optionalEntityID(row[1], table: table, column: "from_page_id"),
+        impacted: try entityID(row[2], table: table, column: "impacted_page_id"), type: reason)
+    }.sorted { a, b in
+      if a.impacted != b.impacted { return a.impacted < b.impacted }
+      return a.origin != b.origin ? a.origin < b.origin : a.type < b.type
+    }
   }
 }

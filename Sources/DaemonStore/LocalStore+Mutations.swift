@@ -4,14 +4,29 @@ import SyncModel
 
 /// A mutation the broker rejected, kept in the queue for recovery (`pagesync conflicts`).
 public struct MutationConflict: Hashable, Sendable {
+  /// The client mutation id (its id consumed on the broker: it is never resent).
   public var mutationId: UInt64
+  /// The page it targeted (for a block action, the block's page).
   public var page: EntityID
+  /// Why the broker refused it.
   public var reason: RejectionReason
+  /// The action's wire name (`set_title`, `add_block`, ...), so the user sees what was lost.
+  public var type: String
+  /// The last error recorded for it (`last_error`: the rejection, or an earlier push failure), nil if none.
+  public var message: String?
+  /// When the edit was made (Unix milliseconds, the device's clock: for display only).
+  public var createdAt: UInt64
 
-  public init(mutationId: UInt64, page: EntityID, reason: RejectionReason) {
+  public init(
+    mutationId: UInt64, page: EntityID, reason: RejectionReason, type: String, message: String?,
+    createdAt: UInt64
+  ) {
     self.mutationId = mutationId
     self.page = page
     self.reason = reason
+    self.type = type
+    self.message = message
+    self.createdAt = createdAt
   }
 }
 
@@ -20,73 +35,75 @@ extension LocalStore {
   /// mutation id, applies the action to the local copy of `page`, and appends the mutation to `mutation_queue`.
   /// When it returns, the edit survives kill -9 and power loss; when it throws, none of it happened.
   ///
-  /// Applied to the local copy now: creates (a `local_page` row, kind and parent and title; a row also gets its
-  /// properties), `setTitle`, `setProperty`, `movePage` and `deletePage`, each only if the page is stored
-  /// locally (creates insert it). Left for the daemon issue: block actions and `setView` (positions and rows in
-  /// view need the page's blocks and the view's evaluation); the queued mutation carries them to the broker, and
-  /// the next delta brings them back. Every page the edit touched locally is marked `sync_status = 'pending'`.
+  /// Refused first, with nothing written (not even the clock or the id counter): a mutation that breaks a rule
+  /// on its own (`Mutation.validate()`, `LocalStoreError.invalidMutation`), a create whose page id is already
+  /// stored here, live or deleted (`pageExists`: the broker would reject `already_exists`), an `addBlock` whose
+  /// block id is already stored here (`blockExists`). Everything else is the broker's to decide: the local copy
+  /// shows the edit, and a rejection comes back as a conflict.
+  ///
+  /// The local effect (see `applyLocally`) covers every action: creates insert the page (a database inline in a
+  /// page is listed in the page's `databases`; a row enters its database's `rows`), titles, properties, moves and
+  /// deletes change the stored copy, block actions change `local_block` (positions between the neighbours, as
+  /// the broker computes them), and `setView` stores the view and recomputes the database's `rows` when every
+  /// row is known here (else the next delta brings them). Every page the edit touched is marked
+  /// `sync_status = 'pending'`.
   public func recordEdit(page: EntityID, action: MutationAction, nowMillis: UInt64) throws -> Mutation {
+    try recordEdits(page: page, actions: [action], nowMillis: nowMillis)[0]
+  }
+
+  /// Records several edits of one page as one: the same as `recordEdit` for each action, in order, all in ONE
+  /// transaction (an `edit --title T --set A=1` is queued whole or not at all). Each action gets its own mutation
+  /// id and HLC time.
+  public func recordEdits(page: EntityID, actions: [MutationAction], nowMillis: UInt64) throws -> [Mutation] {
     try connection.transaction(.immediate) {
       var clock = HybridLogicalClock(last: try clockValue())
-      let time = clock.now(physicalMillis: nowMillis)
-      try setMeta("hlc", time.description)
-      guard let id = try metaNumber("next_mutation_id") else {
+      guard var id = try metaNumber("next_mutation_id") else {
         throw LocalStoreError.missingMeta("next_mutation_id")
       }
-      try setMeta("next_mutation_id", String(id + 1))
-      let mutation = Mutation(id: id, page: page, time: time, action: action)
-      try applyLocally(mutation)
-      try connection.execute(
-        """
-        INSERT INTO mutation_queue (id, type, page_id, data, created_at_ms, status) VALUES (?, ?, ?, ?, ?, 'pending')
-        """,
-        [
-          .integer(Int64(id)), .text(action.typeName), .text(page.rawValue), .text(try json(mutation)),
-          .integer(Int64(nowMillis)),
-        ])
-      return mutation
+      var mutations: [Mutation] = []
+      for action in actions {
+        let mutation = Mutation(
+          id: id, page: page, time: clock.now(physicalMillis: nowMillis), action: action)
+        if let reason = mutation.validate() { throw LocalStoreError.invalidMutation(reason) }
+        switch action {
+        case .createPage, .createDatabase, .createRow:
+          if try !connection.query("SELECT 1 FROM local_page WHERE id = ?", [.text(page.rawValue)]).isEmpty {
+            throw LocalStoreError.pageExists(page)
+          }
+        case .addBlock(let block, _, _, _, _):
+          if try !connection.query("SELECT 1 FROM local_block WHERE id = ?", [.text(block.rawValue)]).isEmpty
+          {
+            throw LocalStoreError.blockExists(block)
+          }
+        default: break
+        }
+        try applyLocally(mutation)
+        try connection.execute(
+          """
+          INSERT INTO mutation_queue (id, type, page_id, data, created_at_ms, status) VALUES (?, ?, ?, ?, ?, 'pending')
+          """,
+          [
+            .integer(Int64(id)), .text(action.typeName), .text(page.rawValue), .text(try json(mutation)),
+            .integer(Int64(nowMillis)),
+          ])
+        mutations.append(mutation)
+        id += 1
+      }
+      try setMeta("hlc", clock.last.description)
+      try setMeta("next_mutation_id", String(id))
+      return mutations
     }
   }
 
-  private func applyLocally(_ mutation: Mutation) throws {
-    let page = SQLiteValue.text(mutation.page.rawValue)
-    func insert(kind: String, parent: EntityID?, title: String, properties: [String: PropertyValue]) throws {
-      try connection.execute(
-        """
-        INSERT INTO local_page (id, kind, parent, title, properties, sync_status) VALUES (?, ?, ?, ?, ?, 'pending')
-        ON CONFLICT (id) DO NOTHING
-        """,
-        [
-          page, .text(kind), parent.map { .text($0.rawValue) } ?? .null, .text(title),
-          .text(try json(properties)),
-        ])
+  /// Merges a time the broker reported (the newest HLC it has seen) into this device's clock, persisted: later
+  /// local stamps come after everything the device has seen, even when its own clock lags.
+  public func observeClock(_ remote: HLCTimestamp, nowMillis: UInt64) throws {
+    try connection.transaction(.immediate) {
+      var clock = HybridLogicalClock(last: try clockValue())
+      guard remote > clock.last else { return }
+      _ = clock.observe(remote, physicalMillis: nowMillis)
+      try setMeta("hlc", clock.last.description)
     }
-    switch mutation.action {
-    case .createPage(let parent, let title):
-      try insert(kind: "page", parent: parent, title: title, properties: [:])
-    case .createDatabase(let parent, let title):
-      try insert(kind: "database", parent: parent, title: title, properties: [:])
-    case .createRow(let database, let title, let properties):
-      try insert(kind: "page", parent: database, title: title, properties: properties)
-    case .setTitle(let title):
-      try connection.execute("UPDATE local_page SET title = ? WHERE id = ?", [.text(title), page])
-    case .setProperty(let name, let value):
-      if let current = try connection.query("SELECT properties FROM local_page WHERE id = ?", [page]).first {
-        var properties = try decode(
-          [String: PropertyValue].self, current[0], table: "local_page", column: "properties")
-        properties[name] = value
-        try connection.execute(
-          "UPDATE local_page SET properties = ? WHERE id = ?", [.text(try json(properties)), page])
-      }
-    case .movePage(let parent):
-      try connection.execute(
-        "UPDATE local_page SET parent = ? WHERE id = ?", [parent.map { .text($0.rawValue) } ?? .null, page])
-    case .deletePage:
-      try connection.execute("UPDATE local_page SET deleted = 1 WHERE id = ?", [page])
-    case .addBlock, .editBlock, .moveBlock, .deleteBlock, .setView:
-      break
-    }
-    try connection.execute("UPDATE local_page SET sync_status = 'pending' WHERE id = ?", [page])
   }
 
   /// Up to `limit` queued mutations still to send, in id order (rejected ones are not resent).
@@ -94,6 +111,20 @@ extension LocalStore {
     try connection.query(
       "SELECT data FROM mutation_queue WHERE status = 'pending' ORDER BY id LIMIT ?", [.integer(Int64(limit))]
     ).map { try decode(Mutation.self, $0[0], table: "mutation_queue", column: "data") }
+  }
+
+  /// Records a push that failed before the broker answered it (unreachable, 5xx, a refused batch): for each of
+  /// these still pending mutations, `retry_count` + 1 and `last_error = error`, in one transaction. They stay
+  /// pending and are sent again; the count and message are what `pagesync status` and the logs can show.
+  public func markPushFailed(ids: [UInt64], error: String) throws {
+    try connection.transaction(.immediate) {
+      for id in ids {
+        try connection.execute(
+          """
+          UPDATE mutation_queue SET retry_count = retry_count + 1, last_error = ? WHERE id = ? AND status = 'pending'
+          """, [.text(error), .integer(Int64(id))])
+      }
+    }
   }
 
   /// Applies the broker's answer to a batch, in one transaction: applied and duplicate mutations leave the
@@ -127,18 +158,24 @@ extension LocalStore {
     }
   }
 
-  /// The rejected mutations, in id order.
+  /// The rejected mutations, in id order, with what `GET /v1/conflicts` shows of each.
   public func conflicts() throws -> [MutationConflict] {
     try connection.query(
-      "SELECT id, page_id, rejection_code, rejection_name FROM mutation_queue WHERE status = 'rejected' ORDER BY id"
+      """
+      SELECT id, page_id, rejection_code, rejection_name, type, last_error, created_at_ms FROM mutation_queue
+      WHERE status = 'rejected' ORDER BY id
+      """
     ).map { row in
-      guard case .integer(let id) = row[0], case .integer(let code) = row[2], case .text(let name) = row[3]
+      guard case .integer(let id) = row[0], case .integer(let code) = row[2], case .text(let name) = row[3],
+        case .text(let type) = row[4], case .integer(let createdAt) = row[6], id > 0, createdAt >= 0
       else {
         throw LocalStoreError.corruptValue(table: "mutation_queue", column: "rejection", value: "\(row)")
       }
+      let message: String? = if case .text(let text) = row[5] { text } else { nil }
       return MutationConflict(
         mutationId: UInt64(id), page: try entityID(row[1], table: "mutation_queue", column: "page_id"),
-        reason: RejectionReason(code: Int(code), name: name))
+        reason: RejectionReason(code: Int(code), name: name), type: type, message: message,
+        createdAt: UInt64(createdAt))
     }
   }
 }

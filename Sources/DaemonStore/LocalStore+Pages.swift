@@ -9,8 +9,14 @@ extension LocalStore {
   ///
   /// `full`: the local page and its blocks are replaced. Otherwise the header (kind, parent, title, deleted,
   /// and databases, view and rows when the delta carries them) is overwritten, properties merged (nil removes),
-  /// blocks upserted (deleted ones removed). The page stays `pending` while it has queued mutations: their
-  /// effect is re-applied by the broker's next answer (rebasing local edits is the daemon issue's).
+  /// blocks upserted (deleted ones removed).
+  ///
+  /// Rebase: the page stays `pending` while it has queued mutations, and those mutations' local effects are
+  /// re-applied on top of the broker's state, in id order, in the same transaction; so the local copy shows the
+  /// broker's state plus this device's unsent edits (the broker will re-run them the same way: last writer
+  /// wins). The lists this page holds about other pages follow their unsent edits too: a page's `databases`
+  /// keeps a database created or moved here, a database's `rows` a row created, moved, deleted or re-valued
+  /// here (`refreshRows`). Rejected mutations are not re-applied: the broker's state stands.
   public func applyDelta(_ delta: PageDelta) throws {
     try connection.transaction(.immediate) {
       let id = SQLiteValue.text(delta.id.rawValue)
@@ -70,9 +76,66 @@ extension LocalStore {
             .real(block.position),
           ])
       }
+      for row in try connection.query(
+        "SELECT data FROM mutation_queue WHERE page_id = ? AND status = 'pending' ORDER BY id", [id])
+      {
+        try applyLocally(try decode(Mutation.self, row[0], table: "mutation_queue", column: "data"))
+      }
+      try rebaseDerivedLists(of: delta.id)
       try connection.execute(
         "UPDATE offline_page SET last_downloaded_timestamp = ?, complete = 1 WHERE page_id = ?",
         [.integer(Int64(delta.lastUpdatedTime)), id])
     }
+  }
+
+  /// Drops the local copies (`local_page` row and blocks) of those of `pages` that are no longer in the offline
+  /// set and hold no unsent (pending) mutation, in one transaction; returns the pages dropped, in the order
+  /// given. DESIGN: a page that loses its last reason has its local data dropped unless it holds unsent
+  /// mutations; the daemon calls this with a `ForestChange`'s `removedPages` once the change is written, and
+  /// again for a page whose last pending mutation was acknowledged. Rejected mutations do not keep a copy: they
+  /// are kept in the queue, with their data, for recovery.
+  public func dropLocalCopies(_ pages: [EntityID]) throws -> [EntityID] {
+    try connection.transaction(.immediate) {
+      try pages.filter { page in
+        let id = SQLiteValue.text(page.rawValue)
+        let kept = try !connection.query(
+          """
+          SELECT 1 WHERE EXISTS (SELECT 1 FROM offline_page WHERE page_id = ?1)
+            OR EXISTS (SELECT 1 FROM mutation_queue WHERE page_id = ?1 AND status = 'pending')
+          """, [id]
+        ).isEmpty
+        return try !kept && dropCopy(id)
+      }
+    }
+  }
+
+  /// For pages the broker says are gone (`gone` in a catch-up or fetch answer: pages this device may not see,
+  /// never existed or no longer reachable; a deleted page is a delta, not gone), in one transaction: their local
+  /// copies are dropped unless they hold pending mutations (the user's work; the broker decides on them), and
+  /// their `offline_page`
+  /// rows become `complete = 0, last_downloaded_timestamp = 0`: not shown offline, downloaded whole if they come
+  /// back. Their `offline_action` rows stay: the user asked for them, and only the user removes a reason.
+  /// Returns the pages whose copy was dropped.
+  public func purge(_ pages: [EntityID]) throws -> [EntityID] {
+    try connection.transaction(.immediate) {
+      try pages.filter { page in
+        let id = SQLiteValue.text(page.rawValue)
+        try connection.execute(
+          "UPDATE offline_page SET complete = 0, last_downloaded_timestamp = 0 WHERE page_id = ?", [id])
+        let pending = try !connection.query(
+          "SELECT 1 FROM mutation_queue WHERE page_id = ? AND status = 'pending' LIMIT 1", [id]
+        ).isEmpty
+        return try !pending && dropCopy(id)
+      }
+    }
+  }
+
+  /// Deletes a page's local row and blocks; whether there was anything to delete.
+  private func dropCopy(_ id: SQLiteValue) throws -> Bool {
+    try connection.execute("DELETE FROM local_page WHERE id = ?", [id])
+    var dropped = connection.changes > 0
+    try connection.execute("DELETE FROM local_block WHERE page_id = ?", [id])
+    dropped = dropped || connection.changes > 0
+    return dropped
   }
 }

@@ -19,6 +19,9 @@ public final class LocalStore {
     return encoder
   }()
   let decoder = JSONDecoder()
+  /// The first error a structure read (`OfflineStructure`'s non-throwing methods) hit since
+  /// `readingStructure` began; `readingStructure` throws it. See LocalStore+Structure.swift.
+  var structureReadError: (any Error)?
 
   /// This device's client id: random, made when the store file was created, kept for the file's life.
   public let clientID: EntityID
@@ -106,6 +109,23 @@ public final class LocalStore {
     try setMeta("lastSyncAttempt", String(nowMillis))
   }
 
+  /// Records a successful sync (`lastSuccessfulSync`): a catch-up that completed, or a push that was answered
+  /// (`acknowledge` records it too). Milliseconds, for display only: no decision is taken on the device's clock.
+  public func markSynced(nowMillis: UInt64) throws {
+    try setMeta("lastSuccessfulSync", String(nowMillis))
+  }
+
+  /// The broker store's epoch the local times refer to, nil before the first answer. When the broker reports
+  /// another epoch, every `last_downloaded_timestamp` is meaningless there (the fetch answers with whole pages).
+  public func epoch() throws -> String? {
+    try meta("epoch")
+  }
+
+  /// Records the broker's epoch (from a catch-up or fetch answer; `acknowledge` records a batch answer's).
+  public func setEpoch(_ epoch: String) throws {
+    try setMeta("epoch", epoch)
+  }
+
   // MARK: Status
 
   /// The counts `pagesync status` reports.
@@ -116,10 +136,15 @@ public final class LocalStore {
     public var failedMutations: Int
     /// Pages and databases in the offline set.
     public var offlinePages: Int
-    /// When the last batch was acknowledged (milliseconds), nil if never.
+    /// When the last batch was acknowledged or the last sync completed (milliseconds), nil if never.
     public var lastSuccessfulSync: UInt64?
+    /// When the last sync attempt started (milliseconds), nil if never.
+    public var lastSyncAttempt: UInt64?
+    /// When the broker last answered a batch that carried mutations (milliseconds), nil if never.
+    public var lastMutationAt: UInt64?
   }
 
+  /// The current `Status`, from the queue, the offline set and `sync_meta`.
   public func status() throws -> Status {
     func count(_ sql: String) throws -> Int {
       guard case .integer(let value)? = try connection.query(sql).first?.first else { return 0 }
@@ -129,7 +154,9 @@ public final class LocalStore {
       pendingMutations: try count("SELECT count(*) FROM mutation_queue WHERE status = 'pending'"),
       failedMutations: try count("SELECT count(*) FROM mutation_queue WHERE status = 'rejected'"),
       offlinePages: try count("SELECT count(*) FROM offline_page"),
-      lastSuccessfulSync: try metaNumber("lastSuccessfulSync"))
+      lastSuccessfulSync: try metaNumber("lastSuccessfulSync"),
+      lastSyncAttempt: try metaNumber("lastSyncAttempt"),
+      lastMutationAt: try metaNumber("lastMutationAt"))
   }
 
   // MARK: Decoding helpers

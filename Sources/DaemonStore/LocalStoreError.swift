@@ -1,7 +1,7 @@
 import SyncModel
 
-/// What the local store found wrong in its own file (a store that fails these was not written by this code, or
-/// was damaged): reported, never guessed at.
+/// Why the local store refused a call, or what it found wrong in its own file (a store that fails the checks was
+/// not written by this code, or was damaged): reported, never guessed at.
 public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible {
   /// A row holds a value this code never writes (table, column, and the value).
   case corruptValue(table: String, column: String, value: String)
@@ -9,6 +9,15 @@ public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible
   case missingMeta(String)
   /// `recentOrder` names a page that has no `offline_page` row: a recent origin is always offline.
   case recentPageNotOffline(EntityID)
+  /// `recordEdit` was given a mutation that breaks a rule on its own (`Mutation.validate()`): the broker would
+  /// reject it with this reason, so it is refused before anything is written or queued.
+  case invalidMutation(RejectionReason)
+  /// A create names a page id that the local store already holds (live or deleted): the broker would reject it
+  /// as `already_exists`, so the daemon answers 409 at once.
+  case pageExists(EntityID)
+  /// An `addBlock` names a block id that the local store already holds: the broker would reject it as
+  /// `already_exists`.
+  case blockExists(EntityID)
 
   public var description: String {
     switch self {
@@ -16,6 +25,9 @@ public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible
       "the local store holds an invalid \(table).\(column): \(value.prefix(80))"
     case .missingMeta(let key): "the local store has no sync_meta \(key)"
     case .recentPageNotOffline(let page): "recent page \(page) has no offline_page row"
+    case .invalidMutation(let reason): "the edit breaks a rule: \(reason)"
+    case .pageExists(let page): "page \(page) already exists"
+    case .blockExists(let block): "block \(block) already exists"
     }
   }
 }

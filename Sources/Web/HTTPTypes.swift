@@ -50,7 +50,9 @@ public struct HTTPStatus: Hashable, Sendable, CustomStringConvertible {
   public static let requestHeaderFieldsTooLarge = HTTPStatus(code: 431)
   public static let internalServerError = HTTPStatus(code: 500)
   public static let notImplemented = HTTPStatus(code: 501)
+  public static let badGateway = HTTPStatus(code: 502)
   public static let serviceUnavailable = HTTPStatus(code: 503)
+  public static let gatewayTimeout = HTTPStatus(code: 504)
   public static let httpVersionNotSupported = HTTPStatus(code: 505)
 
   static func standardReason(_ code: Int) -> String {
@@ -82,6 +84,7 @@ public struct HTTPStatus: Hashable, Sendable, CustomStringConvertible {
     case 501: "Not Implemented"
     case 502: "Bad Gateway"
     case 503: "Service Unavailable"
+    case 504: "Gateway Timeout"
     case 505: "HTTP Version Not Supported"
     default: "Status \(code)"
     }

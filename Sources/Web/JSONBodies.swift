@@ -8,7 +8,7 @@ public struct JSONBodies {
 
   public init() {
     let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     self.encoder = encoder
   }
 

@@ -1,3 +1,4 @@
+import BrokerStore
 import DaemonCore
 import DaemonStore
 import EventLoop
@@ -56,4 +57,67 @@ func permissions(_ path: String) -> mode_t? {
   var info = stat()
   guard stat(path, &info) == 0 else { return nil }
   return info.st_mode & 0o7777
+}
+
+/// A whole page as the broker's fetch answers it (`full: true`), for `applyDelta`. A database gets the default
+/// view and no rows unless told; `blocks` are (id, text, position).
+func wholePage(
+  _ page: String, time: UInt64, kind: String = "page", title: String = "", parent: String? = nil,
+  properties: String = "{}", blocks: [(String, String, Double)] = [], databases: [String] = [],
+  view: String? = nil, rows: [String]? = nil
+) throws -> PageDelta {
+  func list(_ ids: [String]) -> String { "[" + ids.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
+  let blockJSON = blocks.map { block in
+    """
+    {"id": "\(block.0)", "type": "text", "text": "\(block.1)", "attributes": {}, "position": \(block.2),
+     "deleted": false}
+    """
+  }.joined(separator: ", ")
+  var header =
+    #""id": "\#(page)", "workspace": "W", "kind": "\#(kind)", "title": "\#(title)", "deleted": false"#
+  if let parent { header += #", "parent": "\#(parent)""# }
+  if kind == "database" {
+    header += #", "view": \#(view ?? "{}"), "rows": \#(list(rows ?? []))"#
+  }
+  return try decodeJSON(
+    PageDelta.self,
+    """
+    {"id": "\(page)", "since": 0, "lastUpdatedTime": \(time), "full": true, "properties": {}, "blocks": [],
+     "page": {\(header), "properties": \(properties), "blocks": [\(blockJSON)], "databases": \(list(databases)),
+       "lastUpdatedTime": \(time)}}
+    """)
+}
+
+/// A partial delta (`full: false`) carrying the header and `extra` header fields (`"rows": [...]`, ...), changed
+/// properties and changed blocks as JSON.
+func partialDelta(
+  _ page: String, since: UInt64, time: UInt64, kind: String = "page", title: String = "", extra: String = "",
+  properties: String = "{}", blocks: String = "[]"
+) throws -> PageDelta {
+  try decodeJSON(
+    PageDelta.self,
+    """
+    {"id": "\(page)", "since": \(since), "lastUpdatedTime": \(time), "full": false,
+     "page": {"id": "\(page)", "workspace": "W", "kind": "\(kind)", "title": "\(title)", "deleted": false,
+       "properties": {}, "blocks": [], "lastUpdatedTime": \(time)\(extra.isEmpty ? "" : ", " + extra)},
+     "properties": \(properties), "blocks": \(blocks)}
+    """)
+}
+
+/// Makes each page an offline origin (`toggled`), as the forest would write it.
+func toggleOffline(_ store: LocalStore, _ pages: [String]) throws {
+  let rows = pages.map { OfflineAction(origin: id($0), from: nil, impacted: id($0), type: .toggled) }
+  try store.applyForestChange(
+    ForestChange(insertedActions: rows, addedPages: pages.map { id($0) }), recentOrder: [])
+}
+
+/// The broker's answer applying every given mutation.
+func appliedOutcome(_ mutations: [Mutation]) throws -> BatchOutcome {
+  let results = mutations.map { #"{"mutationId": \#($0.id), "page": "\#($0.page)", "status": "applied"}"# }
+  return try decodeJSON(
+    BatchOutcome.self,
+    """
+    {"results": [\(results.joined(separator: ", "))], "pages": {}, "lastMutationId": \(mutations.last?.id ?? 0),
+     "epoch": "e1"}
+    """)
 }

@@ -173,7 +173,12 @@ import Testing
       """)
     try store.acknowledge(outcome, nowMillis: 99)
     #expect(try store.pendingMutations(limit: 10) == [fourth])
-    #expect(try store.conflicts() == [MutationConflict(mutationId: 2, page: id("Q"), reason: .pageDeleted)])
+    #expect(
+      try store.conflicts() == [
+        MutationConflict(
+          mutationId: 2, page: id("Q"), reason: .pageDeleted, type: "set_title", message: "page_deleted (5)",
+          createdAt: 11)
+      ])
     let status = try store.status()
     #expect(status.pendingMutations == 1 && status.failedMutations == 1)
     #expect(status.lastSuccessfulSync == 99)

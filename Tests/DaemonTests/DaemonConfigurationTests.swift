@@ -1,8 +1,119 @@
 import Daemon
+import SyncModel
+import TOMLConfig
 import Testing
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// config/pagesyncd.toml, as shipped.
+private func sampleConfig(file: String = #filePath) throws -> String {
+  let root = file.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/")
+  return readText(root + "/config/pagesyncd.toml")
+}
+
+private func readText(_ path: String) -> String {
+  guard let handle = fopen(path, "r") else { return "" }
+  defer { fclose(handle) }
+  var bytes: [UInt8] = []
+  var chunk = [UInt8](repeating: 0, count: 4096)
+  while true {
+    let count = fread(&chunk, 1, chunk.count, handle)
+    bytes += chunk[0..<count]
+    if count < chunk.count { break }
+  }
+  return String(decoding: bytes, as: UTF8.self)
+}
+
 @Suite struct DaemonConfigurationTests {
-  @Test func defaultsBuild() {
-    _ = DaemonConfiguration()
+  @Test func theSampleFileDocumentsTheRealDefaults() throws {
+    let sample = try sampleConfig()
+    #expect(!sample.isEmpty)
+    #expect(try DaemonConfiguration.parse(sample, file: "sample") == DaemonConfiguration())
+    // Uncomment every documented key: the values written there must be the defaults.
+    let uncommented = sample.split(separator: "\n", omittingEmptySubsequences: false).map {
+      line -> Substring in
+      let isKey = line.hasPrefix("# ") && line.dropFirst(2).first?.isLowercase == true && line.contains(" = ")
+      return isKey ? line.dropFirst(2) : line
+    }.joined(separator: "\n")
+    #expect(uncommented.count < sample.count - 30)
+    #expect(try DaemonConfiguration.parse(uncommented, file: "sample") == DaemonConfiguration())
+  }
+
+  @Test func everyKeyIsRead() throws {
+    let configuration = try DaemonConfiguration.parse(
+      """
+      [broker]
+      url = "http://broker.example:8080/base"
+      token = "0123456789abcdef"
+      workspace = "team"
+      [store]
+      path = "/var/lib/pagesyncd/store.sqlite"
+      [api]
+      socket = "/run/pagesyncd/api.sock"
+      socket_mode = "0660"
+      [offline]
+      database_row_limit = 5
+      recent_limit = 0
+      [sync]
+      backoff_base_ms = 100
+      backoff_cap_ms = 1000
+      backoff_reset_ms = 0
+      heartbeat_interval = 5
+      fetch_batch = 10
+      push_batch = 20
+      request_timeout = 7
+      [log]
+      level = "debug"
+      """, file: "t.toml")
+    #expect(configuration.brokerURL.description == "http://broker.example:8080/base")
+    #expect(configuration.token == "0123456789abcdef")
+    #expect(configuration.workspace == (try EntityID(validating: "team")))
+    #expect(configuration.storePath == "/var/lib/pagesyncd/store.sqlite")
+    #expect(configuration.socketPath == "/run/pagesyncd/api.sock")
+    #expect(configuration.socketMode == 0o660)
+    #expect(configuration.databaseRowLimit == 5 && configuration.recentLimit == 0)
+    #expect(configuration.backoff.base == 100 && configuration.backoff.cap == 1000)
+    #expect(configuration.backoff.resetAfter == 0)
+    #expect(configuration.heartbeatSeconds == 5 && configuration.fetchBatch == 10)
+    #expect(configuration.pushBatch == 20 && configuration.requestTimeoutSeconds == 7)
+    #expect(configuration.logLevel == "debug")
+  }
+
+  @Test(arguments: [
+    ("[broker]\nurl = \"https://b.example\"\n", "t.toml:2: broker.url: scheme https is not supported"),
+    ("[broker]\nurl = \"ws://b.example\"\n", "t.toml:2: broker.url: must be an http:// URL"),
+    ("[broker]\nurl = \"nowhere\"\n", "t.toml:2: broker.url: "),
+    ("[broker]\nworkspace = \"not an id\"\n", "t.toml:2: broker.workspace: must be an id"),
+    ("[broker]\ntoken = \"a b\"\n", "t.toml:2: broker.token: must not contain spaces"),
+    ("[store]\npath = \"\"\n", "t.toml:2: store.path: must not be empty"),
+    ("[api]\nsocket_mode = \"rw\"\n", "t.toml:2: api.socket_mode: must be an octal mode"),
+    ("[api]\nsocket_mode = \"0999\"\n", "t.toml:2: api.socket_mode: must be an octal mode"),
+    ("[offline]\ndatabase_row_limit = -1\n", "t.toml:2: offline.database_row_limit: must be from 0"),
+    (
+      "[sync]\nbackoff_base_ms = 500\nbackoff_cap_ms = 100\n",
+      "t.toml:3: sync.backoff_cap_ms: must not be below backoff_base_ms"
+    ),
+    ("[sync]\nheartbeat_interval = 0\n", "t.toml:2: sync.heartbeat_interval: must be from 1"),
+    ("[sync]\nfetch_batch = 5000\n", "t.toml:2: sync.fetch_batch: must be from 1 to 1000"),
+    ("[sync]\npoll = true\n", "t.toml:2: sync.poll: unknown key"),
+    ("[log]\nlevel = \"loud\"\n", "t.toml:2: log.level: must be one of"),
+    ("[daemon]\nx = 1\n", "t.toml:1: daemon: unknown key"),
+  ])
+  func badValuesNameTheKey(text: String, expected: String) {
+    #expect {
+      _ = try DaemonConfiguration.parse(text, file: "t.toml")
+    } throws: { error in
+      "\(error)".hasPrefix(expected)
+    }
+  }
+
+  @Test func anUnreadableFileIsNamed() {
+    #expect {
+      _ = try DaemonMain.loadConfiguration(path: "/nonexistent/pagesyncd.toml")
+    } throws: { error in
+      "\(error)".hasPrefix("/nonexistent/pagesyncd.toml: cannot read the file")
+    }
   }
 }

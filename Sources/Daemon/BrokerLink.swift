@@ -1,0 +1,187 @@
+import EventLoop
+import FoundationEssentials
+import Web
+
+/// Why a request to the broker failed.
+enum BrokerLinkError: Error, Equatable, CustomStringConvertible {
+  /// No answer: connect refused, connection lost, timed out. Worth retrying later.
+  case unreachable(String)
+  /// The broker answered with an error status; `message` is its JSON `message` (or the body).
+  case status(Int, String)
+  /// The broker answered 2xx with a body that is not the expected JSON.
+  case invalidAnswer(String)
+
+  var description: String {
+    switch self {
+    case .unreachable(let reason): "the broker is unreachable: \(reason)"
+    case .status(let code, let message): "the broker answered \(code): \(message)"
+    case .invalidAnswer(let reason): "the broker's answer is not understood: \(reason)"
+    }
+  }
+
+  /// Whether the same request may succeed later unchanged (network trouble, a broker busy or shutting down).
+  var isRetryable: Bool {
+    switch self {
+    case .unreachable: true
+    case .status(let code, _): code == 408 || code == 429 || code >= 500
+    case .invalidAnswer: false
+    }
+  }
+}
+
+/// The JSON body of an error answer (docs/protocol.md: `{"error": STATUS, "message": "..."}`).
+private struct ErrorBody: Decodable {
+  var message: String
+}
+
+/// The daemon's connections to the broker: the device stream (one WebSocket) and one keep-alive HTTP connection
+/// for requests (batches, catch-up, fetches, read-through), opened on demand and reopened after a loss. JSON in,
+/// JSON out. Loop thread only.
+final class BrokerLink {
+  let loop: Loop
+  let url: HTTPURL
+  /// `Authorization: Bearer …`, or nothing when the broker has no tokens.
+  private let authorization: HTTPHeaders
+  private let configuration: HTTPClientConfiguration
+  private let json = JSONBodies()
+  private var connection: HTTPClientConnection?
+  /// Requests waiting for the HTTP connection to open.
+  private var waitingForConnection: [(Result<HTTPClientConnection, HTTPClientError>) -> Void] = []
+
+  init(loop: Loop, url: HTTPURL, token: String, timeoutMillis: UInt64) {
+    self.loop = loop
+    self.url = url
+    var headers = HTTPHeaders()
+    if !token.isEmpty { headers.add(name: "Authorization", value: "Bearer \(token)") }
+    authorization = headers
+    var configuration = HTTPClientConfiguration()
+    configuration.responseTimeout = timeoutMillis
+    self.configuration = configuration
+  }
+
+  /// The request target for `path` (`/v1/...`) under the URL's base path.
+  func target(_ path: String) -> String {
+    let base = url.target.hasSuffix("/") ? String(url.target.dropLast()) : url.target
+    return base + path
+  }
+
+  // MARK: Requests
+
+  /// Sends `body` as JSON with `method` to `path` and decodes the answer as `Answer`.
+  func request<Answer: Decodable>(
+    _ method: HTTPMethod, _ path: String, body: (some Encodable)?, as type: Answer.Type,
+    completion: @escaping (Result<Answer, BrokerLinkError>) -> Void
+  ) {
+    var headers = authorization
+    var bytes = ByteBuffer(capacity: 0)
+    if let body {
+      guard let data = try? json.encoder.encode(body) else {
+        completion(.failure(.invalidAnswer("the request could not be encoded")))
+        return
+      }
+      bytes = ByteBuffer(bytes: data)
+      headers.add(name: "Content-Type", value: "application/json")
+    }
+    let request = HTTPRequest(
+      head: HTTPRequestHead(method: method, target: target(path), headers: headers), body: bytes)
+    withConnection { result in
+      switch result {
+      case .failure(let error):
+        completion(.failure(.unreachable(error.description)))
+      case .success(let connection):
+        connection.send(request) { [weak self] result in
+          guard let self else { return }
+          completion(self.interpret(result, as: type))
+        }
+      }
+    }
+  }
+
+  /// A body-less GET.
+  func get<Answer: Decodable>(
+    _ path: String, as type: Answer.Type, completion: @escaping (Result<Answer, BrokerLinkError>) -> Void
+  ) {
+    request(.GET, path, body: String?.none, as: type, completion: completion)
+  }
+
+  private func interpret<Answer: Decodable>(
+    _ result: Result<HTTPResponse, HTTPClientError>, as type: Answer.Type
+  ) -> Result<Answer, BrokerLinkError> {
+    switch result {
+    case .failure(let error):
+      return .failure(.unreachable(error.description))
+    case .success(let response):
+      let data = Data(response.body.readableBytesArray)
+      guard (200..<300).contains(response.head.status.code) else {
+        let message =
+          (try? json.decoder.decode(ErrorBody.self, from: data))?.message ?? response.body.readableString
+        return .failure(.status(response.head.status.code, message))
+      }
+      do {
+        return .success(try json.decoder.decode(type, from: data))
+      } catch {
+        return .failure(.invalidAnswer("\(error)"))
+      }
+    }
+  }
+
+  private func withConnection(_ body: @escaping (Result<HTTPClientConnection, HTTPClientError>) -> Void) {
+    if let connection, connection.isOpen {
+      body(.success(connection))
+      return
+    }
+    connection = nil
+    waitingForConnection.append(body)
+    guard waitingForConnection.count == 1 else { return }
+    HTTPClientConnection.connect(loop: loop, to: url.address, configuration: configuration) {
+      [weak self] result in
+      guard let self else {
+        if case .success(let connection) = result { connection.close() }
+        return
+      }
+      if case .success(let connection) = result { self.connection = connection }
+      let waiting = self.waitingForConnection
+      self.waitingForConnection = []
+      for body in waiting { body(result) }
+    }
+  }
+
+  // MARK: The device stream
+
+  /// Opens `/v1/stream`; the caller sets the socket's callbacks at once.
+  func openStream(
+    pingInterval: UInt64, maxMessageSize: Int,
+    completion: @escaping (Result<WebSocket, BrokerLinkError>) -> Void
+  ) {
+    var configuration = WebSocketConfiguration()
+    configuration.pingInterval = pingInterval
+    configuration.pongTimeout = pingInterval
+    configuration.maxMessageSize = maxMessageSize
+    configuration.maxFramePayload = maxMessageSize
+    WebSocketClient.connect(
+      loop: loop, to: url.address, target: target("/v1/stream"), headers: authorization,
+      configuration: configuration, handshakeTimeout: self.configuration.responseTimeout
+    ) { result in
+      switch result {
+      case .success(let socket): completion(.success(socket))
+      case .failure(.upgradeRefused(let response)):
+        let message = response.body.readableString
+        completion(
+          .failure(.status(response.head.status.code, message.isEmpty ? "upgrade refused" : message)))
+      case .failure(let error): completion(.failure(.unreachable(error.description)))
+      }
+    }
+  }
+
+  /// Sends one JSON message on the stream.
+  func send(_ message: some Encodable, on socket: WebSocket) {
+    guard let data = try? json.encoder.encode(message) else { return }
+    socket.send(text: String(decoding: data, as: UTF8.self))
+  }
+
+  /// Closes the HTTP connection (the stream is its owner's to close).
+  func close() {
+    connection?.close()
+    connection = nil
+  }
+}

@@ -1,0 +1,187 @@
+import BrokerStore
+import DaemonCore
+import DaemonStore
+import SyncModel
+
+// The JSON answers of the local API (docs/protocol.md, "The daemon's local API"). Field names are the contract
+// of DESIGN.md's command line: `pagesync --json` prints them as they are.
+
+/// `GET /v1/status`. Times are Unix milliseconds, `null` when never (a field that is always there is easier on
+/// scripts than one that comes and goes).
+struct StatusJSON: Encodable {
+  var connected: Bool
+  var state: String
+  var pendingMutations: Int
+  var failedMutations: Int
+  var offlinePages: Int
+  var lastSuccessfulSync: UInt64?
+  var lastSyncAttempt: UInt64?
+  var fetchedPages: Int
+  var clientId: String
+  var workspace: String
+  var broker: String
+  var lastError: String?
+
+  private enum CodingKeys: String, CodingKey {
+    case connected, state, pendingMutations, failedMutations, offlinePages, lastSuccessfulSync,
+      lastSyncAttempt
+    case fetchedPages, clientId, workspace, broker, lastError
+  }
+
+  func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(connected, forKey: .connected)
+    try container.encode(state, forKey: .state)
+    try container.encode(pendingMutations, forKey: .pendingMutations)
+    try container.encode(failedMutations, forKey: .failedMutations)
+    try container.encode(offlinePages, forKey: .offlinePages)
+    try container.encode(lastSuccessfulSync, forKey: .lastSuccessfulSync)
+    try container.encode(lastSyncAttempt, forKey: .lastSyncAttempt)
+    try container.encode(fetchedPages, forKey: .fetchedPages)
+    try container.encode(clientId, forKey: .clientId)
+    try container.encode(workspace, forKey: .workspace)
+    try container.encode(broker, forKey: .broker)
+    try container.encode(lastError, forKey: .lastError)
+  }
+}
+
+/// What an edit queued.
+struct EditAnswer: Encodable {
+  var id: String
+  /// For block edits: the block's page.
+  var page: String?
+  var mutationIds: [UInt64]
+}
+
+/// What a change of reason left.
+struct ReasonAnswer: Encodable {
+  var id: String
+  var offlinePages: Int
+}
+
+/// One `offline_action` row: `{"origin", "from", "type"}`, `from` null for the origin's own row.
+struct ReasonJSON: Encodable {
+  var origin: String
+  var from: String?
+  var type: String
+
+  init(_ action: OfflineAction) {
+    origin = action.origin.rawValue
+    from = action.from?.rawValue
+    type = action.type.rawValue
+  }
+
+  private enum CodingKeys: String, CodingKey { case origin, from, type }
+
+  func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(origin, forKey: .origin)
+    try container.encode(from, forKey: .from)
+    try container.encode(type, forKey: .type)
+  }
+}
+
+/// One entry of `GET /v1/offline`.
+struct OfflineEntryJSON: Encodable {
+  var id: String
+  var reasons: [ReasonJSON]
+  var lastDownloadedTimestamp: UInt64
+  var complete: Bool
+
+  init(_ entry: OfflineEntry) {
+    id = entry.id.rawValue
+    reasons = entry.reasons.map(ReasonJSON.init)
+    lastDownloadedTimestamp = entry.lastDownloadedTimestamp
+    complete = entry.complete
+  }
+}
+
+/// One rejected mutation, kept for recovery.
+struct ConflictJSON: Encodable {
+  var mutationId: UInt64
+  var page: String
+  var type: String
+  /// The rejection's name (`page_deleted`, …).
+  var reason: String
+  var code: Int
+  var message: String
+  var createdAt: UInt64
+
+  init(_ conflict: MutationConflict) {
+    mutationId = conflict.mutationId
+    page = conflict.page.rawValue
+    type = conflict.type
+    reason = conflict.reason.name
+    code = conflict.reason.code
+    message = conflict.message ?? conflict.reason.description
+    createdAt = conflict.createdAt
+  }
+}
+
+/// `POST /v1/sync`.
+struct SyncAnswer: Encodable {
+  var pushed: Int
+  var fetched: Int
+  var pendingMutations: Int
+  var failedMutations: Int
+}
+
+/// A page as `show` prints it, from the local store or read through from the broker.
+struct PageJSON: Encodable {
+  struct Block: Encodable {
+    var id: String
+    var type: String
+    var text: String
+    var attributes: [String: String]
+  }
+
+  var id: String
+  var kind: String
+  var title: String
+  var parent: String?
+  var deleted: Bool
+  var properties: [String: PropertyValue]
+  var blocks: [Block]
+  var databases: [String]
+  var rows: [String]?
+  var view: ViewState?
+  var lastUpdatedTime: UInt64
+  var source: String
+  var syncStatus: String
+
+  init(_ page: LocalPage, source: String) {
+    id = page.id.rawValue
+    kind = page.kind.rawValue
+    title = page.title
+    parent = page.parent?.rawValue
+    deleted = page.deleted
+    properties = page.properties
+    blocks = page.blocks.map {
+      Block(id: $0.id.rawValue, type: $0.type, text: $0.text, attributes: $0.attributes)
+    }
+    databases = page.databases.map(\.rawValue)
+    rows = page.kind == .database ? (page.rows ?? []).map(\.rawValue) : nil
+    view = page.view
+    lastUpdatedTime = page.lastUpdatedTime
+    self.source = source
+    syncStatus = page.syncStatus.rawValue
+  }
+
+  init(_ page: PageSnapshot) {
+    id = page.id.rawValue
+    kind = page.kind
+    title = page.title
+    parent = page.parent?.rawValue
+    deleted = page.deleted
+    properties = page.properties
+    blocks = page.blocks.filter { !$0.deleted }.sorted { $0.position < $1.position }.map {
+      Block(id: $0.id.rawValue, type: $0.type, text: $0.text, attributes: $0.attributes)
+    }
+    databases = (page.databases ?? []).map(\.rawValue)
+    rows = page.kind == "database" ? (page.rows ?? []).map(\.rawValue) : nil
+    view = page.view
+    lastUpdatedTime = page.lastUpdatedTime
+    source = "broker"
+    syncStatus = "synced"
+  }
+}

@@ -1,0 +1,437 @@
+import BrokerStore
+import DaemonCore
+import DaemonStore
+import EventLoop
+import FoundationEssentials
+import Logging
+import SyncModel
+import SyncProtocol
+import Web
+
+/// Runs the `SyncStateMachine` against the real world: performs its actions on the broker link, the local store
+/// and the loop's timer, and feeds their results back as events. Owns the store, the offline forest and the
+/// machine; the local API (`LocalAPI`) calls into it. Loop thread only.
+///
+/// - **Generations.** Every connection gets a number; answers (stream messages, HTTP answers) of an older one are
+///   not fed to the machine (it has moved on), though their data is still stored: a delta or a batch
+///   acknowledgement is true whenever it arrives.
+/// - **Re-entrancy.** Events raised while actions are being performed are queued and handled after, in order, so
+///   the machine always sees one event at a time.
+final class SyncDriver {
+  let loop: Loop
+  let configuration: DaemonConfiguration
+  let logger: Logger
+  let store: LocalStore
+  private(set) var forest: OfflineForest
+  private(set) var machine: SyncStateMachine<SystemRandomNumberGenerator>
+  let link: BrokerLink
+  let json = JSONBodies()
+  private let timer: LoopTimer
+
+  private var stream: WebSocket?
+  private var generation = 0
+  /// For each `subscribe` action on this connection, oldest first: `subscribed` answers still expected (a large
+  /// set goes in several frames).
+  private var subscribeAnswersAwaited: [Int] = []
+  /// The epoch the broker gave in a catch-up whose `refetchAll` is not finished: stored once every page is.
+  private var epochToAdopt: String?
+  private var eventQueue: [SyncEvent] = []
+  private var handlingEvent = false
+  /// Page downloads (a delta or a snapshot each) since the daemon started (`fetchedPages`).
+  private(set) var fetchedPages = 0
+  /// Why the last connection attempt or request failed, for `status` and `sync` errors.
+  private(set) var lastError: String?
+  /// Called after every event is handled (the local API checks its waiting `sync` requests).
+  var onProgress: (() -> Void)?
+
+  /// Ids per `subscribe` frame: 5,000 ids of up to 64 bytes stay under the broker's default 4 MiB frame limit.
+  static let idsPerFrame = 5_000
+
+  init(loop: Loop, configuration: DaemonConfiguration, logger: Logger) throws {
+    self.loop = loop
+    self.configuration = configuration
+    self.logger = logger
+    try FileSystem.makeParentDirectories(of: configuration.storePath)
+    store = try LocalStore(path: configuration.storePath)
+    let rows = try store.loadForestRows()
+    var (forest, trimmed) = try OfflineForest.restore(
+      actions: rows.actions, recentOrder: rows.recentOrder, databaseRowLimit: configuration.databaseRowLimit,
+      recentLimit: configuration.recentLimit)
+    try store.applyForestChange(trimmed, recentOrder: forest.recentOrder)
+    // The limits may differ from those the rows were written with, and pages may have been stored since: walk
+    // every tree again against the local store.
+    let walked = try store.readingStructure { forest.refreshAll(structure: $0) }
+    try store.applyForestChange(walked, recentOrder: forest.recentOrder)
+    _ = try store.dropLocalCopies(trimmed.removedPages + walked.removedPages)
+    self.forest = forest
+    link = BrokerLink(
+      loop: loop, url: configuration.brokerURL, token: configuration.token,
+      timeoutMillis: UInt64(configuration.requestTimeoutSeconds) * 1000)
+    timer = LoopTimer(loop: loop)
+    machine = SyncStateMachine(
+      offlinePages: forest.offlinePages, backoff: configuration.backoff,
+      heartbeatInterval: UInt64(configuration.heartbeatSeconds) * 1000,
+      maxPagesPerFetch: configuration.fetchBatch, random: SystemRandomNumberGenerator(),
+      clock: { [loop] in loop.now })
+  }
+
+  /// Starts syncing.
+  func start() { handle(.start(now: loop.now)) }
+
+  /// Stops syncing: closes the stream and the timer, then the store.
+  func stop() {
+    handle(.stop)
+    timer.close()
+    link.close()
+    store.close()
+  }
+
+  // MARK: Events
+
+  /// Feeds one event to the machine and performs what it asks, in order.
+  func handle(_ event: SyncEvent) {
+    eventQueue.append(event)
+    guard !handlingEvent else { return }
+    handlingEvent = true
+    while !eventQueue.isEmpty {
+      let next = eventQueue.removeFirst()
+      for action in machine.handle(next) { perform(action) }
+    }
+    handlingEvent = false
+    onProgress?()
+  }
+
+  private func perform(_ action: SyncAction) {
+    switch action {
+    case .openConnection: openConnection()
+    case .closeConnection:
+      generation += 1
+      stream?.close(code: .goingAway, reason: "the daemon is stopping")
+      stream = nil
+    case .scheduleTimer(let at):
+      let now = loop.now
+      timer.start(after: at > now ? at - now : 0) { [unowned self] in
+        handle(.timerFired(now: loop.now))
+      }
+    case .cancelTimer: timer.stop()
+    case .subscribe(let pages): subscribe(pages)
+    case .unsubscribe(let pages):
+      guard let stream else { return }
+      for chunk in Self.chunks(pages) {
+        link.send(BrokerProtocol.ClientMessage(op: "unsubscribe", pages: chunk.map(\.rawValue)), on: stream)
+      }
+    case .sendCatchUp: sendCatchUp()
+    case .fetch(let pages): fetch(Array(pages.keys), refetchAll: false)
+    case .refetchAll: fetch(forest.offlinePages.sorted(), refetchAll: true)
+    case .push: push()
+    case .markSynced:
+      record { try store.markSynced(nowMillis: WallClock.millis()) }
+    case .purge(let pages):
+      logger.info("pages gone from the broker's reach", metadata: ["pages": "\(pages.count)"])
+      record { _ = try store.purge(pages) }
+    }
+  }
+
+  // MARK: The stream
+
+  private func openConnection() {
+    generation += 1
+    let current = generation
+    record { try store.recordSyncAttempt(nowMillis: WallClock.millis()) }
+    link.openStream(
+      pingInterval: UInt64(configuration.heartbeatSeconds) * 1000, maxMessageSize: 64 << 20
+    ) { [weak self] result in
+      guard let self else { return }
+      guard current == generation else {
+        if case .success(let socket) = result { socket.close() }
+        return
+      }
+      switch result {
+      case .failure(let error):
+        lastError = error.description
+        logger.notice("cannot connect to the broker", metadata: ["error": "\(error)"])
+        handle(.connectionFailed(now: loop.now, reason: error.description))
+      case .success(let socket):
+        stream = socket
+        subscribeAnswersAwaited = []
+        lastError = nil
+        socket.onText = { [weak self] text in self?.received(text, generation: current) }
+        socket.onClose = { [weak self] info in
+          guard let self, current == generation else { return }
+          generation += 1
+          stream = nil
+          lastError = "the stream closed: \(info)"
+          logger.notice("lost the broker stream", metadata: ["reason": "\(info)"])
+          handle(.connectionClosed(now: loop.now, reason: info.description))
+        }
+        logger.info("connected to the broker", metadata: ["url": "\(configuration.brokerURL)"])
+        handle(.connectionOpened(now: loop.now))
+      }
+    }
+  }
+
+  /// A connection's trouble that the machine must hear as a lost connection: close the stream and report it.
+  private func dropConnection(_ reason: String, generation expected: Int) {
+    guard expected == generation else { return }
+    generation += 1
+    lastError = reason
+    logger.warning("dropping the broker connection", metadata: ["reason": "\(reason)"])
+    stream?.close(code: .goingAway, reason: "")
+    stream = nil
+    handle(.connectionClosed(now: loop.now, reason: reason))
+  }
+
+  private func subscribe(_ pages: [EntityID]) {
+    guard let stream else { return }
+    let chunks = Self.chunks(pages)
+    subscribeAnswersAwaited.append(chunks.count)
+    for chunk in chunks {
+      link.send(BrokerProtocol.ClientMessage(op: "subscribe", pages: chunk.map(\.rawValue)), on: stream)
+    }
+  }
+
+  /// `pages` in frames of at most `idsPerFrame`; at least one frame, so an empty set is still answered.
+  static func chunks(_ pages: [EntityID]) -> [ArraySlice<EntityID>] {
+    guard !pages.isEmpty else { return [[]] }
+    return stride(from: 0, to: pages.count, by: idsPerFrame).map {
+      pages[$0..<min($0 + idsPerFrame, pages.count)]
+    }
+  }
+
+  private struct StreamMessage: Decodable {
+    var op: String
+    var pages: [String: UInt64]?
+    var denied: [String]?
+    var code: Int?
+    var message: String?
+  }
+
+  private func received(_ text: String, generation expected: Int) {
+    guard expected == generation else { return }
+    guard let message = try? json.decoder.decode(StreamMessage.self, from: Data(text.utf8)) else {
+      logger.warning("an unreadable stream message", metadata: ["message": "\(text.prefix(200))"])
+      return
+    }
+    switch message.op {
+    case "changed":
+      for (name, time) in message.pages ?? [:] {
+        guard let page = try? EntityID(validating: name) else { continue }
+        handle(.poked(page: page, lastUpdatedTime: time))
+      }
+    case "subscribed":
+      if let denied = message.denied, !denied.isEmpty {
+        logger.warning(
+          "the broker denied subscriptions", metadata: ["count": "\(denied.count)", "first": "\(denied[0])"])
+      }
+      guard !subscribeAnswersAwaited.isEmpty else { return }
+      subscribeAnswersAwaited[0] -= 1
+      if subscribeAnswersAwaited[0] == 0 {
+        subscribeAnswersAwaited.removeFirst()
+        handle(.subscribed)
+      }
+    case "unsubscribed": break
+    case "error":
+      logger.warning(
+        "the broker reported a stream error",
+        metadata: ["code": "\(message.code ?? 0)", "message": "\(message.message ?? "")"])
+    default:
+      logger.debug("an unknown stream message", metadata: ["op": "\(message.op)"])
+    }
+  }
+
+  // MARK: Catch-up and fetch
+
+  private func sendCatchUp() {
+    let current = generation
+    let request: BrokerProtocol.CatchUpRequest
+    do {
+      request = BrokerProtocol.CatchUpRequest(epoch: try store.epoch(), pages: try store.catchUpMap())
+    } catch {
+      logger.error("cannot read the catch-up map", metadata: ["error": "\(error)"])
+      dropConnection("local store error: \(error)", generation: current)
+      return
+    }
+    link.request(.POST, "/v1/catchup", body: request, as: BrokerProtocol.CatchUpResponse.self) {
+      [weak self] result in
+      guard let self, current == generation else { return }
+      switch result {
+      case .failure(let error):
+        dropConnection("catch-up failed: \(error)", generation: current)
+      case .success(let answer):
+        logger.info(
+          "caught up",
+          metadata: [
+            "changed": "\(answer.changed.count)", "gone": "\(answer.gone.count)",
+            "epochChanged": "\(answer.epochChanged)",
+          ])
+        if answer.epochChanged {
+          epochToAdopt = answer.epoch
+        } else if request.epoch == nil {
+          record { try store.setEpoch(answer.epoch) }
+        }
+        handle(
+          .catchUpAnswered(changed: answer.changed, gone: answer.gone, epochChanged: answer.epochChanged))
+      }
+    }
+  }
+
+  /// Fetches `pages` (paginated), stores each delta in its own transaction as it comes, prunes the forest by
+  /// what they say, and reports `fetched`. `refetchAll`: every page whole (the broker's epoch changed).
+  private func fetch(_ pages: [EntityID], refetchAll: Bool) {
+    let current = generation
+    var since: [EntityID: UInt64] = [:]
+    do {
+      let downloaded = refetchAll ? [:] : try store.catchUpMap()
+      for page in pages { since[page] = downloaded[page] ?? 0 }
+    } catch {
+      logger.error("cannot read download times", metadata: ["error": "\(error)"])
+      handle(.fetched(pages: [], failed: pages))
+      return
+    }
+    let epoch = refetchAll ? nil : (try? store.epoch()) ?? nil
+    var stored: [EntityID] = []
+    var gone: [EntityID] = []
+    func page(cursor: EntityID?) {
+      let request = BrokerProtocol.FetchRequest(
+        epoch: epoch, pages: since, limit: configuration.fetchBatch, cursor: cursor)
+      link.request(.POST, "/v1/fetch", body: request, as: BrokerProtocol.FetchResponse.self) {
+        [weak self] result in
+        guard let self else { return }
+        switch result {
+        case .failure(let error):
+          lastError = "fetch failed: \(error)"
+          logger.warning("fetch failed", metadata: ["error": "\(error)", "pages": "\(pages.count)"])
+          finish(failed: pages.filter { !stored.contains($0) })
+        case .success(let answer):
+          for delta in answer.deltas {
+            do {
+              try store.applyDelta(delta)
+              fetchedPages += 1
+              stored.append(delta.id)
+            } catch {
+              logger.error("cannot store a delta", metadata: ["page": "\(delta.id)", "error": "\(error)"])
+            }
+          }
+          gone += answer.gone
+          if let next = answer.nextCursor {
+            page(cursor: next)
+          } else {
+            finish(failed: pages.filter { !stored.contains($0) && !gone.contains($0) })
+          }
+        }
+      }
+    }
+    func finish(failed: [EntityID]) {
+      if !gone.isEmpty { record { _ = try store.purge(gone) } }
+      if refetchAll, failed.isEmpty, let epoch = epochToAdopt {
+        record { try store.setEpoch(epoch) }
+        epochToAdopt = nil
+      }
+      pruneForest(after: stored)
+      guard current == generation else { return }
+      handle(.fetched(pages: stored, failed: failed))
+    }
+    page(cursor: nil)
+  }
+
+  /// Pruning: the refetched pages' trees are walked again against the stored data; the difference is written,
+  /// the machine told, and local copies that no reason keeps are dropped.
+  private func pruneForest(after pages: [EntityID]) {
+    guard !pages.isEmpty else { return }
+    var next = forest
+    do {
+      let change = try store.readingStructure { next.refresh(pages, structure: $0) }
+      forest = next
+      applyForestChange(change)
+    } catch {
+      logger.error(
+        "cannot read the page structure; pruning waits for the next fetch", metadata: ["error": "\(error)"])
+    }
+    // Pages fetched for a read-through or that left the offline set while in flight keep no copy.
+    record { _ = try store.dropLocalCopies(pages.filter { !forest.isOffline($0) }) }
+  }
+
+  // MARK: The offline set
+
+  /// Writes a forest change, tells the machine, drops what no reason keeps any more.
+  func applyForestChange(_ change: ForestChange) {
+    guard !change.isEmpty else { return }
+    record { try store.applyForestChange(change, recentOrder: forest.recentOrder) }
+    if !change.removedPages.isEmpty { record { _ = try store.dropLocalCopies(change.removedPages) } }
+    handle(.offlineSetChanged(added: change.addedPages, removed: change.removedPages))
+  }
+
+  /// Adds or removes a reason (the local API's `offline`, `favorite`, `visit`).
+  func changeReason(_ reason: OfflineReason, origin: EntityID, add: Bool) throws {
+    var next = forest
+    let change = try store.readingStructure { structure in
+      if !add { return next.remove(reason, origin: origin) }
+      return reason == .recent
+        ? next.visit(origin, structure: structure) : next.add(reason, origin: origin, structure: structure)
+    }
+    try store.applyForestChange(change, recentOrder: next.recentOrder)
+    forest = next
+    if !change.removedPages.isEmpty { record { _ = try store.dropLocalCopies(change.removedPages) } }
+    handle(.offlineSetChanged(added: change.addedPages, removed: change.removedPages))
+  }
+
+  // MARK: Push
+
+  private func push() {
+    let current = generation
+    let mutations: [Mutation]
+    do {
+      mutations = try store.pendingMutations(limit: configuration.pushBatch)
+    } catch {
+      logger.error("cannot read the mutation queue", metadata: ["error": "\(error)"])
+      handle(.pushFailed(retryable: true))
+      return
+    }
+    guard !mutations.isEmpty else {
+      handle(.pushAnswered(moreQueued: false))
+      return
+    }
+    let batch = MutationBatch(
+      client: store.clientID, workspace: configuration.workspace, mutations: mutations)
+    link.request(.POST, "/v1/batch", body: batch, as: BatchOutcome.self) { [weak self] result in
+      guard let self else { return }
+      switch result {
+      case .success(let outcome):
+        var more = false
+        do {
+          try store.acknowledge(outcome, nowMillis: WallClock.millis())
+          more = try store.status().pendingMutations > 0
+        } catch {
+          logger.error("cannot record the broker's answer", metadata: ["error": "\(error)"])
+        }
+        let rejected = outcome.results.filter { $0.status == .rejected }
+        if !rejected.isEmpty {
+          logger.warning(
+            "the broker rejected mutations; kept for recovery (pagesync conflicts)",
+            metadata: ["count": "\(rejected.count)"])
+        }
+        guard current == generation else { return }
+        handle(.pushAnswered(moreQueued: more))
+      case .failure(let error):
+        lastError = "push failed: \(error)"
+        logger.warning("push failed", metadata: ["error": "\(error)", "mutations": "\(mutations.count)"])
+        record { try store.markPushFailed(ids: mutations.map(\.id), error: error.description) }
+        guard current == generation else { return }
+        handle(.pushFailed(retryable: error.isRetryable))
+      }
+    }
+  }
+
+  /// A local edit was committed: push it when the machine says.
+  func mutationsQueued() { handle(.mutationsQueued) }
+
+  /// Whether the device stream is open.
+  var isConnected: Bool { machine.isConnected }
+
+  // MARK: Helpers
+
+  /// Runs a store write whose failure must not stop syncing: logs it.
+  private func record(_ body: () throws -> Void) {
+    do { try body() } catch { logger.error("local store error", metadata: ["error": "\(error)"]) }
+  }
+}

@@ -1,0 +1,146 @@
+import BrokerStore
+import DaemonCore
+import EventLoopTestKit
+import SQLiteStore
+import SyncModel
+import Testing
+
+@testable import DaemonStore
+
+/// The offline set as the daemon reads and maintains it: entries and reasons, dropping and purging local
+/// copies, and the store as the forest's structure.
+@Suite struct OfflineSetTests {
+  @Test func droppingLocalCopiesKeepsOfflinePagesAndUnsentWork() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    try toggleOffline(store, ["A"])
+    for page in ["A", "B", "C", "F"] {
+      try store.applyDelta(try wholePage(page, time: 5, blocks: [("\(page)1", "x", 1)]))
+    }
+    let pending = try store.recordEdit(page: id("C"), action: .setTitle("unsent"), nowMillis: 1)
+    // A rejected mutation is kept in the queue, not in the page: it does not hold the copy.
+    _ = try store.recordEdit(page: id("F"), action: .setTitle("refused"), nowMillis: 2)
+    try store.acknowledge(
+      try decodeJSON(
+        BatchOutcome.self,
+        """
+        {"results": [{"mutationId": 2, "page": "F", "status": "rejected", "reason": {"code": 5, "name": "page_deleted"}}],
+         "pages": {}, "lastMutationId": 2, "epoch": "e1"}
+        """), nowMillis: 3)
+
+    #expect(try store.dropLocalCopies([id("A"), id("B"), id("C"), id("F"), id("Z")]) == [id("B"), id("F")])
+    #expect(
+      try sqlite3(file.path, "SELECT group_concat(id) FROM (SELECT id FROM local_page ORDER BY id)") == "A,C")
+    #expect(
+      try sqlite3(
+        file.path, "SELECT group_concat(page_id) FROM (SELECT page_id FROM local_block ORDER BY page_id)")
+        == "A,C")
+    #expect(try store.hasLocalCopy(id("C")))
+    #expect(try !store.hasLocalCopy(id("B")))
+    #expect(try store.conflicts().map(\.mutationId) == [2])
+
+    // Once its edit is acknowledged, C's copy may go too.
+    try store.acknowledge(try appliedOutcome([pending]), nowMillis: 4)
+    #expect(try store.dropLocalCopies([id("C")]) == [id("C")])
+    #expect(try sqlite3(file.path, "SELECT group_concat(id) FROM local_page") == "A")
+  }
+
+  @Test func purgeDropsGonePagesButKeepsTheirReasons() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    try toggleOffline(store, ["P", "Q", "K"])
+    for page in ["P", "Q", "K"] {
+      try store.applyDelta(try wholePage(page, time: 10, blocks: [("\(page)1", "x", 1)]))
+    }
+    _ = try store.recordEdit(page: id("Q"), action: .setTitle("unsent"), nowMillis: 1)
+    #expect(try store.purge([id("P"), id("Q")]) == [id("P")])
+    #expect(
+      try sqlite3(
+        file.path,
+        "SELECT group_concat(page_id || '=' || complete || '/' || last_downloaded_timestamp) FROM (SELECT * FROM offline_page ORDER BY page_id)"
+      ) == "K=1/10,P=0/0,Q=0/0")
+    #expect(
+      try sqlite3(file.path, "SELECT group_concat(id) FROM (SELECT id FROM local_page ORDER BY id)") == "K,Q")
+    #expect(try sqlite3(file.path, "SELECT count(*) FROM local_block WHERE page_id = 'P'") == "0")
+    #expect(try sqlite3(file.path, "SELECT count(*) FROM offline_action") == "3")
+    #expect(try store.catchUpMap() == [id("K"): 10, id("P"): 0, id("Q"): 0])
+  }
+
+  @Test func offlineEntriesListReasonsByOriginThenType() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    let structure = MapStructure(
+      kinds: [id("P"): .page, id("D"): .database, id("R"): .page, id("A"): .page],
+      inline: [id("P"): [id("D")]], rows: [id("D"): [id("R")]])
+    var forest = OfflineForest()
+    try store.applyForestChange(forest.add(.toggled, origin: id("P"), structure: structure), recentOrder: [])
+    try store.applyForestChange(forest.visit(id("R"), structure: structure), recentOrder: forest.recentOrder)
+    try store.applyForestChange(
+      forest.add(.favorite, origin: id("R"), structure: structure), recentOrder: [id("R")])
+    try store.applyForestChange(
+      forest.add(.toggled, origin: id("A"), structure: structure), recentOrder: [id("R")])
+    try store.applyDelta(try wholePage("R", time: 7))
+
+    let list = try store.offlineList()
+    #expect(list.map(\.id.rawValue) == ["A", "D", "P", "R"])
+    let r = try #require(list.last)
+    #expect(r.complete && r.lastDownloadedTimestamp == 7)
+    #expect(
+      r.reasons == [
+        OfflineAction(origin: id("P"), from: id("D"), impacted: id("R"), type: .toggled),
+        OfflineAction(origin: id("R"), from: nil, impacted: id("R"), type: .favorite),
+        OfflineAction(origin: id("R"), from: nil, impacted: id("R"), type: .recent),
+      ])
+    #expect(r.reasons == forest.reasons(for: id("R")))
+    #expect(try store.reasons(for: id("R")) == r.reasons)
+    #expect(try store.offlineEntry(id("R")) == r)
+    #expect(try store.offlineEntry(id("D")) == list[1])
+    #expect(list[1].complete == false && list[1].lastDownloadedTimestamp == 0)
+    #expect(try store.offlineEntry(id("Z")) == nil)
+    #expect(try store.reasons(for: id("Z")).isEmpty)
+  }
+
+  @Test func theStoreAnswersAsTheForestsStructure() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    try store.applyDelta(try wholePage("P", time: 1, databases: ["D", "GONE", "LATER"]))
+    try store.applyDelta(
+      try wholePage("D", time: 1, kind: "database", parent: "P", rows: ["R1", "R2", "R3"]))
+    try store.applyDelta(try wholePage("GONE", time: 1, kind: "database", parent: "P"))
+    try store.applyDelta(try wholePage("R1", time: 1, parent: "D"))
+    _ = try store.recordEdit(page: id("GONE"), action: .deletePage, nowMillis: 1)
+
+    #expect(store.kind(of: id("P")) == .page)
+    #expect(store.kind(of: id("D")) == .database)
+    #expect(store.kind(of: id("GONE")) == nil)  // deleted here
+    #expect(store.kind(of: id("LATER")) == nil)  // not downloaded
+    #expect(store.inlineDatabases(of: id("P")) == [id("D"), id("LATER")])
+    #expect(store.inlineDatabases(of: id("Z")).isEmpty)
+    #expect(store.rowsInView(of: id("D"), limit: 2) == [id("R1"), id("R2")])
+    #expect(store.rowsInView(of: id("P"), limit: 2).isEmpty)
+
+    var forest = OfflineForest(databaseRowLimit: 2, recentLimit: 5)
+    let change = try store.readingStructure { forest.add(.toggled, origin: id("P"), structure: $0) }
+    #expect(Set(change.addedPages) == [id("P"), id("D"), id("LATER"), id("R1"), id("R2")])
+    try store.applyForestChange(change, recentOrder: [])
+    #expect(Set(try store.catchUpMap().keys) == [id("P"), id("D"), id("LATER"), id("R1"), id("R2")])
+
+    // A read that fails is not "no databases": readingStructure throws, and the walk's change is not used.
+    _ = try sqlite3(file.path, "UPDATE local_page SET databases = 'not json' WHERE id = 'P'")
+    var next = forest
+    #expect(throws: LocalStoreError.self) {
+      _ = try store.readingStructure { next.refresh(id("P"), structure: $0) }
+    }
+    // Called directly, a failed read answers []; the error it records does not leak into the next operation.
+    #expect(store.inlineDatabases(of: id("P")).isEmpty)
+    #expect(try store.readingStructure { _ in 1 } == 1)
+  }
+}
