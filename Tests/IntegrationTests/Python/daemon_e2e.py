@@ -8,6 +8,7 @@ its own with a broker on 127.0.0.1 (port 0, learnt from its `broker.address=` lo
 (A and B in workspace w1, C in workspace w2). Prints one "OK ..." line per check (waits say how long they took)
 and "ALL OK" at the end when every check of every scenario passed. A failing check prints "FAIL", what was
 expected and what was found, then the logs of every process of the scenario, and the script exits 1.
+PAGESYNC_E2E_LOG=debug sets the processes' log level.
 
 Every process a scenario starts is stopped at its end, whatever happened. Waiting for something asynchronous is a
 poll with a deadline (every 50 ms), never a bare sleep. Set PAGESYNC_E2E_KEEP=1 to keep the temporary directories.
@@ -36,6 +37,8 @@ USERS = {
     "carol": ("carol-token-0123456789", ["w2"]),
 }
 
+# The daemons' and the broker's [log] level: PAGESYNC_E2E_LOG=debug to see more when a scenario fails.
+LOG_LEVEL = os.environ.get("PAGESYNC_E2E_LOG", "info")
 POLL_SECONDS = 0.05
 WAIT_SECONDS = 15.0
 
@@ -187,7 +190,7 @@ class Broker:
             for user, (token, workspaces) in USERS.items())
         with open(self.config, "w") as config:
             config.write(f'[server]\nlisten = "127.0.0.1:{self.port}"\n[store]\npath = "{self.store}"\n'
-                         f'synchronous = "normal"\n{tokens}')
+                         f'synchronous = "normal"\n[log]\nlevel = "{LOG_LEVEL}"\n{tokens}')
         self.starts += 1
         log_path = os.path.join(self.scenario.dir, f"broker.{self.starts}.log")
         self.process = self.scenario.start(f"broker (start {self.starts})",
@@ -332,6 +335,7 @@ class Device:
             "[api]", f'socket = "{self.socket}"',
             "[offline]", *(f"{key} = {value}" for key, value in offline.items()),
             "[sync]", *(f"{key} = {value}" for key, value in sync.items()),
+            "[log]", f'level = "{LOG_LEVEL}"',
         ]
         with open(self.config, "w") as config:
             config.write("\n".join(lines) + "\n")
@@ -526,6 +530,13 @@ def scenario_row_limit(s):
                 "L shown from the local store lists all 60 rows in view, in creation order")
     note(f"sync answered {answer}")
 
+    # A row in view deleted on A lets the 51st row in; B follows by push.
+    a.cli("delete", "L10")
+    kept = [r for r in rows if r != "L10"][:50]
+    b.wait_forest(tree("L", "toggled", *(("L", r) for r in kept)),
+                  "L10 deleted on A: it leaves B's offline set and L50 enters (by push)")
+    check_equal(b.local_pages(["L10"]), set(), "the deleted row has no local copy on B")
+
 
 def scenario_view_prune(s):
     """A view change on A moves rows in and out of B's first 50: B's offline set follows, rows that left are
@@ -560,6 +571,11 @@ def scenario_view_prune(s):
     b.wait_forest(tree("V", "toggled", *(("V", r) for r in done)),
                   "filtered on Status=Done: only the 20 Done rows stay offline")
     check_equal(b.local_pages([r for r in rows if r not in done]), set(), "the rows filtered out are dropped")
+
+    # A row's own edit moves it out of the filter: the database's rows in view change, B follows by push.
+    a.cli("edit", "V03", "--set", "Status=Todo")
+    b.wait_forest(tree("V", "toggled", *(("V", r) for r in done if r != "V03")),
+                  "V03 set to Todo on A leaves B's offline set (by push)")
 
 
 def scenario_inline(s):
@@ -615,9 +631,13 @@ def scenario_recent(s):
     b.cli("visit", "R2")
     ranks = {p: row["recent_rank"] for p, row in b.offline_pages().items()}
     check_equal(ranks, {"R2": 0, "R4": 1, "R3": 2}, "visiting R2 again makes it the most recent")
+    check_equal(b.stop(), 0, "B stops on SIGTERM with status 0")
+    b.start()
+    ranks = {p: row["recent_rank"] for p, row in b.offline_pages().items()}
+    check_equal(ranks, {"R2": 0, "R4": 1, "R3": 2}, "the recent order survives a restart")
     b.cli("visit", "R1")
     b.wait_forest(tree("R1", "recent") | tree("R2", "recent") | tree("R4", "recent"),
-                  "visiting R1 pushes the oldest (R3) out")
+                  "visiting R1 after the restart pushes the oldest (R3) out")
     check_equal(b.local_pages(["R3"]), set(), "R3's local copy is dropped")
 
 
@@ -944,4 +964,5 @@ def main():
     print("ALL OK", flush=True)
 
 
-main()
+if __name__ == "__main__":
+    main()
