@@ -41,6 +41,15 @@ import Testing
       """))
   func aNewerEditWinsOverALaterArrivingOlderOne() throws { try runScenario("lww") }
 
+  @Test(
+    .disabled(
+      """
+      pagesyncd bug (the same as the lww scenario's): edits the broker rejected (page_deleted) stay in B's \
+      local_page and local_block, marked synced: B shows its own title and block text for a page whose broker \
+      copy never had them
+      """))
+  func rejectedEditsLeaveTheLocalCopyAsTheBrokerHasIt() throws { try runScenario("rejected") }
+
   @Test func queuedEditsSurviveKill9AndArriveExactlyOnce() throws { try runScenario("kill9") }
 
   @Test func aDeviceOfAnotherWorkspaceIsRefused() throws { try runScenario("workspace") }

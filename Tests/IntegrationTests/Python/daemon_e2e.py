@@ -834,6 +834,47 @@ def scenario_lww(s):
     check_equal(b.status()["failedMutations"], 0, "no failed mutations")
 
 
+def scenario_rejected(s):
+    """B, partitioned, edits a page that A deletes meanwhile: the broker rejects B's edits (page_deleted), B keeps
+    them in conflicts, and its local copy is the broker's page again, not B's rejected edits shown as synced."""
+    broker = s.broker()
+    proxy = Proxy(s, broker.port)
+    a = s.device("A", broker.url)
+    b = s.device("B", proxy.url)
+    a.cli("create", "page", "--id", "P", "--title", "original")
+    a.cli("block", "add", "P", "--id", "b1", "--text", "original text")
+    a.sync()
+    b.cli("offline", "add", "P")
+    b.sync()
+    b.wait_forest(tree("P", "toggled"), "P is offline on B")
+
+    proxy.cut()
+    b.wait_connected(False)
+    a.cli("delete", "P")
+    a.sync()
+    edit = b.cli("edit", "P", "--title", "edited on B")
+    block = b.cli("block", "edit", "b1", "--text", "edited on B")
+    proxy.restore()
+    wait_until("B pushed its two edits", lambda: (b.status()["pendingMutations"] == 0, b.status()),
+               expected={"pendingMutations": 0})
+    conflicts = b.cli("conflicts")
+    check_equal(sorted((x["mutationId"], x["page"], x["type"], x["reason"]) for x in conflicts),
+                [(edit["mutationIds"][0], "P", "set_title", "page_deleted"),
+                 (block["mutationIds"][0], "P", "edit_block", "page_deleted")],
+                "both edits are rejected as page_deleted and kept in conflicts")
+    check_equal(b.status()["failedMutations"], 2, "status counts 2 failed mutations")
+    check_equal(broker.rows("SELECT title, deleted FROM page WHERE id = 'P'"), [{"title": "original", "deleted": 1}],
+                "the broker's page is A's: deleted, title unchanged")
+
+    def probe():
+        shown = b.show("P")
+        found = (shown["title"], shown["deleted"], [(x["id"], x["text"]) for x in shown["blocks"]])
+        return found == ("original", True, [("b1", "original text")]), (found, shown.get("syncStatus"))
+
+    wait_until("B's local copy is the broker's page, without its rejected edits", probe,
+               expected=("original", True, [("b1", "original text")]))
+
+
 def scenario_kill9(s):
     """Edits queued while the broker is down survive kill -9 of the daemon, keep their mutation ids, and reach
     the broker exactly once when it is back; B's queue ends empty."""
@@ -933,6 +974,7 @@ SCENARIOS = {
     "catchup": scenario_catchup,
     "offline_edits": scenario_offline_edits,
     "lww": scenario_lww,
+    "rejected": scenario_rejected,
     "kill9": scenario_kill9,
     "workspace": scenario_workspace,
 }
