@@ -6,7 +6,7 @@ FUZZ_BUILD := .build-fuzz
 ASAN_BUILD := .build-asan
 FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames
 
-.PHONY: all deps build lint format test fuzz sanitize clean run
+.PHONY: all deps build lint format test fuzz sanitize clean run demo
 
 all: build
 
@@ -26,6 +26,10 @@ format:
 # their stores under ./var (no tokens: loopback only). Prints how to use pagesync; Ctrl-C stops both.
 run: build
 	@scripts/run.sh
+
+# The seed's story with two devices (a laptop and a phone) and a broker, scripted, under var/demo.
+demo: build
+	@scripts/demo.sh
 
 # Every test: unit, loopback and interoperability (curl, Python websockets).
 test: deps lint

@@ -133,6 +133,9 @@ extension BrokerServer {
         switch result {
         case .success(.success(let outcome)):
           self.batchesApplied += 1
+          if let newest = batch.mutations.map(\.time).max() {
+            self.clock.observe(newest, physicalMillis: UInt64(Date().timeIntervalSince1970 * 1000))
+          }
           responder.respond(self.jsonResponse(outcome))
           // Only what this batch changed: a re-sent batch names pages at their current time but changed nothing.
           if let sequence = outcome.sequence {

@@ -46,6 +46,10 @@ public final class BrokerServer {
 
   /// Counters for tests, logs and (later) metrics.
   public internal(set) var batchesApplied = 0
+  /// The broker's hybrid logical clock: its wall clock merged with every mutation time it applied. Sent on every
+  /// JSON answer as `Pagesync-Clock`, so a device whose clock lags stamps its next edits after what the broker has
+  /// seen (docs/protocol.md, "Conventions"). Not persisted: after a restart it starts from the wall clock.
+  var clock = HybridLogicalClock()
   public internal(set) var notificationsSent = 0
 
   /// Opens (and migrates) the store and prepares the server; nothing listens until `start`.
@@ -198,7 +202,10 @@ public final class BrokerServer {
   func jsonText<T: Encodable>(_ value: T) -> String { json.text(value) }
 
   func jsonResponse<T: Encodable>(_ value: T, status: HTTPStatus = .ok) -> HTTPResponse {
-    json.response(value, status: status)
+    var response = json.response(value, status: status)
+    let now = UInt64(Date().timeIntervalSince1970 * 1000)
+    response.head.headers.add(name: "Pagesync-Clock", value: clock.now(physicalMillis: now).description)
+    return response
   }
 
   /// Decodes a request body, or the 400 naming what is wrong with it.

@@ -1,5 +1,6 @@
 import EventLoop
 import FoundationEssentials
+import SyncModel
 import Web
 
 /// Why a request to the broker failed.
@@ -45,6 +46,8 @@ final class BrokerLink {
   private let configuration: HTTPClientConfiguration
   private let json = JSONBodies()
   private var connection: HTTPClientConnection?
+  /// Called with the broker's clock (`Pagesync-Clock`) from every answer that carries one.
+  var onClock: ((HLCTimestamp) -> Void)?
   /// Requests waiting for the HTTP connection to open.
   private var waitingForConnection: [(Result<HTTPClientConnection, HTTPClientError>) -> Void] = []
 
@@ -111,6 +114,9 @@ final class BrokerLink {
     case .failure(let error):
       return .failure(.unreachable(error.description))
     case .success(let response):
+      if let text = response.head.headers["Pagesync-Clock"], let time = try? HLCTimestamp(parsing: text) {
+        onClock?(time)
+      }
       let data = Data(response.body.readableBytesArray)
       guard (200..<300).contains(response.head.status.code) else {
         let message =

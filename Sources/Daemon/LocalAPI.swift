@@ -275,7 +275,8 @@ final class LocalAPI {
     default: isCreate = false
     }
     if !isCreate { try requireAvailable(page) }
-    let mutations = try store.recordEdits(page: page, actions: actions, nowMillis: WallClock.millis())
+    let mutations = try store.recordEdits(
+      page: page, actions: actions, nowMillis: WallClock.millis(), observed: driver.observedClock)
     driver.mutationsQueued()
     return EditAnswer(id: page.rawValue, page: nil, mutationIds: mutations.map(\.id))
   }

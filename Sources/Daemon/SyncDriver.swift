@@ -41,6 +41,8 @@ final class SyncDriver {
   private(set) var fetchedPages = 0
   /// Why the last connection attempt or request failed, for `status` and `sync` errors.
   private(set) var lastError: String?
+  /// The newest broker clock seen (`Pagesync-Clock`): local edits are stamped after it.
+  private(set) var observedClock = HLCTimestamp.zero
   /// Called after every event is handled (the local API checks its waiting `sync` requests).
   var onProgress: (() -> Void)?
 
@@ -73,6 +75,7 @@ final class SyncDriver {
       heartbeatInterval: UInt64(configuration.heartbeatSeconds) * 1000,
       maxPagesPerFetch: configuration.fetchBatch, random: SystemRandomNumberGenerator(),
       clock: { [loop] in loop.now })
+    link.onClock = { [unowned self] time in observedClock = max(observedClock, time) }
   }
 
   /// Starts syncing.

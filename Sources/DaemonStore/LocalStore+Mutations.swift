@@ -53,10 +53,14 @@ extension LocalStore {
 
   /// Records several edits of one page as one: the same as `recordEdit` for each action, in order, all in ONE
   /// transaction (an `edit --title T --set A=1` is queued whole or not at all). Each action gets its own mutation
-  /// id and HLC time.
-  public func recordEdits(page: EntityID, actions: [MutationAction], nowMillis: UInt64) throws -> [Mutation] {
+  /// id and HLC time. `observed`: the newest time seen from the broker; the stamps come after it (the HLC merge
+  /// of DESIGN's "Conflicts"), so a device whose wall clock lags cannot lose to edits it has already seen.
+  public func recordEdits(
+    page: EntityID, actions: [MutationAction], nowMillis: UInt64, observed: HLCTimestamp = .zero
+  ) throws -> [Mutation] {
     try connection.transaction(.immediate) {
       var clock = HybridLogicalClock(last: try clockValue())
+      if observed > clock.last { clock.observe(observed, physicalMillis: nowMillis) }
       guard var id = try metaNumber("next_mutation_id") else {
         throw LocalStoreError.missingMeta("next_mutation_id")
       }
@@ -92,17 +96,6 @@ extension LocalStore {
       try setMeta("hlc", clock.last.description)
       try setMeta("next_mutation_id", String(id))
       return mutations
-    }
-  }
-
-  /// Merges a time the broker reported (the newest HLC it has seen) into this device's clock, persisted: later
-  /// local stamps come after everything the device has seen, even when its own clock lags.
-  public func observeClock(_ remote: HLCTimestamp, nowMillis: UInt64) throws {
-    try connection.transaction(.immediate) {
-      var clock = HybridLogicalClock(last: try clockValue())
-      guard remote > clock.last else { return }
-      _ = clock.observe(remote, physicalMillis: nowMillis)
-      try setMeta("hlc", clock.last.description)
     }
   }
 

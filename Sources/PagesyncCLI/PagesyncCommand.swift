@@ -12,7 +12,7 @@ public struct PagesyncCommand: ParsableCommand {
     discussion: """
       Every command talks to pagesyncd over its Unix socket: --socket PATH, else \
       $PAGESYNC_SOCKET, else \(ConnectionOptions.defaultSocketPath). --socket and --json go after \
-      the command's words. With --json, stdout is the daemon's answer, one JSON value (nothing on \
+      the command's words (or before them). With --json, stdout is the daemon's answer, one JSON value (nothing on \
       failure). A VALUE that parses as JSON (a number, true/false, a list of strings) is sent as \
       that; anything else, the empty text included, is a string. Ids are 1 to 64 of A-Z a-z 0-9 _ -.
 
@@ -32,4 +32,31 @@ public struct PagesyncCommand: ParsableCommand {
     ])
 
   public init() {}
+}
+
+extension PagesyncCommand {
+  /// Runs the command line. `--socket PATH` and `--json` given before the command's words
+  /// (`pagesync --json status`) are moved after them, where every leaf command reads them: both orders work.
+  public static func run(arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+    main(movingLeadingGlobalOptions(arguments))
+  }
+
+  /// `arguments` with the leading `--socket PATH`, `--socket=PATH` and `--json` moved to the end.
+  static func movingLeadingGlobalOptions(_ arguments: [String]) -> [String] {
+    var rest = arguments[...]
+    var global: [String] = []
+    while let first = rest.first {
+      if first == "--json" || first.hasPrefix("--socket=") {
+        global.append(first)
+        rest = rest.dropFirst()
+      } else if first == "--socket", rest.count >= 2 {
+        global += rest.prefix(2)
+        rest = rest.dropFirst(2)
+      } else {
+        break
+      }
+    }
+    // Without a command the options stay where they were, so the usage error names them.
+    return rest.isEmpty ? arguments : Array(rest) + global
+  }
 }

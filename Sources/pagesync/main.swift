@@ -1,3 +1,3 @@
 import PagesyncCLI
 
-PagesyncCommand.main()
+PagesyncCommand.run()

@@ -16,6 +16,35 @@ import Testing
       "SELECT group_concat(id) FROM (SELECT id FROM local_block WHERE page_id = '\(page)' ORDER BY position)")
   }
 
+  @Test func severalEditsQueueTogetherStampedAfterTheBrokersClock() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    _ = try store.recordEdit(page: id("P"), action: .createPage(parent: nil, title: "P"), nowMillis: 1000)
+    // The broker has seen 5000:3; this device's wall clock says 2000: its stamps must still come after.
+    let observed = HLCTimestamp(millis: 5000, counter: 3)
+    let mutations = try store.recordEdits(
+      page: id("P"), actions: [.setTitle("T"), .setProperty(name: "A", value: .number(1))], nowMillis: 2000,
+      observed: observed)
+    #expect(mutations.map(\.id) == [2, 3])
+    #expect(mutations[0].time > observed && mutations[1].time > mutations[0].time)
+    #expect(
+      try sqlite3(file.path, "SELECT value FROM sync_meta WHERE key = 'hlc'") == mutations[1].time.description
+    )
+    #expect(
+      try sqlite3(file.path, "SELECT group_concat(type) FROM mutation_queue ORDER BY id")
+        == "create_page,set_title,set_property")
+    // One breaks a rule: none of the batch is written.
+    #expect(throws: LocalStoreError.invalidMutation(.invalidValue)) {
+      _ = try store.recordEdits(
+        page: id("P"), actions: [.setTitle("U"), .setProperty(name: "", value: .number(1))], nowMillis: 3000)
+    }
+    #expect(try sqlite3(file.path, "SELECT count(*) FROM mutation_queue") == "3")
+    #expect(try sqlite3(file.path, "SELECT title FROM local_page WHERE id = 'P'") == "T")
+    #expect(try sqlite3(file.path, "SELECT value FROM sync_meta WHERE key = 'next_mutation_id'") == "4")
+  }
+
   @Test func blockPositionsFollowAddMoveAndDelete() throws {
     let file = TemporaryStore()
     defer { file.remove() }

@@ -102,7 +102,7 @@ func runPagesync(
 ) throws -> PagesyncRun {
   let loop = try Loop()
   let daemon = try FakeDaemon(loop: loop, answer: answer)
-  let expanded = arguments.map { $0 == "$SOCKET" ? daemon.socketPath : $0 }
+  let expanded = arguments.map { $0.replacingOccurrences(of: "$SOCKET", with: daemon.socketPath) }
   let fullArguments = socketArgument ? expanded + ["--socket", daemon.socketPath] : expanded
   let environment = environment.map { entries in
     entries.map { $0.replacingOccurrences(of: "$SOCKET", with: daemon.socketPath) }

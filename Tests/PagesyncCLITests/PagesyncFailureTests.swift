@@ -103,6 +103,18 @@ import Testing
     #expect(run.output == "connected: no\n")
   }
 
+  @Test func theSocketAndJSONOptionsMayComeBeforeTheCommand() throws {
+    let run = try runPagesync(
+      ["--socket", "$SOCKET", "--json", "offline", "list"], answer: .ok("[]"), socketArgument: false)
+    #expect(run.status == 0, "\(run.errorOutput)")
+    #expect(run.output == "[]\n")
+    #expect(try run.onlyRequest().target == "/v1/offline")
+    let equals = try runPagesync(
+      ["--socket=$SOCKET", "why", "home"], answer: .ok("[]"), socketArgument: false)
+    #expect(equals.status == 0, "\(equals.errorOutput)")
+    #expect(try equals.onlyRequest().target == "/v1/why/home")
+  }
+
   @Test func withoutEitherTheDefaultSocketIsUsed() throws {
     let run = try runPagesyncAlone(["status"], environment: [])
     #expect(run.status == 69)

@@ -39,6 +39,18 @@ def call(method, path, body=None, token=ALICE):
         return error.code, json.loads(error.read() or b"null")
 
 
+def clock_header(path):
+    """The broker's HLC from an answer's Pagesync-Clock header, as (millis, counter)."""
+    request = urllib.request.Request(BASE + path, headers={"Authorization": "Bearer " + ALICE})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            value = response.headers["Pagesync-Clock"]
+    except urllib.error.HTTPError as error:
+        value = error.headers["Pagesync-Clock"]
+    millis, counter = value.split(":")
+    return int(millis), int(counter)
+
+
 class Client:
     """A device: its client id and its next mutation id."""
 
@@ -112,6 +124,16 @@ async def main():
               f"notifications carry each page's newest lastUpdatedTime ({seen})")
         await assert_quiet(ws)
         check(True, "nothing is sent for pages nobody subscribed to")
+
+        # The broker's clock (Pagesync-Clock) is after every mutation time it applied, even one from a device
+        # whose clock runs ahead: devices merge it, so their next edits order after what the broker has seen.
+        before = clock_header("/v1/pages/" + pages[0])
+        future = Client("future-device")
+        status, _ = future.push([{"id": 1, "page": "from-the-future", "time": "4102444800000:7",
+                                  "type": "create_page", "title": "later"}])
+        after = clock_header("/v1/pages/from-the-future")
+        check(status == 200 and before < (4102444800000, 7) < after,
+              f"answers carry the broker's clock, merged with applied times ({before} then {after})")
 
         # A re-sent batch is acknowledged again, applied once, and notifies nobody.
         batch = [alice.mutation(pages[0], "set_property", name="Count", value=1)]
