@@ -9,7 +9,8 @@
 # pointed at the program in the temporary root.
 #
 # The installed configurations must pass --check-config and put each store where its unit lets it write; the
-# path in ExecStart's --config must be the file the install wrote.
+# path in ExecStart's --config must be the file the install wrote; the sysusers.d file must create the units'
+# users and groups.
 #
 #   scripts/verify-units.sh BIN_DIR      (BIN_DIR: where pagesync-broker, pagesyncd and pagesync were built)
 set -euo pipefail
@@ -53,6 +54,22 @@ output=$(XDG_RUNTIME_DIR=$work/run systemd-analyze --user verify "$work/user/pag
 for unit in "${units[@]}"; do
   config=$(sed -n 's|^ExecStart=.* --config %E/\([^ ]*\).*|/etc/\1|p' "$root/usr/local/lib/systemd/system/$unit")
   [ -n "$config" ] && [ -f "$root$config" ] || fail "$unit: its --config ${config:-(none)} was not installed"
+done
+
+# The sysusers.d file creates every User= and Group= the system units name (in the temporary root's copy of
+# this machine's user database).
+for file in passwd group shadow gshadow; do
+  if [ -r "/etc/$file" ]; then cp "/etc/$file" "$root/etc/$file"; fi
+done
+output=$(systemd-sysusers --root="$root" "$root/usr/local/lib/sysusers.d/pagesync.conf" 2>&1) \
+  || fail "systemd-sysusers: $output"
+for unit in "${units[@]}"; do
+  for name in $(sed -n 's/^User=//p' "$root/usr/local/lib/systemd/system/$unit"); do
+    grep -q "^$name:" "$root/etc/passwd" || fail "$unit: User=$name is not created by pagesync.conf"
+  done
+  for name in $(sed -n 's/^Group=//p' "$root/usr/local/lib/systemd/system/$unit"); do
+    grep -q "^$name:" "$root/etc/group" || fail "$unit: Group=$name is not created by pagesync.conf"
+  done
 done
 
 # The configurations as installed: valid, and writing only where the units allow (StateDirectory, RuntimeDirectory).
