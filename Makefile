@@ -6,7 +6,27 @@ FUZZ_BUILD := .build-fuzz
 ASAN_BUILD := .build-asan
 FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames
 
-.PHONY: all deps build lint format test fuzz sanitize clean run demo
+# Installation: `make install PREFIX=/usr/local DESTDIR=` (DESTDIR: a staging root, for packages).
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+# Vendor units go in lib/systemd (searched by systemd under /usr/local too); /etc/systemd/system is the
+# administrator's, for `systemctl edit` drop-ins and overrides, and an install must not write there.
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+# The pristine sample configurations (replaced on every install; /etc/pagesync/ keeps the edited ones).
+DATADIR ?= $(PREFIX)/share/pagesync
+# The units read /etc/pagesync (ConfigurationDirectory=, %E): not under PREFIX.
+CONFDIR := /etc/pagesync
+RELEASE_BUILD := .build-release
+PROGRAMS := pagesync-broker pagesyncd pagesync
+# Where install-files takes the programs from: set by install (the release build) and verify-units (this build).
+PROGRAM_DIR ?=
+# Extra `swift build` flags for verify-units, e.g. BUILD_FLAGS="--scratch-path .build-x".
+BUILD_FLAGS ?=
+
+.PHONY: all deps build lint format test fuzz sanitize clean run demo install install-files verify-units
 
 all: build
 
@@ -34,7 +54,39 @@ demo: build
 # Every test: unit, loopback and interoperability (curl, Python websockets).
 test: deps lint
 	$(SWIFT) build --build-tests
+	$(MAKE) --no-print-directory verify-units
 	$(SWIFT) test --skip-build
+
+# The systemd units as `make install` lays them out, with this build's programs, through `systemd-analyze
+# verify`: any output at all fails (it exits 0 on warnings such as an unknown key). Also checks that the
+# installed configurations pass --check-config and put the stores where the units allow writing.
+verify-units:
+	$(SWIFT) build $(BUILD_FLAGS)
+	@scripts/verify-units.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
+
+# Release programs with the Swift runtime linked in (at run time they need libc, libstdc++, libuv, SQLite,
+# http-parser and libcrypto: `ldd`), the systemd units, the sysusers.d file, the sample configurations.
+# Existing files in /etc/pagesync are never replaced. Installing into / as root also creates the services' users.
+install: deps
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(RELEASE_BUILD)
+	@$(MAKE) --no-print-directory install-files \
+	  PROGRAM_DIR="$$($(SWIFT) build -c release --static-swift-stdlib --scratch-path $(RELEASE_BUILD) --show-bin-path)"
+
+install-files:
+	@test -n "$(PROGRAM_DIR)" || { echo "install-files: PROGRAM_DIR is not set (use make install)" >&2; exit 1; }
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+	  $(DESTDIR)$(DATADIR) $(DESTDIR)$(CONFDIR)
+	install -m 0755 $(addprefix $(PROGRAM_DIR)/,$(PROGRAMS)) $(DESTDIR)$(BINDIR)/
+	for unit in pagesync-broker.service pagesyncd.service; do \
+	  sed -e 's|/usr/local/bin/|$(BINDIR)/|' systemd/$$unit > $(DESTDIR)$(UNITDIR)/$$unit; \
+	  chmod 0644 $(DESTDIR)$(UNITDIR)/$$unit; \
+	done
+	sed -e 's|/usr/local/bin/|$(BINDIR)/|' -e 's|/usr/local/share/pagesync/|$(DATADIR)/|' \
+	  systemd/user/pagesyncd.service > $(DESTDIR)$(USERUNITDIR)/pagesyncd.service
+	chmod 0644 $(DESTDIR)$(USERUNITDIR)/pagesyncd.service
+	install -m 0644 systemd/pagesync.sysusers $(DESTDIR)$(SYSUSERSDIR)/pagesync.conf
+	install -m 0644 config/pagesync-broker.toml config/pagesyncd.toml $(DESTDIR)$(DATADIR)/
+	@scripts/install-configs.sh "$(DESTDIR)" "$(CONFDIR)" "$(SYSUSERSDIR)/pagesync.conf"
 
 # libFuzzer on the HTTP request decoder and the WebSocket frame decoder, with AddressSanitizer, each for
 # FUZZ_SECONDS, starting from the checked-in corpus. A crash leaves its input in fuzz-artifacts/.
@@ -57,4 +109,4 @@ sanitize: deps
 	  --scratch-path $(ASAN_BUILD)
 
 clean:
-	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) fuzz-artifacts var
+	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) $(RELEASE_BUILD) fuzz-artifacts var

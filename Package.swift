@@ -39,7 +39,11 @@ let package = Package(
     .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
     // Strict TOML configuration reading: typed, range-checked keys; unknown keys and bad values name the line.
     .target(name: "TOMLConfig", dependencies: [.product(name: "TOMLKit", package: "TOMLKit")]),
-    // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture.
+    // systemd's notification protocol without libsystemd: READY/STATUS/RELOADING/STOPPING, and the watchdog fed
+    // from the service's loop (a stuck loop stops feeding it).
+    .target(name: "ServiceManager", dependencies: ["EventLoop"]),
+    // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture,
+    // a datagram receiver standing in for systemd's notification socket.
     .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
 
     // The data model: ids, hybrid logical clocks, property values, mutations and their JSON, rejection codes.
@@ -58,7 +62,7 @@ let package = Package(
       name: "Broker",
       dependencies: [
         "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "TOMLConfig", "Web",
-        .product(name: "Logging", package: "swift-log"),
+        "ServiceManager", .product(name: "Logging", package: "swift-log"),
       ]),
     .executableTarget(
       name: "pagesync-broker",
@@ -74,7 +78,7 @@ let package = Package(
       name: "Daemon",
       dependencies: [
         "DaemonCore", "DaemonStore", "BrokerStore", "SyncModel", "SyncProtocol", "TOMLConfig", "Web",
-        "EventLoop",
+        "EventLoop", "ServiceManager",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .executableTarget(
@@ -90,6 +94,8 @@ let package = Package(
     .executableTarget(name: "pagesync", dependencies: ["PagesyncCLI"]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
+    .testTarget(
+      name: "ServiceManagerTests", dependencies: ["ServiceManager", "EventLoop", "EventLoopTestKit"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
     .testTarget(
       name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),

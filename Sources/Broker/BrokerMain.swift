@@ -1,5 +1,6 @@
 import EventLoop
 import Logging
+import ServiceManager
 import TOMLConfig
 
 #if canImport(Glibc)
@@ -7,7 +8,8 @@ import TOMLConfig
 #endif
 
 /// What `pagesync-broker` does once its arguments are parsed: load and validate the configuration, then run
-/// until SIGTERM or SIGINT, and drain.
+/// until SIGTERM or SIGINT, and drain. Under systemd (`Type=notify`) it tells the service manager when it is
+/// ready, how it is doing, that its loop still turns (the watchdog) and when it stops (docs/operations.md).
 public enum BrokerMain {
   /// The configuration in `path`, or the embedded defaults when nil. Errors name the file, line and key.
   public static func loadConfiguration(path: String?) throws -> BrokerConfiguration {
@@ -30,21 +32,45 @@ public enum BrokerMain {
     }
     let loop = try Loop()
     let broker = try BrokerServer(loop: loop, configuration: configuration, logger: logger)
-    try broker.start()
+    let address = try broker.start()
+    // Listening, and the store opened and migrated (BrokerServer.init): only now may systemd start what needs us.
+    let notifier = ServiceNotifier()
+    for problem in notifier.environment.problems {
+      logger.warning("systemd environment ignored", metadata: ["reason": "\(problem)"])
+    }
+    notifier.ready(status: status(of: broker, listeningOn: address))
+    if let error = notifier.lastError {
+      logger.warning("could not notify systemd", metadata: ["error": "\(error)"])
+    }
+    notifier.startUpdates(loop: loop) { status(of: broker, listeningOn: address) }
     var watchers: [SignalWatcher] = []
     for signum in [SIGTERM, SIGINT] {
       watchers.append(
         try SignalWatcher(loop: loop, signal: signum) { received in
           logger.info("signal received, draining", metadata: ["signal": "\(received)"])
+          notifier.stopping(status: "draining \(broker.connectionCount) connections")
           for watcher in watchers { watcher.close() }
           broker.shutdown {
             logger.info("stopped")
           }
         })
     }
+    // The units' ExecReload sends SIGHUP, whose default action would end the process (and systemd does not
+    // restart a service that SIGHUP ended). Until reloading exists, say so and go on.
+    watchers.append(
+      try SignalWatcher(loop: loop, signal: SIGHUP) { _ in
+        logger.warning("SIGHUP: reloading the configuration is not supported yet; restart to apply changes")
+      })
     loop.run()
     loop.closeAllHandles()
     loop.run()
+    notifier.close()
     try? loop.close()
+  }
+
+  /// The `STATUS=` line `systemctl status` shows: where the broker listens and its live figures.
+  static func status(of broker: BrokerServer, listeningOn address: SocketAddress) -> String {
+    "listening on \(address): \(broker.connectionCount) connections, \(broker.streamCount) device streams, "
+      + "\(broker.subscriptionCount) subscriptions, \(broker.batchesApplied) batches applied"
   }
 }

@@ -170,6 +170,8 @@ public final class BrokerServer {
   public var subscriptionCount: Int { channels.totalSubscriptions }
   /// Open device streams.
   public var streamCount: Int { sessions.count }
+  /// Open connections, HTTP and WebSocket (what `[limits] connections` bounds).
+  public var connectionCount: Int { http.connectionCount }
 
   // MARK: Maintenance
 

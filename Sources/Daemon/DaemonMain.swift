@@ -1,5 +1,6 @@
 import EventLoop
 import Logging
+import ServiceManager
 import TOMLConfig
 
 #if canImport(Glibc)
@@ -7,7 +8,8 @@ import TOMLConfig
 #endif
 
 /// What `pagesyncd` does once its arguments are parsed: load and validate the configuration, open the store,
-/// serve the local API and sync until SIGTERM or SIGINT.
+/// serve the local API and sync until SIGTERM or SIGINT. Under systemd (`Type=notify`) it tells the service
+/// manager when it is ready, how it is doing, that its loop still turns and when it stops (docs/operations.md).
 public enum DaemonMain {
   /// The configuration in `path`, or the embedded defaults when nil. Errors name the file, line and key.
   public static func loadConfiguration(path: String?) throws -> DaemonConfiguration {
@@ -36,20 +38,51 @@ public enum DaemonMain {
         "offlinePages": "\(driver.forest.offlinePageCount)",
       ])
     driver.start()
+    // The store is open and migrated and the local API listens: apps may use it from now on.
+    let notifier = ServiceNotifier()
+    for problem in notifier.environment.problems {
+      logger.warning("systemd environment ignored", metadata: ["reason": "\(problem)"])
+    }
+    notifier.ready(status: status(of: driver))
+    if let error = notifier.lastError {
+      logger.warning("could not notify systemd", metadata: ["error": "\(error)"])
+    }
+    notifier.startUpdates(loop: loop) { status(of: driver) }
     var watchers: [SignalWatcher] = []
     for signum in [SIGTERM, SIGINT] {
       watchers.append(
         try SignalWatcher(loop: loop, signal: signum) { received in
           logger.info("signal received, stopping", metadata: ["signal": "\(received)"])
+          // First: status updates read the store, which driver.stop() closes.
+          notifier.stopping()
           for watcher in watchers { watcher.close() }
           api.close()
           driver.stop()
         })
     }
+    // The units' ExecReload sends SIGHUP, whose default action would end the process (and systemd does not
+    // restart a service that SIGHUP ended). Until reloading exists, say so and go on.
+    watchers.append(
+      try SignalWatcher(loop: loop, signal: SIGHUP) { _ in
+        logger.warning("SIGHUP: reloading the configuration is not supported yet; restart to apply changes")
+      })
     loop.run()
     loop.closeAllHandles()
     loop.run()
+    notifier.close()
     try? loop.close()
     logger.info("stopped")
+  }
+
+  /// The `STATUS=` line `systemctl status` shows: the link to the broker and what waits in the store.
+  static func status(of driver: SyncDriver) -> String {
+    let link = "\(driver.isConnected ? "connected to" : "not connected to") \(driver.configuration.brokerURL)"
+    do {
+      let counts = try driver.store.status()
+      return "\(link): \(driver.forest.offlinePageCount) offline pages, \(counts.pendingMutations) pending "
+        + "mutations, \(counts.failedMutations) rejected"
+    } catch {
+      return "\(link): store unreadable: \(error)"
+    }
   }
 }
