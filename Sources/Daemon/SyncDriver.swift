@@ -401,12 +401,17 @@ final class SyncDriver {
       switch result {
       case .success(let outcome):
         var more = false
+        var settled: [EntityID] = []
         do {
-          try store.acknowledge(outcome, nowMillis: WallClock.millis())
+          settled = try store.acknowledge(outcome, nowMillis: WallClock.millis())
           more = try store.status().pendingMutations > 0
         } catch {
           logger.error("cannot record the broker's answer", metadata: ["error": "\(error)"])
         }
+        // Edited pages with nothing left to push: their copy is ours, not the broker's. Download them whole
+        // (an edit that lost or was rejected changed nothing there, so no notification would come); local
+        // copies of pages not offline were kept only for their mutations.
+        record { _ = try store.dropLocalCopies(settled.filter { !forest.isOffline($0) }) }
         let rejected = outcome.results.filter { $0.status == .rejected }
         if !rejected.isEmpty {
           logger.warning(
@@ -414,6 +419,9 @@ final class SyncDriver {
             metadata: ["count": "\(rejected.count)"])
         }
         guard current == generation else { return }
+        for page in settled where forest.isOffline(page) {
+          handle(.poked(page: page, lastUpdatedTime: max(outcome.pages[page] ?? 1, 1)))
+        }
         handle(.pushAnswered(moreQueued: more))
       case .failure(let error):
         lastError = "push failed: \(error)"

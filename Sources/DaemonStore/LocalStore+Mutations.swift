@@ -124,7 +124,14 @@ extension LocalStore {
   /// queue; rejected ones stay, with status `rejected` and the reason (never dropped: they are the user's work,
   /// kept for recovery). Pages with no pending mutation left become `synced`. `lastSuccessfulSync` and
   /// `lastMutationAt` become `nowMillis`, `epoch` the broker's.
-  public func acknowledge(_ outcome: BatchOutcome, nowMillis: UInt64) throws {
+  ///
+  /// Returns the pages whose local copy must be downloaded whole again: every page this device edited locally
+  /// that has no pending mutation left. Its copy is the broker's state plus local edits, and an edit that lost
+  /// (last writer wins) or was rejected changed nothing on the broker, so no notification would ever correct it.
+  /// Their `last_downloaded_timestamp` is reset to 0 in the same transaction, so the next catch-up fetches them
+  /// whole even if the daemon stops before it fetches them; they stay `complete` (showable) meanwhile.
+  @discardableResult
+  public func acknowledge(_ outcome: BatchOutcome, nowMillis: UInt64) throws -> [EntityID] {
     try connection.transaction(.immediate) {
       for result in outcome.results {
         let id = SQLiteValue.integer(Int64(result.mutationId))
@@ -140,14 +147,23 @@ extension LocalStore {
             """, [.integer(Int64(reason.code)), .text(reason.name), .text(reason.description), id])
         }
       }
-      try connection.execute(
+      let settled = try connection.query(
         """
-        UPDATE local_page SET sync_status = 'synced' WHERE sync_status = 'pending'
+        SELECT id FROM local_page WHERE sync_status = 'pending'
         AND NOT EXISTS (SELECT 1 FROM mutation_queue WHERE page_id = local_page.id AND status = 'pending')
-        """, [])
+        ORDER BY id
+        """
+      ).map { try entityID($0[0], table: "local_page", column: "id") }
+      for page in settled {
+        try connection.execute(
+          "UPDATE local_page SET sync_status = 'synced' WHERE id = ?", [.text(page.rawValue)])
+        try connection.execute(
+          "UPDATE offline_page SET last_downloaded_timestamp = 0 WHERE page_id = ?", [.text(page.rawValue)])
+      }
       try setMeta("lastSuccessfulSync", String(nowMillis))
       if !outcome.results.isEmpty { try setMeta("lastMutationAt", String(nowMillis)) }
       try setMeta("epoch", outcome.epoch)
+      return settled
     }
   }
 

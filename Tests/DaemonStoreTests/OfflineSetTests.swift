@@ -47,6 +47,29 @@ import Testing
     #expect(try sqlite3(file.path, "SELECT group_concat(id) FROM local_page") == "A")
   }
 
+  @Test func acknowledgedPagesAreDownloadedWholeAgainBecauseALosingEditChangesNothingOnTheBroker() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    try toggleOffline(store, ["P", "Q", "R"])
+    for page in ["P", "Q", "R"] { try store.applyDelta(try wholePage(page, time: 5, blocks: [])) }
+    let lost = try store.recordEdit(page: id("P"), action: .setTitle("older, lost"), nowMillis: 1)
+    let unsent = try store.recordEdit(page: id("R"), action: .setTitle("still queued"), nowMillis: 2)
+    // The broker applied P's edit but a newer title won: P's sequence did not move, no notification will come.
+    let settled = try store.acknowledge(try appliedOutcome([lost]), nowMillis: 3)
+    #expect(settled == [id("P")])
+    #expect(
+      try sqlite3(
+        file.path,
+        "SELECT group_concat(page_id || ':' || last_downloaded_timestamp || ':' || complete) FROM "
+          + "(SELECT * FROM offline_page ORDER BY page_id)") == "P:0:1,Q:5:1,R:5:1")
+    // The next catch-up asks for P from 0, so the broker answers it whole, and P stays showable meanwhile.
+    #expect(try store.catchUpMap()[id("P")] == 0)
+    #expect(try store.localPage(id("P"))?.syncStatus == .synced)
+    #expect(try store.acknowledge(try appliedOutcome([unsent]), nowMillis: 4) == [id("R")])
+  }
+
   @Test func purgeDropsGonePagesButKeepsTheirReasons() throws {
     let file = TemporaryStore()
     defer { file.remove() }

@@ -32,23 +32,9 @@ import Testing
 
   @Test func editsMadeWhileTheBrokerIsDownReachTheOtherDevice() throws { try runScenario("offline_edits") }
 
-  @Test(
-    .disabled(
-      """
-      pagesyncd bug: after B's older set_title is acknowledged (applied, but it lost to A's newer title), B keeps \
-      its own title in local_page, marked synced at the broker's lastUpdatedTime, so nothing ever refetches it: \
-      B shows "from B, older" while the broker and A have "from A, newer"
-      """))
-  func aNewerEditWinsOverALaterArrivingOlderOne() throws { try runScenario("lww") }
+  @Test func aNewerEditWinsOverALaterArrivingOlderOne() throws { try runScenario("lww") }
 
-  @Test(
-    .disabled(
-      """
-      pagesyncd bug (the same as the lww scenario's): edits the broker rejected (page_deleted) stay in B's \
-      local_page and local_block, marked synced: B shows its own title and block text for a page whose broker \
-      copy never had them
-      """))
-  func rejectedEditsLeaveTheLocalCopyAsTheBrokerHasIt() throws { try runScenario("rejected") }
+  @Test func rejectedEditsLeaveTheLocalCopyAsTheBrokerHasIt() throws { try runScenario("rejected") }
 
   @Test func queuedEditsSurviveKill9AndArriveExactlyOnce() throws { try runScenario("kill9") }
 
