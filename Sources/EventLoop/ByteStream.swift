@@ -30,6 +30,9 @@ public final class ByteStream: LoopHandle {
   public var onError: ((LoopError) -> Void)?
   /// Every queued byte has been handed to the kernel.
   public var onDrain: (() -> Void)?
+  /// The stream is being closed, by its owner or by someone else (`Loop.closeAllHandles` at shutdown). Runs
+  /// once, before the other callbacks are released; an owner that closes the stream itself clears it first.
+  public var onClose: (() -> Void)?
 
   /// Bytes queued or in flight that the kernel has not accepted yet.
   public private(set) var queuedBytes = 0
@@ -338,6 +341,9 @@ public final class ByteStream: LoopHandle {
   // MARK: Closing
 
   override func willClose() {
+    let closing = onClose
+    onClose = nil
+    closing?()
     pending = []
     pendingHead = 0
     queuedBytes = 0

@@ -51,6 +51,9 @@ final class HTTPServerConnection {
     stream.onEnd = { [unowned self] in self.peerEnded() }
     stream.onError = { [unowned self] _ in self.closeNow() }
     stream.onDrain = { [unowned self] in self.drained() }
+    // Closed behind our back (the loop closing every handle at shutdown): forget the server, or the two keep
+    // each other alive.
+    stream.onClose = { [unowned self] in if !self.closed { self.detach() } }
     stream.startReading()
     updateTimer()
   }
@@ -323,6 +326,7 @@ final class HTTPServerConnection {
     stream.onEnd = nil
     stream.onError = nil
     stream.onDrain = nil
+    stream.onClose = nil
     inFlight = []
     inFlightHead = 0
     server.connectionDidClose(self)

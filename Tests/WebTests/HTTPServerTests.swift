@@ -351,6 +351,33 @@ import Web
     try loop.close()
   }
 
+  @Test func aServerLeftOpenWhenTheLoopClosesEveryHandleIsReleased() throws {
+    // A program shutting down closes every handle of its loop, servers it never closed included. A connection
+    // holding an unanswered request (its responder kept by a handler the server owns) must then let go of its
+    // server, or the two keep each other alive.
+    weak var released: HTTPServer?
+    var requests = 0
+    do {
+      let loop = try Loop()
+      let router = HTTPRouter()
+      let server = HTTPServer(loop: loop, router: router)
+      released = server
+      let held = HeldResponders()
+      router.add(.GET, "/hold") { _, responder in
+        held.responders.append(responder)
+        requests += 1
+        loop.closeAllHandles()
+      }
+      let address = try server.listen(on: .inet(host: "127.0.0.1", port: 0))
+      rawExchange(loop, address, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n") { _ in }
+      try loop.runUntilDone()
+      #expect(requests == 1)
+      #expect(server.connectionCount == 0)
+      try loop.close()
+    }
+    #expect(released == nil)
+  }
+
   @Test func servesOverAUnixSocket() throws {
     let loop = try Loop()
     let path = "/tmp/pagesync-http-\(getpid()).sock"
@@ -382,4 +409,9 @@ import Web
   func refusesWhatItCannotServe(_ text: String) {
     #expect(throws: HTTPURL.ParseError.self) { try HTTPURL(parsing: text) }
   }
+}
+
+/// Responders a handler keeps unanswered, reachable only through the server's router.
+private final class HeldResponders {
+  var responders: [HTTPResponder] = []
 }
