@@ -63,8 +63,15 @@ public final class HTTPServer {
   /// Open connections, HTTP only (upgraded WebSockets belong to their route).
   public var connectionCount: Int { connectionObjects.count }
 
+  /// Connections upgraded to WebSocket and still open. They count against `maxConnections` with the HTTP ones:
+  /// each holds a file descriptor all the same.
+  public private(set) var upgradedCount = 0
+
+  /// Every open connection this server accepted: HTTP and upgraded.
+  public var openConnectionCount: Int { connectionObjects.count + upgradedCount }
+
   private func accept(_ stream: ByteStream) {
-    if closing || connectionObjects.count >= configuration.maxConnections {
+    if closing || openConnectionCount >= configuration.maxConnections {
       onEvent?(.connectionRefused(reason: closing ? "server closing" : "connection limit reached"))
       let response = HTTPResponseError(.serviceUnavailable, "connection limit reached").response
       var bytes = ByteBuffer()
@@ -104,6 +111,12 @@ public final class HTTPServer {
   }
 
   var isClosing: Bool { closing }
+
+  /// A connection handed its stream to a WebSocket: count it until the stream closes.
+  func connectionUpgraded(_ stream: ByteStream) {
+    upgradedCount += 1
+    stream.onClose = { [weak self] in self?.upgradedCount -= 1 }
+  }
 }
 
 /// Something a server operator may want logged or counted.

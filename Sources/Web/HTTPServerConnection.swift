@@ -296,6 +296,7 @@ final class HTTPServerConnection {
   private func handOverToWebSocket() {
     guard let (request, route) = upgrade else { return }
     detach()
+    server.connectionUpgraded(stream)
     let socket = WebSocket(
       stream: stream, role: .server, configuration: route.configuration, request: request,
       leftover: upgradeLeftover)

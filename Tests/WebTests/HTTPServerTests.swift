@@ -329,6 +329,44 @@ import Web
     try loop.close()
   }
 
+  @Test func upgradedWebSocketsCountAgainstTheConnectionLimitUntilTheyClose() throws {
+    let loop = try Loop()
+    var configuration = HTTPServerConfiguration()
+    configuration.maxConnections = 1
+    let test = try TestServer(loop: loop, configuration: configuration)
+    var serverSockets: [WebSocket] = []
+    test.router.webSocket("/ws", WebSocketRoute(onOpen: { serverSockets.append($0) }))
+    var whileOpen = ""
+    var afterClose = ""
+    var countsWhileOpen: (http: Int, upgraded: Int)?
+    WebSocketClient.connect(loop: loop, to: test.address, target: "/ws") { result in
+      guard case .success(let socket) = result else {
+        Issue.record("upgrade failed: \(result)")
+        test.server.close()
+        return
+      }
+      // The upgraded connection holds the only slot: one more connection is refused.
+      rawExchange(loop, test.address, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n") {
+        whileOpen = $0
+        countsWhileOpen = (test.server.connectionCount, test.server.upgradedCount)
+        socket.onClose = { _ in
+          serverSockets = []
+          rawExchange(loop, test.address, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n") {
+            afterClose = $0
+            test.server.close()
+          }
+        }
+        socket.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(whileOpen) == [503])
+    #expect(countsWhileOpen?.http == 0 && countsWhileOpen?.upgraded == 1)
+    #expect(statusCodes(afterClose) == [200], "the slot is free again once the WebSocket closed")
+    #expect(test.server.upgradedCount == 0)
+    try loop.close()
+  }
+
   @Test func serverCloseFinishesInFlightResponsesThenCloses() throws {
     let loop = try Loop()
     let test = try TestServer(loop: loop)
