@@ -147,6 +147,40 @@ extension BrokerConfiguration {
   }
 }
 
+extension BrokerConfiguration {
+  /// What reloading from `self` to `new` does with each changed key (docs/operations.md, "Reloading").
+  public func reloadPlan(to new: BrokerConfiguration) -> ReloadPlan {
+    var plan = ReloadPlan()
+    plan.restart("server.listen", listen, new.listen)
+    plan.restart("store.path", storePath, new.storePath)
+    plan.restart("store.synchronous", synchronous, new.synchronous)
+    plan.live("store.log_retention", logRetention, new.logRetention)
+    plan.live("auth.tokens", tokens, new.tokens)
+    plan.live("limits.connections", limits.connections, new.limits.connections)
+    plan.live(
+      "limits.subscriptions_per_connection", limits.subscriptionsPerConnection,
+      new.limits.subscriptionsPerConnection)
+    plan.live("limits.frame_bytes", limits.frameBytes, new.limits.frameBytes)
+    plan.live("limits.body_bytes", limits.bodyBytes, new.limits.bodyBytes)
+    plan.live("limits.batch_mutations", limits.batchMutations, new.limits.batchMutations)
+    plan.live(
+      "limits.pending_bytes_per_connection", limits.pendingBytesPerConnection,
+      new.limits.pendingBytesPerConnection)
+    plan.live("log.level", logLevel, new.logLevel)
+    plan.live("stream.ping_interval", pingIntervalSeconds, new.pingIntervalSeconds)
+    return plan
+  }
+
+  /// `new` with the keys that need a restart kept at their values in `self`: what a reload runs with.
+  public func reloaded(from new: BrokerConfiguration) -> BrokerConfiguration {
+    var next = new
+    next.listen = listen
+    next.storePath = storePath
+    next.synchronous = synchronous
+    return next
+  }
+}
+
 extension SocketAddress {
   /// Whether only this machine can reach the address (127.0.0.0/8, ::1, localhost, a Unix socket).
   var isLoopback: Bool {

@@ -17,8 +17,9 @@ public enum BrokerMain {
     return try BrokerConfiguration.parse(ConfigReader(contentsOf: path))
   }
 
-  /// Runs the broker on the calling thread until SIGTERM or SIGINT; returns once drained.
-  public static func run(_ configuration: BrokerConfiguration) throws {
+  /// Runs the broker on the calling thread until SIGTERM or SIGINT; returns once drained. SIGHUP reloads
+  /// `configPath` (docs/operations.md, "Reloading").
+  public static func run(_ configuration: BrokerConfiguration, configPath: String? = nil) throws {
     // A peer that closes while we write must not kill the process.
     signal(SIGPIPE, SIG_IGN)
     // Logs go to stderr (the journal under systemd); stdout stays free for tools.
@@ -55,17 +56,45 @@ public enum BrokerMain {
           }
         })
     }
-    // The units' ExecReload sends SIGHUP, whose default action would end the process (and systemd does not
-    // restart a service that SIGHUP ended). Until reloading exists, say so and go on.
+    // The units' ExecReload sends SIGHUP: RELOADING=1, the new file validated whole, then applied or refused.
     watchers.append(
       try SignalWatcher(loop: loop, signal: SIGHUP) { _ in
-        logger.warning("SIGHUP: reloading the configuration is not supported yet; restart to apply changes")
+        notifier.reloading(status: "reloading the configuration")
+        let outcome = reload(broker, from: configPath)
+        notifier.ready(status: "\(outcome); " + status(of: broker, listeningOn: address))
       })
     loop.run()
     loop.closeAllHandles()
     loop.run()
     notifier.close()
     try? loop.close()
+  }
+
+  /// Reads and validates `path` and hands it to the broker; on any error the running configuration stays. Returns
+  /// what happened, in a few words, for the service manager's status.
+  static func reload(_ broker: BrokerServer, from path: String?) -> String {
+    guard let path else {
+      broker.logger.warning("SIGHUP: no configuration file was given (--config); nothing to reload")
+      return "reload: no configuration file"
+    }
+    let next: BrokerConfiguration
+    do {
+      next = try loadConfiguration(path: path)
+    } catch {
+      broker.logger.error(
+        "reload refused: the running configuration stays", metadata: ["file": "\(path)", "error": "\(error)"])
+      return "reload failed, running configuration kept"
+    }
+    let plan = broker.reload(next)
+    broker.logger.info(
+      "configuration reloaded",
+      metadata: ["file": "\(path)", "applied": "\(plan.applied.joined(separator: ","))"])
+    if !plan.needsRestart.isEmpty {
+      broker.logger.warning(
+        "configuration keys changed that need a restart; their running values stay",
+        metadata: ["keys": "\(plan.needsRestart.joined(separator: ","))"])
+    }
+    return "reloaded: \(plan.summary)"
   }
 
   /// The `STATUS=` line `systemctl status` shows: where the broker listens and its live figures.

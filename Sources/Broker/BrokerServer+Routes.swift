@@ -35,6 +35,12 @@ extension BrokerServer {
         self.pushBatch(request, grant, responder, mustPullAfter: since)
       }
     }
+    addStreamRoute(router)
+  }
+
+  /// The device stream's route, with the limits of the current configuration (registered again on reload, so
+  /// streams opened after it get the new limits).
+  func addStreamRoute(_ router: HTTPRouter) {
     var stream = WebSocketConfiguration()
     stream.maxFramePayload = configuration.limits.frameBytes
     stream.maxMessageSize = configuration.limits.frameBytes

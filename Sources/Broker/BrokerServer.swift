@@ -26,7 +26,7 @@ final class StoreBox: @unchecked Sendable {
 /// Threading: everything here runs on `loop`'s thread except the store, which only the writer thread uses.
 public final class BrokerServer {
   public let loop: Loop
-  public private(set) var configuration: BrokerConfiguration
+  public internal(set) var configuration: BrokerConfiguration
   public var logger: Logger
   let writer: SQLiteWriter
   let storeBox: StoreBox
@@ -171,7 +171,7 @@ public final class BrokerServer {
   /// Open device streams.
   public var streamCount: Int { sessions.count }
   /// Open connections, HTTP and WebSocket (what `[limits] connections` bounds).
-  public var connectionCount: Int { http.connectionCount }
+  public var connectionCount: Int { http.openConnectionCount }
 
   // MARK: Maintenance
 

@@ -14,7 +14,8 @@ import Web
 final class StreamSession {
   let id: SubscriberID
   let socket: WebSocket
-  let grant: Grant
+  /// Replaced when a reload changes what the device's token may see (`BrokerServer.reload`).
+  var grant: Grant
   unowned let broker: BrokerServer
   var queue = CoalescingQueue()
   private var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
@@ -124,6 +125,47 @@ final class StreamSession {
     let answer = BrokerProtocol.Unsubscribed(
       removed: removed, total: broker.channels.subscriptionCount(of: id))
     socket.send(text: broker.jsonText(answer))
+  }
+
+  /// After the grant was narrowed: drops the subscriptions to pages the grant may no longer see and tells the
+  /// device which (`revoked`). Notifications stop at once (`publish` checks the grant); this removes the entries.
+  /// If the store cannot say which pages those are, the stream is closed so that the device subscribes again
+  /// under its new grant.
+  func withdrawInaccessible() {
+    let candidates = broker.channels.subscriptions(of: id).compactMap {
+      try? EntityID(validating: broker.channels.pageID(for: $0))
+    }
+    guard !candidates.isEmpty else { return }
+    let box = broker.storeBox
+    let workspaces = grant.workspaces
+    broker.writer.read(
+      on: broker.loop,
+      { _ -> [EntityID] in try box.store.pagesOutside(workspaces: workspaces, among: candidates) },
+      completion: { [weak self] result in
+        guard let self, self.socket.isOpen else { return }
+        guard case .success(let outside) = result else {
+          self.socket.close(code: .policyViolation, reason: "access changed; subscribe again")
+          return
+        }
+        var keys: [PageKey] = []
+        var pages: [String] = []
+        for page in outside {
+          guard let key = self.broker.channels.existingKey(for: page.rawValue),
+            self.broker.channels.isSubscribed(self.id, to: key)
+          else { continue }
+          _ = self.queue.remove(key)
+          keys.append(key)
+          pages.append(page.rawValue)
+        }
+        guard !keys.isEmpty else { return }
+        _ = self.broker.channels.unsubscribe(self.id, from: keys)
+        let answer = BrokerProtocol.Revoked(
+          revokedPages: pages, total: self.broker.channels.subscriptionCount(of: self.id))
+        self.socket.send(text: self.broker.jsonText(answer))
+        self.broker.logger.notice(
+          "subscriptions revoked",
+          metadata: ["broker.connection.id": "\(self.id.rawValue)", "pages": "\(pages.count)"])
+      })
   }
 
   /// Writes pending notifications while the socket has room, `pagesPerFrame` pages a frame.

@@ -42,8 +42,8 @@ final class BrokerLink {
   let loop: Loop
   let url: HTTPURL
   /// `Authorization: Bearer …`, or nothing when the broker has no tokens.
-  private let authorization: HTTPHeaders
-  private let configuration: HTTPClientConfiguration
+  private var authorization: HTTPHeaders
+  private var configuration: HTTPClientConfiguration
   private let json = JSONBodies()
   private var connection: HTTPClientConnection?
   /// Called with the broker's clock (`Pagesync-Clock`) from every answer that carries one.
@@ -54,12 +54,19 @@ final class BrokerLink {
   init(loop: Loop, url: HTTPURL, token: String, timeoutMillis: UInt64) {
     self.loop = loop
     self.url = url
+    authorization = HTTPHeaders()
+    configuration = HTTPClientConfiguration()
+    update(token: token, timeoutMillis: timeoutMillis)
+  }
+
+  /// New credentials and answer timeout (a configuration reload): requests sent from now on carry the token;
+  /// the timeout applies to connections opened from now on. The open stream keeps the grant it was opened with
+  /// until it is reopened.
+  func update(token: String, timeoutMillis: UInt64) {
     var headers = HTTPHeaders()
     if !token.isEmpty { headers.add(name: "Authorization", value: "Bearer \(token)") }
     authorization = headers
-    var configuration = HTTPClientConfiguration()
     configuration.responseTimeout = timeoutMillis
-    self.configuration = configuration
   }
 
   /// The request target for `path` (`/v1/...`) under the URL's base path.

@@ -133,3 +133,37 @@ extension DaemonConfiguration {
     ReconnectBackoff(base: backoffBase, cap: backoffCap, resetAfter: backoffReset)
   }
 }
+
+extension DaemonConfiguration {
+  /// What reloading from `self` to `new` does with each changed key (docs/operations.md, "Reloading").
+  public func reloadPlan(to new: DaemonConfiguration) -> ReloadPlan {
+    var plan = ReloadPlan()
+    plan.restart("broker.url", brokerURL, new.brokerURL)
+    plan.live("broker.token", token, new.token)
+    plan.live("broker.workspace", workspace, new.workspace)
+    plan.restart("store.path", storePath, new.storePath)
+    plan.restart("api.socket", socketPath, new.socketPath)
+    plan.restart("api.socket_mode", socketMode, new.socketMode)
+    plan.live("offline.database_row_limit", databaseRowLimit, new.databaseRowLimit)
+    plan.live("offline.recent_limit", recentLimit, new.recentLimit)
+    plan.live("sync.backoff_base_ms", backoffBase, new.backoffBase)
+    plan.live("sync.backoff_cap_ms", backoffCap, new.backoffCap)
+    plan.live("sync.backoff_reset_ms", backoffReset, new.backoffReset)
+    plan.live("sync.heartbeat_interval", heartbeatSeconds, new.heartbeatSeconds)
+    plan.live("sync.fetch_batch", fetchBatch, new.fetchBatch)
+    plan.live("sync.push_batch", pushBatch, new.pushBatch)
+    plan.live("sync.request_timeout", requestTimeoutSeconds, new.requestTimeoutSeconds)
+    plan.live("log.level", logLevel, new.logLevel)
+    return plan
+  }
+
+  /// `new` with the keys that need a restart kept at their values in `self`: what a reload runs with.
+  public func reloaded(from new: DaemonConfiguration) -> DaemonConfiguration {
+    var next = new
+    next.brokerURL = brokerURL
+    next.storePath = storePath
+    next.socketPath = socketPath
+    next.socketMode = socketMode
+    return next
+  }
+}

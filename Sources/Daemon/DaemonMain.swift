@@ -17,8 +17,9 @@ public enum DaemonMain {
     return try DaemonConfiguration.parse(ConfigReader(contentsOf: path))
   }
 
-  /// Runs the daemon on the calling thread until SIGTERM or SIGINT.
-  public static func run(_ configuration: DaemonConfiguration) throws {
+  /// Runs the daemon on the calling thread until SIGTERM or SIGINT. SIGHUP reloads `configPath`
+  /// (docs/operations.md, "Reloading").
+  public static func run(_ configuration: DaemonConfiguration, configPath: String? = nil) throws {
     // A peer that closes while we write must not kill the process.
     signal(SIGPIPE, SIG_IGN)
     // Logs go to stderr (the journal under systemd); stdout stays free for tools.
@@ -57,14 +58,16 @@ public enum DaemonMain {
           notifier.stopping()
           for watcher in watchers { watcher.close() }
           api.close()
+          // A push in flight is answered (or given up after 5 s) before the store closes.
           driver.stop()
         })
     }
-    // The units' ExecReload sends SIGHUP, whose default action would end the process (and systemd does not
-    // restart a service that SIGHUP ended). Until reloading exists, say so and go on.
+    // The units' ExecReload sends SIGHUP: RELOADING=1, the new file validated whole, then applied or refused.
     watchers.append(
       try SignalWatcher(loop: loop, signal: SIGHUP) { _ in
-        logger.warning("SIGHUP: reloading the configuration is not supported yet; restart to apply changes")
+        notifier.reloading(status: "reloading the configuration")
+        let outcome = reload(driver, from: configPath)
+        notifier.ready(status: "\(outcome); " + status(of: driver))
       })
     loop.run()
     loop.closeAllHandles()
@@ -72,6 +75,33 @@ public enum DaemonMain {
     notifier.close()
     try? loop.close()
     logger.info("stopped")
+  }
+
+  /// Reads and validates `path` and hands it to the driver; on any error the running configuration stays.
+  /// Returns what happened, in a few words, for the service manager's status.
+  static func reload(_ driver: SyncDriver, from path: String?) -> String {
+    guard let path else {
+      driver.logger.warning("SIGHUP: no configuration file was given (--config); nothing to reload")
+      return "reload: no configuration file"
+    }
+    let next: DaemonConfiguration
+    do {
+      next = try loadConfiguration(path: path)
+    } catch {
+      driver.logger.error(
+        "reload refused: the running configuration stays", metadata: ["file": "\(path)", "error": "\(error)"])
+      return "reload failed, running configuration kept"
+    }
+    let plan = driver.reload(next)
+    driver.logger.info(
+      "configuration reloaded",
+      metadata: ["file": "\(path)", "applied": "\(plan.applied.joined(separator: ","))"])
+    if !plan.needsRestart.isEmpty {
+      driver.logger.warning(
+        "configuration keys changed that need a restart; their running values stay",
+        metadata: ["keys": "\(plan.needsRestart.joined(separator: ","))"])
+    }
+    return "reloaded: \(plan.summary)"
   }
 
   /// The `STATUS=` line `systemctl status` shows: the link to the broker and what waits in the store.

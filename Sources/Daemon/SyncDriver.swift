@@ -6,6 +6,7 @@ import FoundationEssentials
 import Logging
 import SyncModel
 import SyncProtocol
+import TOMLConfig
 import Web
 
 /// Runs the `SyncStateMachine` against the real world: performs its actions on the broker link, the local store
@@ -19,8 +20,8 @@ import Web
 ///   the machine always sees one event at a time.
 final class SyncDriver {
   let loop: Loop
-  let configuration: DaemonConfiguration
-  let logger: Logger
+  private(set) var configuration: DaemonConfiguration
+  private(set) var logger: Logger
   let store: LocalStore
   private(set) var forest: OfflineForest
   private(set) var machine: SyncStateMachine<SystemRandomNumberGenerator>
@@ -45,6 +46,10 @@ final class SyncDriver {
   private(set) var observedClock = HLCTimestamp.zero
   /// Called after every event is handled (the local API checks its waiting `sync` requests).
   var onProgress: (() -> Void)?
+  /// Whether a batch was sent and its answer not yet handled.
+  private var pushInFlight = false
+  /// Set by `stop` while it waits for the push in flight.
+  private var onPushSettled: (() -> Void)?
 
   /// Ids per `subscribe` frame: 5,000 ids of up to 64 bytes stay under the broker's default 4 MiB frame limit.
   static let idsPerFrame = 5_000
@@ -78,15 +83,102 @@ final class SyncDriver {
     link.onClock = { [unowned self] time in observedClock = max(observedClock, time) }
   }
 
-  /// Starts syncing.
-  func start() { handle(.start(now: loop.now)) }
+  /// Starts syncing. Mutations left in the queue by the last run (stopped, crashed or killed before they were
+  /// answered) are pushed once connected, as if just edited.
+  func start() {
+    handle(.start(now: loop.now))
+    let pending = (try? store.status().pendingMutations) ?? 0
+    if pending > 0 {
+      logger.info("mutations queued by the last run will be pushed", metadata: ["mutations": "\(pending)"])
+      handle(.mutationsQueued)
+    }
+  }
 
   /// Stops syncing: closes the stream and the timer, then the store.
-  func stop() {
+  ///
+  /// A push in flight is waited for, at most `drainMillis`, so that its answer is recorded and the store closes
+  /// with nothing unsettled; one not answered by then is sent again at the next start (the broker applies each
+  /// mutation once). `then` runs once the store is closed.
+  func stop(drainMillis: UInt64 = 5_000, then: @escaping () -> Void = {}) {
     handle(.stop)
     timer.close()
-    link.close()
-    store.close()
+    let finish = { [self] in
+      link.close()
+      store.close()
+      then()
+    }
+    guard pushInFlight else {
+      finish()
+      return
+    }
+    logger.info("stopping: waiting for the push in flight", metadata: ["timeoutMs": "\(drainMillis)"])
+    let deadline = LoopTimer(loop: loop)
+    onPushSettled = { [logger] in
+      deadline.close()
+      logger.info("stopping: the push in flight was answered")
+      finish()
+    }
+    deadline.start(after: drainMillis) { [weak self, logger] in
+      guard let self, onPushSettled != nil else { return }
+      onPushSettled = nil
+      deadline.close()
+      logger.warning(
+        "stopping: the push in flight was not answered in time; it is sent again at the next start")
+      finish()
+    }
+  }
+
+  // MARK: Reloading
+
+  /// Takes over a new configuration (SIGHUP). The keys that need a restart keep their running values and are
+  /// returned as such; the others apply without dropping anything: backoff, heartbeat and batch sizes from their
+  /// next use, new offline limits at once (the forest is walked again, the offline set follows), and a new token
+  /// by reopening the stream with it (the broker authorizes a stream once, when it opens).
+  func reload(_ new: DaemonConfiguration) -> ReloadPlan {
+    var plan = configuration.reloadPlan(to: new)
+    let old = configuration
+    var next = old.reloaded(from: new)
+    if old.databaseRowLimit != next.databaseRowLimit || old.recentLimit != next.recentLimit {
+      do {
+        try reshapeForest(databaseRowLimit: next.databaseRowLimit, recentLimit: next.recentLimit)
+      } catch {
+        logger.error(
+          "the new offline limits could not be applied; the old ones stay", metadata: ["error": "\(error)"])
+        next.databaseRowLimit = old.databaseRowLimit
+        next.recentLimit = old.recentLimit
+        plan.applied.removeAll { $0.hasPrefix("offline.") }
+      }
+    }
+    configuration = next
+    logger.logLevel = Logger.Level(rawValue: next.logLevel) ?? .info
+    machine.reconfigure(
+      backoff: next.backoff, heartbeatInterval: UInt64(next.heartbeatSeconds) * 1000,
+      maxPagesPerFetch: next.fetchBatch)
+    link.update(token: next.token, timeoutMillis: UInt64(next.requestTimeoutSeconds) * 1000)
+    if old.token != next.token || old.workspace != next.workspace || old.pushBatch != next.pushBatch {
+      // A batch the broker refused for its token, workspace or size may pass now.
+      handle(.mutationsQueued)
+    }
+    if old.token != next.token {
+      if machine.state != .disconnected && machine.state != .idle && machine.state != .stopped {
+        dropConnection("the token changed; reconnecting with the new one", generation: generation)
+      }
+      handle(.reconnectNow)
+    }
+    return plan
+  }
+
+  /// Rebuilds the forest under new limits, as at start-up: the stored rows with the recent visits trimmed, then
+  /// every tree walked again; the differences are written and the machine told.
+  private func reshapeForest(databaseRowLimit: Int, recentLimit: Int) throws {
+    let rows = try store.loadForestRows()
+    var (next, trimmed) = try OfflineForest.restore(
+      actions: rows.actions, recentOrder: rows.recentOrder, databaseRowLimit: databaseRowLimit,
+      recentLimit: recentLimit)
+    let walked = try store.readingStructure { next.refreshAll(structure: $0) }
+    forest = next
+    applyForestChange(trimmed)
+    applyForestChange(walked)
   }
 
   // MARK: Events
@@ -205,6 +297,7 @@ final class SyncDriver {
     var op: String
     var pages: [String: UInt64]?
     var denied: [String]?
+    var revokedPages: [String]?
     var code: Int?
     var message: String?
   }
@@ -233,6 +326,13 @@ final class SyncDriver {
         handle(.subscribed)
       }
     case "unsubscribed": break
+    case "revoked":
+      // The token may no longer see these pages: the broker stopped notifying them. Their local copies stay
+      // until the user takes them offline; fetching them would be refused.
+      let pages = message.revokedPages ?? []
+      logger.warning(
+        "the broker revoked subscriptions: the token may no longer see these pages",
+        metadata: ["count": "\(pages.count)", "first": "\(pages.first ?? "")"])
     case "error":
       logger.warning(
         "the broker reported a stream error",
@@ -396,8 +496,17 @@ final class SyncDriver {
     }
     let batch = MutationBatch(
       client: store.clientID, workspace: configuration.workspace, mutations: mutations)
+    pushInFlight = true
     link.request(.POST, "/v1/batch", body: batch, as: BatchOutcome.self) { [weak self] result in
       guard let self else { return }
+      pushInFlight = false
+      // Once the answer is recorded (whatever it was), a stop waiting for it may close the store.
+      defer {
+        if let settled = onPushSettled {
+          onPushSettled = nil
+          settled()
+        }
+      }
       switch result {
       case .success(let outcome):
         var more = false

@@ -45,9 +45,9 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
   public private(set) var offlinePages: Set<EntityID>
   public private(set) var backoff: ReconnectBackoff
   /// Time between heartbeats while live, ms (`[sync] heartbeat_interval`).
-  public let heartbeatInterval: UInt64
+  public private(set) var heartbeatInterval: UInt64
   /// The most pages in one `fetch`.
-  public let maxPagesPerFetch: Int
+  public private(set) var maxPagesPerFetch: Int
 
   private var random: Random
   private let clock: @Sendable () -> UInt64
@@ -77,6 +77,20 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     self.maxPagesPerFetch = maxPagesPerFetch
     self.random = random
     self.clock = clock
+  }
+
+  /// New settings from a configuration reload. The backoff keeps its attempt count (a device that keeps failing
+  /// does not start over at the base delay); the new heartbeat interval applies from the next timer scheduled,
+  /// the new fetch size from the next fetch.
+  public mutating func reconfigure(
+    backoff new: ReconnectBackoff, heartbeatInterval: UInt64, maxPagesPerFetch: Int
+  ) {
+    precondition(heartbeatInterval > 0 && maxPagesPerFetch > 0, "heartbeat and fetch batch must be positive")
+    backoff.base = new.base
+    backoff.cap = new.cap
+    backoff.resetAfter = new.resetAfter
+    self.heartbeatInterval = heartbeatInterval
+    self.maxPagesPerFetch = maxPagesPerFetch
   }
 
   /// Whether the stream is open (subscribing, catching up, fetching or live).

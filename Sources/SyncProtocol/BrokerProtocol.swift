@@ -119,6 +119,19 @@ public enum BrokerProtocol {
     }
   }
 
+  /// Subscriptions the broker withdrew because the device's token may no longer see those pages (its workspaces
+  /// were narrowed by a configuration reload). The pages are no longer notified.
+  public struct Revoked: Codable, Sendable {
+    public var op = "revoked"
+    public var revokedPages: [String]
+    public var total: Int
+
+    public init(revokedPages: [String], total: Int) {
+      self.revokedPages = revokedPages
+      self.total = total
+    }
+  }
+
   /// A message the broker could not act on; the connection stays open.
   public struct StreamError: Codable, Sendable {
     public var op = "error"

@@ -25,6 +25,6 @@ struct BrokerCommand: ParsableCommand {
       print("configuration ok: listen \(configuration.listen), store \(configuration.storePath)")
       return
     }
-    try BrokerMain.run(configuration)
+    try BrokerMain.run(configuration, configPath: config)
   }
 }

@@ -27,7 +27,7 @@ struct DaemonCommand: ParsableCommand {
           + "socket \(configuration.socketPath)")
       return
     }
-    try DaemonMain.run(configuration)
+    try DaemonMain.run(configuration, configPath: config)
   }
 }
 

@@ -88,4 +88,49 @@ private func sampleConfig(file: String = #filePath) -> String {
       #expect(error.description.hasPrefix(message), "\(error.description)")
     }
   }
+
+  @Test func aReloadAppliesLiveKeysAndKeepsThoseThatNeedARestart() throws {
+    let running = try BrokerConfiguration.parse(
+      """
+      [server]
+      listen = "127.0.0.1:7700"
+      [[auth.tokens]]
+      token = "alice-token-0123456789"
+      user = "alice"
+      workspaces = ["w1", "w2"]
+      """, file: "old")
+    let file = try BrokerConfiguration.parse(
+      """
+      [server]
+      listen = "127.0.0.1:7800"
+      [store]
+      path = "elsewhere.sqlite"
+      log_retention = 10
+      [[auth.tokens]]
+      token = "alice-token-0123456789"
+      user = "alice"
+      workspaces = ["w1"]
+      [limits]
+      connections = 5
+      batch_mutations = 2
+      [log]
+      level = "debug"
+      [stream]
+      ping_interval = 5
+      """, file: "new")
+    let plan = running.reloadPlan(to: file)
+    #expect(plan.needsRestart == ["server.listen", "store.path"])
+    #expect(
+      plan.applied == [
+        "store.log_retention", "auth.tokens", "limits.connections", "limits.batch_mutations", "log.level",
+        "stream.ping_interval",
+      ])
+    #expect(plan.summary.hasSuffix("; restart needed for server.listen, store.path"))
+    let next = running.reloaded(from: file)
+    #expect(next.listen == running.listen && next.storePath == running.storePath)
+    #expect(next.tokens == file.tokens && next.limits == file.limits && next.logLevel == "debug")
+    #expect(next.logRetention == 10 && next.pingIntervalSeconds == 5)
+    #expect(
+      running.reloadPlan(to: running).isEmpty && running.reloadPlan(to: running).summary == "nothing changed")
+  }
 }

@@ -86,6 +86,38 @@ struct SyncTrace {
       [.markSynced(now + 9), .scheduleTimer(at: now + 9 + trace.heartbeat), .push])
   }
 
+  @Test func reconfiguringKeepsTheAttemptCountAndAppliesFromTheNextUse() {
+    var trace = SyncTrace(pages: ["a", "b", "c"], seed: 9)
+    trace.step(at: 0, .start(now: 0), [.openConnection])
+    var now: UInt64 = 10
+    for bound: UInt64 in [500, 1_000] {
+      let due = now + trace.delay(bound: bound)
+      trace.step(at: now, .connectionFailed(now: now, reason: "refused"), [.scheduleTimer(at: due)])
+      trace.step(at: due, .timerFired(now: due), [.openConnection])
+      now = due + 1
+    }
+    // A reload lowers the backoff: the third failure's bound is the new base × 2², capped by the new cap.
+    trace.machine.reconfigure(
+      backoff: ReconnectBackoff(base: 100, cap: 300, resetAfter: 30_000), heartbeatInterval: 4_000,
+      maxPagesPerFetch: 2)
+    #expect(trace.machine.backoff.attempt == 2)
+    let due = now + trace.delay(bound: 300)
+    trace.step(at: now, .connectionFailed(now: now, reason: "refused"), [.scheduleTimer(at: due)])
+    trace.step(at: due, .timerFired(now: due), [.openConnection])
+    // Connected: the new heartbeat interval and fetch size are used.
+    let live = due + 1
+    trace.step(at: live, .connectionOpened(now: live), [.subscribe(pages: [id("a"), id("b"), id("c")])])
+    trace.step(at: live, .subscribed, [.sendCatchUp])
+    trace.step(
+      at: live,
+      .catchUpAnswered(changed: [id("a"): 1, id("b"): 2, id("c"): 3], gone: [], epochChanged: false),
+      [.fetch(pages: [id("a"): 1, id("b"): 2])])
+    trace.step(at: live + 1, .fetched(pages: [id("a"), id("b")], failed: []), [.fetch(pages: [id("c"): 3])])
+    trace.step(
+      at: live + 2, .fetched(pages: [id("c")], failed: []),
+      [.markSynced(live + 2), .scheduleTimer(at: live + 2 + 4_000)])
+  }
+
   @Test func reconnectNowSkipsTheBackoffOnlyWhileDisconnected() {
     var trace = SyncTrace(pages: ["a"], seed: 7)
     trace.step(at: 0, .reconnectNow, [])

@@ -116,4 +116,36 @@ private func readText(_ path: String) -> String {
       "\(error)".hasPrefix("/nonexistent/pagesyncd.toml: cannot read the file")
     }
   }
+
+  @Test func aReloadAppliesLiveKeysAndKeepsThoseThatNeedARestart() throws {
+    let running = DaemonConfiguration()
+    let file = try DaemonConfiguration.parse(
+      """
+      [broker]
+      url = "http://127.0.0.1:9999"
+      token = "a-new-token-0123456789"
+      [api]
+      socket = "elsewhere.sock"
+      socket_mode = "0660"
+      [offline]
+      recent_limit = 3
+      [sync]
+      backoff_base_ms = 100
+      heartbeat_interval = 5
+      [log]
+      level = "debug"
+      """, file: "new")
+    let plan = running.reloadPlan(to: file)
+    #expect(plan.needsRestart == ["broker.url", "api.socket", "api.socket_mode"])
+    #expect(
+      plan.applied == [
+        "broker.token", "offline.recent_limit", "sync.backoff_base_ms", "sync.heartbeat_interval",
+        "log.level",
+      ])
+    let next = running.reloaded(from: file)
+    #expect(next.brokerURL == running.brokerURL && next.socketPath == running.socketPath)
+    #expect(next.socketMode == running.socketMode && next.storePath == running.storePath)
+    #expect(next.token == file.token && next.recentLimit == 3 && next.backoffBase == 100)
+    #expect(next.heartbeatSeconds == 5 && next.logLevel == "debug")
+  }
 }

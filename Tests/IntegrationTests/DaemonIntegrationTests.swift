@@ -24,6 +24,13 @@ import Testing
 
   @Test func onlyTheMostRecentVisitsStayOffline() throws { try runScenario("recent") }
 
+  /// SIGHUP: a bad file changes nothing; new offline limits and a new token apply without a restart; a key that
+  /// needs one is reported.
+  @Test func aReloadAppliesNewLimitsAndTokensWithoutARestart() throws { try runScenario("reload") }
+
+  /// SIGTERM with a push in flight: the answer is waited for and recorded before the store closes; exit 0.
+  @Test func stoppingWaitsForThePushInFlight() throws { try runScenario("drain") }
+
   @Test func aFavoriteRowSurvivesTogglingItsDatabaseOff() throws { try runScenario("favorite") }
 
   @Test func anEditOnOneDeviceReachesAnotherByPush() throws { try runScenario("push") }

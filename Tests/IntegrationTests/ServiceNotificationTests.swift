@@ -70,6 +70,78 @@ import Testing
     #expect(stopped?.status == 0 && stopped?.signal == 0, "SIGTERM drains and exits 0: \(log)")
   }
 
+  @Test func theBrokerReloadsOnSIGHUPBetweenReloadingAndReady() throws {
+    let loop = try Loop()
+    let directory = ScratchDirectory()
+    defer { directory.remove() }
+    let config = directory.path + "/broker.toml"
+    directory.write(
+      "broker.toml",
+      """
+      [server]
+      listen = "127.0.0.1:0"
+      [store]
+      path = "\(directory.path)/broker.sqlite"
+      [[auth.tokens]]
+      token = "\(TestTokens.alice)"
+      user = "alice"
+      workspaces = ["w1", "w2"]
+      [[auth.tokens]]
+      token = "\(TestTokens.bob)"
+      user = "bob"
+      workspaces = ["w2"]
+      [limits]
+
+      """)
+    let broker = try NotifiedProcess(
+      loop: loop, program: builtProgram("pagesync-broker"), arguments: ["--config", config],
+      directory: directory, name: "broker")
+    var script: ProcessRun?
+    var stopped: (status: Int64, signal: Int32)?
+    broker.onNotification = { datagram in
+      guard datagram.hasPrefix("READY=1"), script == nil,
+        let address = logValue("broker.address", in: broker.log)
+      else { return }
+      do {
+        script = try ProcessRun(
+          loop: loop, "python3",
+          [
+            integrationResource("Python/broker_reload.py"), "http://" + address, config,
+            "\(broker.process.pid)", broker.logPath, TestTokens.alice, TestTokens.bob,
+          ]
+        ) { _ in broker.stop { stopped = ($0, $1) } }
+      } catch {
+        Issue.record("python3: \(error)")
+        broker.stop { stopped = ($0, $1) }
+      }
+    }
+    try loop.runUntilDone(timeout: 90_000)
+    try loop.close()
+    let log = broker.log
+    #expect(
+      script?.status == 0, "\(script?.output.string ?? "")\(script?.errorOutput.string ?? "")\n\(log)")
+    #expect(script?.output.string.hasSuffix("ALL OK\n") == true)
+    // Each SIGHUP: RELOADING=1 first, then READY=1 with what the reload did.
+    let notifications = broker.notifications.filter { !$0.hasPrefix("WATCHDOG=1") }
+    let reloads = notifications.filter { $0.hasPrefix("RELOADING=1") }
+    #expect(reloads.count == 3, "\(notifications)")
+    for reload in reloads {
+      #expect(reload.contains("MONOTONIC_USEC="), "\(reload)")
+      let index = notifications.firstIndex(of: reload)!
+      let next = notifications[(index + 1)...].first { !$0.hasPrefix("STATUS=") }
+      #expect(next?.hasPrefix("READY=1") == true, "\(notifications)")
+    }
+    let ready = notifications.filter { $0.hasPrefix("READY=1") }
+    #expect(ready.count == 4, "\(notifications)")
+    #expect(
+      ready.dropFirst().first?.contains("reload failed, running configuration kept") == true, "\(ready)")
+    #expect(ready.dropFirst(2).first?.contains("restart needed for server.listen") == true, "\(ready)")
+    #expect(
+      ready.dropFirst(2).first?.contains("applied auth.tokens, limits.batch_mutations") == true, "\(ready)")
+    #expect(log.contains("reload refused") && log.contains("not_a_key"), "\(log)")
+    #expect(stopped?.status == 0, "\(log)")
+  }
+
   @Test func theDaemonIsReadyOnceItsAPIListensAndReportsItsLink() throws {
     let loop = try Loop()
     let directory = ScratchDirectory()
@@ -90,6 +162,7 @@ import Testing
     var daemon: NotifiedProcess?
     var logAtReady: String?
     var connectedAtReady = false
+    var reloadSent = false
     var brokerStopped: (status: Int64, signal: Int32)?
     var daemonStopped: (status: Int64, signal: Int32)?
     func stopBoth() {
@@ -124,7 +197,11 @@ import Testing
             let connection = connectNow(path: socket)
             connectedAtReady = connection >= 0
             if connectedAtReady { close(connection) } else { stopBoth() }
-          } else if datagram.contains("STATUS=connected to http://\(address):") {
+          } else if !reloadSent, datagram.contains("STATUS=connected to http://\(address):") {
+            // `systemctl reload`: with no change in the file, RELOADING=1 then READY=1, and nothing else happens.
+            reloadSent = true
+            try? started.process.kill(SIGHUP)
+          } else if reloadSent, datagram.hasPrefix("READY=1") {
             stopBoth()
           }
         }
@@ -143,7 +220,13 @@ import Testing
       notifications.first?.hasPrefix("READY=1\nSTATUS=not connected to http://127.0.0.1:") == true
         || notifications.first?.hasPrefix("READY=1\nSTATUS=connected to http://127.0.0.1:") == true,
       "\(notifications)")
-    #expect(notifications.filter { $0.contains("READY=1") }.count == 1, "\(notifications)")
+    let ready = notifications.filter { $0.contains("READY=1") }
+    #expect(ready.count == 2, "once at start-up, once after the reload: \(notifications)")
+    let reloading = notifications.firstIndex { $0.hasPrefix("RELOADING=1\nMONOTONIC_USEC=") }
+    let reloaded = notifications.lastIndex {
+      $0.hasPrefix("READY=1\nSTATUS=reloaded: nothing changed; connected")
+    }
+    #expect(reloading != nil && reloaded != nil && reloading! < reloaded!, "\(notifications)")
     #expect(
       notifications.contains { $0.contains(": 0 offline pages, 0 pending mutations, 0 rejected") },
       "\(notifications)")

@@ -235,6 +235,7 @@ class Proxy:
         self.port = self.listener.getsockname()[1]
         self.up = True
         self.closed = False
+        self.holding = False  # while True, what the broker sends waits in the proxy (an answer that is late)
         self.lock = threading.Lock()
         self.sockets = []
         scenario.proxies.append(self)
@@ -264,16 +265,17 @@ class Proxy:
                 continue
             with self.lock:
                 self.sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
 
-    @staticmethod
-    def _pump(source, destination):
+    def _pump(self, source, destination, from_broker):
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
+                while from_broker and self.holding and not self.closed:
+                    time.sleep(0.01)
                 destination.sendall(data)
         except OSError:
             pass
@@ -366,6 +368,22 @@ class Device:
         code = self.process.wait(timeout=15)
         note(f"device {self.name} stopped by signal {sig} (exit {code})")
         return code
+
+    def reload(self, outcome):
+        """Rewrites the configuration from the device's settings, sends SIGHUP (as `systemctl reload` does) and
+        waits until the daemon logged one more `outcome` ("configuration reloaded" or "reload refused")."""
+        log_path = os.path.join(self.scenario.dir, f"{self.name}.{self.starts}.log")
+
+        def count():
+            with open(log_path, errors="replace") as log:
+                return log.read().count(outcome)
+
+        before = count()
+        self.write_config()
+        self.process.send_signal(signal.SIGHUP)
+        wait_until(f"{self.name}: SIGHUP logs '{outcome}'", lambda: (count() > before, count()))
+        with open(log_path, errors="replace") as log:
+            return log.read()
 
     # The command line.
 
@@ -641,6 +659,76 @@ def scenario_recent(s):
     check_equal(b.local_pages(["R3"]), set(), "R3's local copy is dropped")
 
 
+def scenario_reload(s):
+    """SIGHUP reloads the daemon without a restart: a bad file changes nothing, a lower recent_limit drops the
+    oldest visits at once, a key that needs a restart is reported and kept, a new token reconnects with it."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url, recent_limit=3)
+    for page in ["R1", "R2", "R3"]:
+        a.cli("create", "page", "--id", page, "--title", f"Page {page}")
+    a.sync()
+    for page in ["R1", "R2", "R3"]:
+        b.cli("visit", page)
+    b.wait_forest(tree("R1", "recent") | tree("R2", "recent") | tree("R3", "recent"), "three visits, all offline")
+    pid = b.process.pid
+
+    b.config_overrides["recent_limit"] = -1
+    log = b.reload("reload refused")
+    refused = [line for line in log.splitlines() if "reload refused" in line]
+    check("offline.recent_limit" in refused[-1], "the refusal names the bad key", found=refused[-1])
+    check(b.process.poll() is None and b.status()["connected"], "B runs on, still connected")
+    check_equal(set(b.offline_pages()), {"R1", "R2", "R3"}, "a refused reload changes nothing")
+
+    b.config_overrides["recent_limit"] = 1
+    b.broker_url = "http://127.0.0.1:1"
+    log = b.reload("configuration reloaded")
+    b.wait_forest(tree("R3", "recent"), "recent_limit 1: only the latest visit stays offline, at once")
+    check_equal(b.local_pages(["R1", "R2"]), set(), "the dropped visits' local copies are gone")
+    restart = [line for line in log.splitlines() if "need a restart" in line]
+    check(restart and "broker.url" in restart[-1], "the broker URL is reported as needing a restart", found=restart)
+    check(b.status()["connected"] and b.status()["broker"] == broker.url, "B keeps its running broker URL")
+    b.broker_url = broker.url
+
+    b.token = "not-a-token-of-this-broker"
+    b.reload("configuration reloaded")
+    wait_until("B, with a token the broker refuses, disconnects and says why",
+               lambda: (lambda st: (not st["connected"] and "401" in (st.get("lastError") or ""), st))(b.status()))
+    b.token = USERS["alice"][0]
+    b.reload("configuration reloaded")
+    b.wait_connected()
+    a.cli("edit", "R3", "--title", "renamed while B reloaded")
+    a.sync()
+    wait_until("B, back on its token, is notified of R3's change",
+               lambda: (lambda t: (t == "renamed while B reloaded", t))(b.show("R3").get("title")))
+    check(b.process.pid == pid and b.process.poll() is None, "all without a restart: the same process")
+
+
+def scenario_drain(s):
+    """SIGTERM while a push is in flight: the daemon waits for the answer, records it, closes its store and exits
+    0; the edit is neither lost nor left to send again."""
+    broker = s.broker()
+    proxy = Proxy(s, broker.port)
+    b = s.device("B", proxy.url)
+    client = b.status()["clientId"]
+    proxy.holding = True
+    note("proxy holding the broker's answers")
+    b.cli("create", "page", "--id", "D1", "--title", "typed just before shutdown")
+    wait_until("the broker applied B's batch (its answer held in the proxy)",
+               lambda: (lambda r: (r == [{"last_mutation_id": 1}], r))(
+                   broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{client}'")))
+    b.process.send_signal(signal.SIGTERM)
+    log_path = os.path.join(s.dir, f"B.{b.starts}.log")
+    wait_until("B, told to stop, waits for the push in flight",
+               lambda: (lambda t: ("waiting for the push in flight" in t, t[-300:]))(open(log_path).read()))
+    check(b.process.poll() is None, "B is still running while the answer is late")
+    proxy.holding = False
+    check_equal(b.process.wait(timeout=15), 0, "B exits 0 once the answer came")
+    check("the push in flight was answered" in open(log_path).read(), "B recorded the answer before stopping")
+    check_equal(b.queue(), [], "the store closed with the edit acknowledged: nothing left to push")
+    check_equal(b.rows("PRAGMA integrity_check"), [{"integrity_check": "ok"}], "B's store is intact")
+
+
 def scenario_favorite(s):
     """A favorite row survives toggling its database on and off; the database's other rows leave."""
     broker = s.broker()
@@ -909,8 +997,12 @@ def scenario_kill9(s):
     answer = b.cli("edit", "K", "--set", "After=1")
     check_equal(answer["mutationIds"], [queued[-1]["id"] + 1], "the next mutation id continues after the queue")
 
+    # Once more, so that nothing is edited after B's last start: the queue it finds is pushed on its own.
+    check_equal(b.stop(signal.SIGKILL), -signal.SIGKILL, "B's daemon killed with SIGKILL again")
+    b.start(wait_connected=False)
     broker.start()
-    wait_until("B pushed all 7 mutations", lambda: (b.queue() == [], b.queue()), expected=[])
+    wait_until("B pushed all 7 mutations, prompted by nothing but its start", lambda: (b.queue() == [], b.queue()),
+               expected=[])
     last = broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{client}'")
     check_equal(last, [{"last_mutation_id": queued[-1]["id"] + 1}], "the broker applied B's mutations up to the last id")
     check_equal(broker.rows("SELECT id, text FROM block WHERE page_id = 'K' AND deleted = 0 ORDER BY position"),
@@ -969,6 +1061,8 @@ SCENARIOS = {
     "view_prune": scenario_view_prune,
     "inline": scenario_inline,
     "recent": scenario_recent,
+    "reload": scenario_reload,
+    "drain": scenario_drain,
     "favorite": scenario_favorite,
     "push": scenario_push,
     "catchup": scenario_catchup,

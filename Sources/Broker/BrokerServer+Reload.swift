@@ -1,0 +1,60 @@
+import Logging
+import TOMLConfig
+import Web
+
+extension BrokerServer {
+  /// Takes over a new configuration (SIGHUP) without dropping a connection: the live keys apply at once (limits
+  /// on the next request, frame and body limits and the ping interval on connections opened after), and the keys
+  /// that need a restart keep their running values and are returned as such.
+  ///
+  /// Tokens: every device stream is authorized again under the new tokens. A stream whose token is gone is closed
+  /// (1008, "token revoked"); one whose workspaces were narrowed stops being notified of the others at once and
+  /// loses its subscriptions to their pages (`revoked`).
+  @discardableResult
+  public func reload(_ new: BrokerConfiguration) -> ReloadPlan {
+    let plan = configuration.reloadPlan(to: new)
+    let old = configuration
+    configuration = old.reloaded(from: new)
+    logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+    http.configuration.maxConnections = configuration.limits.connections
+    http.configuration.limits = HTTPParserLimits(
+      maxHeaderBytes: http.configuration.limits.maxHeaderBytes, maxBodyBytes: configuration.limits.bodyBytes)
+    if old.limits.frameBytes != configuration.limits.frameBytes
+      || old.pingIntervalSeconds != configuration.pingIntervalSeconds
+    {
+      addStreamRoute(http.router)
+    }
+    if old.limits.batchMutations != configuration.limits.batchMutations {
+      let box = storeBox
+      let limit = configuration.limits.batchMutations
+      writer.submit(
+        on: loop, { _ in box.store.maxMutationsPerBatch = limit }, completion: { (_: Result<Void, Error>) in }
+      )
+    }
+    if old.tokens != configuration.tokens {
+      authenticator = Authenticator(tokens: configuration.tokens)
+      authorizeStreamsAgain()
+    }
+    return plan
+  }
+
+  private func authorizeStreamsAgain() {
+    for session in Array(sessions.values) {
+      guard let request = session.socket.request,
+        case .success(let grant) = authenticator.authenticate(request.head)
+      else {
+        // Nothing more reaches it from now on, whatever the close handshake takes.
+        session.grant.workspaces = []
+        _ = channels.removeSubscriber(session.id)
+        session.queue.removeAll()
+        session.socket.close(code: .policyViolation, reason: "token revoked")
+        logger.notice(
+          "stream closed: token revoked", metadata: ["broker.connection.id": "\(session.id.rawValue)"])
+        continue
+      }
+      let narrowed = !grant.workspaces.isSuperset(of: session.grant.workspaces)
+      session.grant = grant
+      if narrowed { session.withdrawInaccessible() }
+    }
+  }
+}
