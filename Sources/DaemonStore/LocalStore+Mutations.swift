@@ -123,7 +123,7 @@ extension LocalStore {
   /// Applies the broker's answer to a batch, in one transaction: applied and duplicate mutations leave the
   /// queue; rejected ones stay, with status `rejected` and the reason (never dropped: they are the user's work,
   /// kept for recovery). Pages with no pending mutation left become `synced`. `lastSuccessfulSync` and
-  /// `lastMutationAt` become `nowMillis`, `epoch` the broker's.
+  /// `lastMutationAt` become `nowMillis`; the broker's `epoch` is stored if none was.
   ///
   /// Returns the pages whose local copy must be downloaded whole again: every page this device edited locally
   /// that has no pending mutation left. Its copy is the broker's state plus local edits, and an edit that lost
@@ -162,7 +162,10 @@ extension LocalStore {
       }
       try setMeta("lastSuccessfulSync", String(nowMillis))
       if !outcome.results.isEmpty { try setMeta("lastMutationAt", String(nowMillis)) }
-      try setMeta("epoch", outcome.epoch)
+      // Only a first contact adopts the epoch here. A different one is adopted by the catch-up's full refetch once
+      // every page is fetched again: taken from a push answer, it would hide the change from the next catch-up
+      // and leave pages fetched as deltas from another store's times.
+      if try meta("epoch") == nil { try setMeta("epoch", outcome.epoch) }
       return settled
     }
   }
