@@ -57,46 +57,63 @@ public final class BrokerMetrics {
   /// The figures as of the last scrape: counters advance by the difference.
   private var exported = Figures()
 
-  static let rejectionsName = "pagesync_broker_mutations_rejected_total"
-  static let rejectionsHelp = "Mutations the broker refused, by reason (docs/protocol.md, Rejection reasons)."
-  static let refusedName = "pagesync_broker_http_refused_total"
-  static let refusedHelp =
-    "HTTP requests answered with a 4xx or 5xx status, by status (includes refused WebSocket upgrades, "
-    + "unparsable requests and connections over the limit)."
+  static var rejections: MetricNameDescriptor {
+    name(
+      "mutations_rejected", "total",
+      "Mutations the broker refused, by reason (docs/protocol.md, Rejection reasons).")
+  }
+  static var refused: MetricNameDescriptor {
+    name(
+      "http_refused", "total",
+      "HTTP requests answered with a 4xx or 5xx status, by status (includes refused WebSocket upgrades, "
+        + "unparsable requests and connections over the limit).")
+  }
+
+  /// `pagesync_broker_METRIC_UNIT`.
+  static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+    MetricNameDescriptor(
+      namespace: "pagesync", subsystem: "broker", metricName: metric, unitName: unit, helpText: help)
+  }
 
   public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
     self.registry = registry
     connections = registry.makeGauge(
-      name: "pagesync_broker_connections", help: "Open client connections: HTTP and device streams.")
+      descriptor: Self.name("connections", "", "Open client connections: HTTP and device streams."))
     deviceStreams = registry.makeGauge(
-      name: "pagesync_broker_device_streams", help: "Open device streams (/v1/stream WebSockets).")
+      descriptor: Self.name("device_streams", "", "Open device streams (/v1/stream WebSockets)."))
     subscriptions = registry.makeGauge(
-      name: "pagesync_broker_subscriptions", help: "Page subscriptions across every device stream.")
+      descriptor: Self.name("subscriptions", "", "Page subscriptions across every device stream."))
     batchesApplied = registry.makeCounter(
-      name: "pagesync_broker_batches_applied_total",
-      help: "Batches committed and answered 200 (a re-sent batch answered from the record included).")
+      descriptor: Self.name(
+        "batches_applied", "total",
+        "Batches committed and answered 200 (a re-sent batch answered from the record included)."))
     mutationsApplied = registry.makeCounter(
-      name: "pagesync_broker_mutations_applied_total", help: "Mutations applied (first time they were seen).")
+      descriptor: Self.name("mutations_applied", "total", "Mutations applied (first time they were seen)."))
     mutationsDuplicate = registry.makeCounter(
-      name: "pagesync_broker_mutations_duplicate_total",
-      help: "Mutations re-sent after they were applied, answered without applying them again.")
+      descriptor: Self.name(
+        "mutations_duplicate", "total",
+        "Mutations re-sent after they were applied, answered without applying them again."))
     notificationsSent = registry.makeCounter(
-      name: "pagesync_broker_notifications_sent_total",
-      help: "Page notifications written to device streams (one per page of a changed frame).")
+      descriptor: Self.name(
+        "notifications_sent", "total",
+        "Page notifications written to device streams (one per page of a changed frame)."))
     notificationsCoalesced = registry.makeCounter(
-      name: "pagesync_broker_notifications_coalesced_total",
-      help: "Notifications folded into one already pending for the same page and device.")
+      descriptor: Self.name(
+        "notifications_coalesced", "total",
+        "Notifications folded into one already pending for the same page and device."))
     commitDuration = registry.makeDurationHistogram(
-      name: "pagesync_broker_batch_commit_seconds", buckets: Self.commitBuckets,
-      help: "Time from a batch's submission to the SQLite writer until its group commit completed.")
+      descriptor: Self.name(
+        "batch_commit", "seconds",
+        "Time from a batch's submission to the SQLite writer until its group commit completed."),
+      buckets: Self.commitBuckets)
     catchUpRequests = registry.makeCounter(
-      name: "pagesync_broker_catchup_requests_total", help: "Authorized POST /v1/catchup requests.")
+      descriptor: Self.name("catchup_requests", "total", "Authorized POST /v1/catchup requests."))
     fetchRequests = registry.makeCounter(
-      name: "pagesync_broker_fetch_requests_total", help: "Authorized POST /v1/fetch requests.")
+      descriptor: Self.name("fetch_requests", "total", "Authorized POST /v1/fetch requests."))
     bytesReceived = registry.makeCounter(
-      name: "pagesync_broker_received_bytes_total", help: "Bytes read from client connections.")
+      descriptor: Self.name("received", "bytes_total", "Bytes read from client connections."))
     bytesSent = registry.makeCounter(
-      name: "pagesync_broker_sent_bytes_total", help: "Bytes written to client connections.")
+      descriptor: Self.name("sent", "bytes_total", "Bytes written to client connections."))
     // Every known reason from the start, so that rates work before the first rejection.
     for reason in RejectionReason.all { _ = rejectionCounter(reason.name) }
   }
@@ -140,8 +157,7 @@ public final class BrokerMetrics {
       let counter =
         refused[code]
         ?? {
-          let made = registry.makeCounter(
-            name: Self.refusedName, labels: [("status", String(code))], help: Self.refusedHelp)
+          let made = registry.makeCounter(descriptor: Self.refused, labels: [("status", String(code))])
           refused[code] = made
           return made
         }()
@@ -156,8 +172,7 @@ public final class BrokerMetrics {
 
   private func rejectionCounter(_ reason: String) -> Counter {
     if let counter = rejections[reason] { return counter }
-    let counter = registry.makeCounter(
-      name: Self.rejectionsName, labels: [("reason", reason)], help: Self.rejectionsHelp)
+    let counter = registry.makeCounter(descriptor: Self.rejections, labels: [("reason", reason)])
     rejections[reason] = counter
     return counter
   }
