@@ -20,6 +20,10 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     // The command lines of the programs.
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    // The broker's GET /metrics: Prometheus text exposition from a registry of atomic counters and gauges.
+    // Pulls in only swift-atomics and CoreMetrics (no NIO, no Foundation).
+    .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+    .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
   ],
   targets: [
     // System libraries: a module map and a shim header each, nothing else. No C type leaks past the module that
@@ -63,6 +67,8 @@ let package = Package(
       dependencies: [
         "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "TOMLConfig", "Web",
         "ServiceManager", .product(name: "Logging", package: "swift-log"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
+        .product(name: "CoreMetrics", package: "swift-metrics"),
       ]),
     .executableTarget(
       name: "pagesync-broker",
@@ -106,7 +112,8 @@ let package = Package(
     .testTarget(
       name: "BrokerStoreTests",
       dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
-    .testTarget(name: "BrokerTests", dependencies: ["Broker", "EventLoop", "SyncModel", "TOMLConfig"]),
+    .testTarget(
+      name: "BrokerTests", dependencies: ["Broker", "EventLoop", "SyncModel", "TOMLConfig", "Web"]),
     .testTarget(name: "DaemonCoreTests", dependencies: ["DaemonCore", "SyncModel", "EventLoopTestKit"]),
     .testTarget(
       name: "DaemonStoreTests",

@@ -8,6 +8,13 @@ import Web
 extension BrokerServer {
   func addRoutes(_ router: HTTPRouter) {
     router.add(.GET, "/healthz") { [unowned self] _, responder in self.health(responder) }
+    // No token: counts and timings only, no page data (docs/operations.md, "Metrics").
+    router.add(.GET, "/metrics") { [unowned self] _, responder in
+      let body = self.metrics.exposition(self.metricsFigures)
+      responder.respond(
+        HTTPResponse(
+          status: .ok, headers: ["Content-Type": BrokerMetrics.contentType], body: ByteBuffer(bytes: body)))
+    }
     router.add(.POST, "/v1/batch") { [unowned self] request, responder in
       self.authorized(request, responder) { grant in
         self.pushBatch(request, grant, responder, mustPullAfter: nil)
@@ -120,6 +127,7 @@ extension BrokerServer {
     }
     let box = storeBox
     let now = UInt64(Date().timeIntervalSince1970 * 1000)
+    let submitted = ContinuousClock.now
     writer.submit(
       on: loop,
       { _ -> Result<BatchOutcome, PushRefusal> in
@@ -136,9 +144,11 @@ extension BrokerServer {
         }
       },
       completion: { [unowned self] result in
+        if case .success = result { self.metrics.batchCommitted(after: ContinuousClock.now - submitted) }
         switch result {
         case .success(.success(let outcome)):
           self.batchesApplied += 1
+          self.countMutations(outcome)
           if let newest = batch.mutations.map(\.time).max() {
             self.clock.observe(newest, physicalMillis: UInt64(Date().timeIntervalSince1970 * 1000))
           }
@@ -158,9 +168,24 @@ extension BrokerServer {
       })
   }
 
+  private func countMutations(_ outcome: BatchOutcome) {
+    var applied = 0
+    var duplicates = 0
+    var rejected: [RejectionReason] = []
+    for result in outcome.results {
+      switch result.status {
+      case .applied: applied += 1
+      case .duplicate: duplicates += 1
+      case .rejected: rejected.append(result.reason ?? RejectionReason(code: 0, name: "unknown"))
+      }
+    }
+    metrics.mutations(applied: applied, duplicates: duplicates, rejected: rejected)
+  }
+
   // MARK: Reads
 
   private func catchUp(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
+    metrics.catchUpRequested()
     let body: BrokerProtocol.CatchUpRequest
     switch decodeBody(BrokerProtocol.CatchUpRequest.self, request) {
     case .failure(let error):
@@ -185,6 +210,7 @@ extension BrokerServer {
   }
 
   private func fetch(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
+    metrics.fetchRequested()
     let body: BrokerProtocol.FetchRequest
     switch decodeBody(BrokerProtocol.FetchRequest.self, request) {
     case .failure(let error):

@@ -3,6 +3,7 @@ import BrokerStore
 import EventLoop
 import FoundationEssentials
 import Logging
+import Prometheus
 import SQLiteStore
 import SyncModel
 import Web
@@ -44,17 +45,26 @@ public final class BrokerServer {
   private var pruneTimer: LoopTimer?
   private(set) var stopping = false
 
-  /// Counters for tests, logs and (later) metrics.
+  /// Counters for tests, logs and metrics (plain: the loop thread owns them; `/metrics` reads them).
   public internal(set) var batchesApplied = 0
   /// The broker's hybrid logical clock: its wall clock merged with every mutation time it applied. Sent on every
   /// JSON answer as `Pagesync-Clock`, so a device whose clock lags stamps its next edits after what the broker has
   /// seen (docs/protocol.md, "Conventions"). Not persisted: after a restart it starts from the wall clock.
   var clock = HybridLogicalClock()
   public internal(set) var notificationsSent = 0
+  /// Notifications folded into one already pending for the same page and device.
+  public internal(set) var notificationsCoalesced = 0
+  /// `GET /metrics`.
+  public let metrics: BrokerMetrics
 
   /// Opens (and migrates) the store and prepares the server; nothing listens until `start`.
-  public init(loop: Loop, configuration: BrokerConfiguration, logger: Logger) throws {
+  /// `metricsRegistry`: where the broker's metrics go (a registry of its own unless given one).
+  public init(
+    loop: Loop, configuration: BrokerConfiguration, logger: Logger,
+    metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()
+  ) throws {
     self.loop = loop
+    metrics = BrokerMetrics(registry: metricsRegistry)
     self.configuration = configuration
     self.logger = logger
     let connection = try SQLiteConnection(path: configuration.storePath)
@@ -122,6 +132,8 @@ public final class BrokerServer {
   /// After a commit: every subscriber of a changed page that may see its workspace gets it queued (coalesced),
   /// and the queues are flushed at the end of this loop turn.
   func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID]) {
+    var coalesced = 0
+    defer { notificationsCoalesced += coalesced }
     for (page, time) in pages {
       guard let key = channels.existingKey(for: page.rawValue), let workspace = workspaces[page] else {
         continue
@@ -130,7 +142,7 @@ public final class BrokerServer {
         guard let session = sessions[subscriber], session.grant.workspaces.contains(workspace) else {
           continue
         }
-        _ = session.queue.enqueue(key, lastUpdatedTime: time)
+        if !session.queue.enqueue(key, lastUpdatedTime: time) { coalesced += 1 }
         dirtySessions.insert(subscriber)
       }
     }
@@ -172,6 +184,22 @@ public final class BrokerServer {
   public var streamCount: Int { sessions.count }
   /// Open connections, HTTP and WebSocket (what `[limits] connections` bounds).
   public var connectionCount: Int { http.openConnectionCount }
+
+  /// What `/metrics` reads from the loop at scrape time.
+  var metricsFigures: BrokerMetrics.Figures {
+    var figures = BrokerMetrics.Figures()
+    // An upgraded connection leaves the HTTP server's count and becomes a device stream.
+    figures.connections = http.openConnectionCount
+    figures.deviceStreams = sessions.count
+    figures.subscriptions = channels.totalSubscriptions
+    figures.batchesApplied = batchesApplied
+    figures.notificationsSent = notificationsSent
+    figures.notificationsCoalesced = notificationsCoalesced
+    figures.bytesReceived = loop.streamBytesRead
+    figures.bytesSent = loop.streamBytesWritten
+    figures.responses = http.responseCounts
+    return figures
+  }
 
   // MARK: Maintenance
 

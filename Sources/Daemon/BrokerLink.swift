@@ -50,6 +50,14 @@ final class BrokerLink {
   var onClock: ((HLCTimestamp) -> Void)?
   /// Requests waiting for the HTTP connection to open.
   private var waitingForConnection: [(Result<HTTPClientConnection, HTTPClientError>) -> Void] = []
+  /// Bytes of the HTTP connections already closed.
+  private var closedBytes = (received: 0, sent: 0)
+
+  /// Bytes read from and sent to the broker on the HTTP connections (the stream's are its owner's to count).
+  var httpBytes: (received: Int, sent: Int) {
+    guard let connection, connection.isOpen else { return closedBytes }
+    return (closedBytes.received + connection.bytesReceived, closedBytes.sent + connection.bytesSent)
+  }
 
   init(loop: Loop, url: HTTPURL, token: String, timeoutMillis: UInt64) {
     self.loop = loop
@@ -152,7 +160,13 @@ final class BrokerLink {
         if case .success(let connection) = result { connection.close() }
         return
       }
-      if case .success(let connection) = result { self.connection = connection }
+      if case .success(let connection) = result {
+        self.connection = connection
+        connection.onClose = { [weak self, unowned connection] in
+          self?.closedBytes.received += connection.bytesReceived
+          self?.closedBytes.sent += connection.bytesSent
+        }
+      }
       let waiting = self.waitingForConnection
       self.waitingForConnection = []
       for body in waiting { body(result) }

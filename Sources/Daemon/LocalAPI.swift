@@ -128,6 +128,7 @@ final class LocalAPI {
 
   private func status() throws -> StatusJSON {
     let counts = try store.status()
+    let bytes = driver.brokerBytes
     return StatusJSON(
       connected: driver.isConnected, state: "\(driver.machine.state)",
       pendingMutations: counts.pendingMutations,
@@ -135,7 +136,8 @@ final class LocalAPI {
       lastSuccessfulSync: counts.lastSuccessfulSync, lastSyncAttempt: counts.lastSyncAttempt,
       fetchedPages: driver.fetchedPages, clientId: store.clientID.rawValue,
       workspace: driver.configuration.workspace.rawValue, broker: driver.configuration.brokerURL.description,
-      lastError: driver.lastError)
+      lastError: driver.lastError, counters: driver.counters, bytesReceived: bytes.received,
+      bytesSent: bytes.sent)
   }
 
   // MARK: Edits

@@ -21,11 +21,17 @@ struct StatusJSON: Encodable {
   var workspace: String
   var broker: String
   var lastError: String?
+  /// Since the daemon started (docs/operations.md, "Metrics").
+  var counters: SyncCounters
+  var bytesReceived: Int
+  var bytesSent: Int
 
   private enum CodingKeys: String, CodingKey {
     case connected, state, pendingMutations, failedMutations, offlinePages, lastSuccessfulSync,
       lastSyncAttempt
     case fetchedPages, clientId, workspace, broker, lastError
+    case batchesPushed, mutationsPushed, mutationsRejected, pushFailures, catchUpRequests, fetchRequests
+    case notificationsReceived, reconnects, streamsOpened, bytesReceived, bytesSent
   }
 
   func encode(to encoder: any Encoder) throws {
@@ -42,6 +48,17 @@ struct StatusJSON: Encodable {
     try container.encode(workspace, forKey: .workspace)
     try container.encode(broker, forKey: .broker)
     try container.encode(lastError, forKey: .lastError)
+    try container.encode(counters.batchesPushed, forKey: .batchesPushed)
+    try container.encode(counters.mutationsPushed, forKey: .mutationsPushed)
+    try container.encode(counters.mutationsRejected, forKey: .mutationsRejected)
+    try container.encode(counters.pushFailures, forKey: .pushFailures)
+    try container.encode(counters.catchUpRequests, forKey: .catchUpRequests)
+    try container.encode(counters.fetchRequests, forKey: .fetchRequests)
+    try container.encode(counters.notificationsReceived, forKey: .notificationsReceived)
+    try container.encode(counters.reconnects, forKey: .reconnects)
+    try container.encode(counters.streamsOpened, forKey: .streamsOpened)
+    try container.encode(bytesReceived, forKey: .bytesReceived)
+    try container.encode(bytesSent, forKey: .bytesSent)
   }
 }
 

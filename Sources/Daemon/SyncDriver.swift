@@ -40,6 +40,10 @@ final class SyncDriver {
   private var handlingEvent = false
   /// Page downloads (a delta or a snapshot each) since the daemon started (`fetchedPages`).
   private(set) var fetchedPages = 0
+  /// What the daemon did since it started, for `status` (plain counters: loop thread).
+  private(set) var counters = SyncCounters()
+  /// Bytes of device streams already closed.
+  private var closedStreamBytes = (received: 0, sent: 0)
   /// Why the last connection attempt or request failed, for `status` and `sync` errors.
   private(set) var lastError: String?
   /// The newest broker clock seen (`Pagesync-Clock`): local edits are stamped after it.
@@ -230,6 +234,7 @@ final class SyncDriver {
   // MARK: The stream
 
   private func openConnection() {
+    counters.connectionAttempts += 1
     generation += 1
     let current = generation
     record { try store.recordSyncAttempt(nowMillis: WallClock.millis()) }
@@ -251,8 +256,12 @@ final class SyncDriver {
         subscribeAnswersAwaited = []
         lastError = nil
         socket.onText = { [weak self] text in self?.received(text, generation: current) }
-        socket.onClose = { [weak self] info in
-          guard let self, current == generation else { return }
+        counters.streamsOpened += 1
+        socket.onClose = { [weak self, unowned socket] info in
+          guard let self else { return }
+          closedStreamBytes.received += socket.bytesReceived
+          closedStreamBytes.sent += socket.bytesSent
+          guard current == generation else { return }
           generation += 1
           stream = nil
           lastError = "the stream closed: \(info)"
@@ -310,6 +319,7 @@ final class SyncDriver {
     }
     switch message.op {
     case "changed":
+      counters.notificationsReceived += message.pages?.count ?? 0
       for (name, time) in message.pages ?? [:] {
         guard let page = try? EntityID(validating: name) else { continue }
         handle(.poked(page: page, lastUpdatedTime: time))
@@ -354,6 +364,7 @@ final class SyncDriver {
       dropConnection("local store error: \(error)", generation: current)
       return
     }
+    counters.catchUpRequests += 1
     link.request(.POST, "/v1/catchup", body: request, as: BrokerProtocol.CatchUpResponse.self) {
       [weak self] result in
       guard let self, current == generation else { return }
@@ -397,6 +408,7 @@ final class SyncDriver {
     func page(cursor: EntityID?) {
       let request = BrokerProtocol.FetchRequest(
         epoch: epoch, pages: since, limit: configuration.fetchBatch, cursor: cursor)
+      counters.fetchRequests += 1
       link.request(.POST, "/v1/fetch", body: request, as: BrokerProtocol.FetchResponse.self) {
         [weak self] result in
         guard let self else { return }
@@ -509,6 +521,9 @@ final class SyncDriver {
       }
       switch result {
       case .success(let outcome):
+        counters.batchesPushed += 1
+        counters.mutationsPushed += outcome.results.count
+        counters.mutationsRejected += outcome.results.count { $0.status == .rejected }
         var more = false
         var settled: [EntityID] = []
         do {
@@ -533,6 +548,7 @@ final class SyncDriver {
         }
         handle(.pushAnswered(moreQueued: more))
       case .failure(let error):
+        counters.pushFailures += 1
         lastError = "push failed: \(error)"
         logger.warning("push failed", metadata: ["error": "\(error)", "mutations": "\(mutations.count)"])
         record { try store.markPushFailed(ids: mutations.map(\.id), error: error.description) }
@@ -548,10 +564,48 @@ final class SyncDriver {
   /// Whether the device stream is open.
   var isConnected: Bool { machine.isConnected }
 
+  /// Bytes read from and sent to the broker since the daemon started: the device streams and the HTTP
+  /// connections (a stream being closed is counted once its close completes).
+  var brokerBytes: (received: Int, sent: Int) {
+    var total = link.httpBytes
+    total.received += closedStreamBytes.received
+    total.sent += closedStreamBytes.sent
+    if let stream {
+      total.received += stream.bytesReceived
+      total.sent += stream.bytesSent
+    }
+    return total
+  }
+
   // MARK: Helpers
 
   /// Runs a store write whose failure must not stop syncing: logs it.
   private func record(_ body: () throws -> Void) {
     do { try body() } catch { logger.error("local store error", metadata: ["error": "\(error)"]) }
   }
+}
+
+/// What the daemon did since it started (`GET /v1/status`, `pagesync status`; docs/operations.md, "Metrics").
+struct SyncCounters: Sendable, Equatable {
+  /// Device stream connections tried (the first, then one per reconnect).
+  var connectionAttempts = 0
+  /// Device streams that opened.
+  var streamsOpened = 0
+  /// Page notifications received on the stream (pages named in `changed` frames).
+  var notificationsReceived = 0
+  /// `POST /v1/catchup` requests sent.
+  var catchUpRequests = 0
+  /// `POST /v1/fetch` requests sent (each page of a paginated fetch is one).
+  var fetchRequests = 0
+  /// Batches the broker answered (`POST /v1/batch` with a 200).
+  var batchesPushed = 0
+  /// Mutations in those batches (applied, re-sent or rejected).
+  var mutationsPushed = 0
+  /// Mutations of those batches the broker rejected.
+  var mutationsRejected = 0
+  /// Pushes that failed (unreachable broker, an error status): their mutations stay queued.
+  var pushFailures = 0
+
+  /// Connection attempts after the first: each follows a lost stream or a failed attempt.
+  var reconnects: Int { max(0, connectionAttempts - 1) }
 }

@@ -181,6 +181,7 @@ public final class ByteStream: LoopHandle {
   private func didRead(_ nread: Int, _ base: UnsafeMutablePointer<CChar>?) {
     if nread > 0 {
       bytesRead += nread
+      loop.streamBytesRead &+= nread
       onRead?(UnsafeRawBufferPointer(start: base, count: nread))
     } else if nread < 0 {
       isReading = false
@@ -260,6 +261,7 @@ public final class ByteStream: LoopHandle {
     for i in pendingHead..<end { gathered += pending[i].readableBytes }
     queuedBytes -= written
     bytesWritten += written
+    loop.streamBytesWritten &+= written
     while remaining > 0 {
       let size = pending[pendingHead].readableBytes
       if remaining >= size {
@@ -317,6 +319,7 @@ public final class ByteStream: LoopHandle {
     }
     queuedBytes -= bytes
     bytesWritten += bytes
+    loop.streamBytesWritten &+= bytes
     if pendingHead < pending.count {
       scheduleFlushIfNeeded()
     } else {

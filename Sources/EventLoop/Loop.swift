@@ -36,6 +36,11 @@ public final class Loop: @unchecked Sendable {
   private var nextOffloadID: UInt64 = 0
   private var isClosed = false
 
+  /// Bytes read from, and handed to the kernel for, every `ByteStream` of this loop since it was made (closed
+  /// streams included): a server's traffic on the wire, for metrics. Loop thread only; plain adds, no atomics.
+  public internal(set) var streamBytesRead = 0
+  public internal(set) var streamBytesWritten = 0
+
   /// Size of the loop's shared read buffer: the most one read callback delivers.
   public static let readBufferSize = 64 * 1024
 

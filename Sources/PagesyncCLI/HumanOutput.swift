@@ -37,6 +37,12 @@ public enum HumanOutput {
     let fields: [(key: String, label: String)] = [
       ("state", "state"), ("pendingMutations", "pending mutations"), ("failedMutations", "failed mutations"),
       ("offlinePages", "offline pages"), ("fetchedPages", "fetched pages"),
+      // Since the daemon started; shown when the daemon reports them.
+      ("fetchRequests", "fetch requests"), ("catchUpRequests", "catch-ups"),
+      ("batchesPushed", "batches pushed"), ("mutationsPushed", "mutations pushed"),
+      ("mutationsRejected", "mutations rejected"), ("pushFailures", "push failures"),
+      ("notificationsReceived", "notifications"), ("reconnects", "reconnects"),
+      ("bytesReceived", "bytes received"), ("bytesSent", "bytes sent"),
     ]
     for field in fields {
       if let value = answer[field.key] { lines.append(field.label, display(value)) }

@@ -85,6 +85,10 @@ public final class HTTPClientConnection {
 
   /// Whether requests can still be sent.
   public var isOpen: Bool { !closed }
+  /// Bytes read from the connection (final once closed).
+  public var bytesReceived: Int { stream.bytesRead }
+  /// Bytes handed to the kernel for the connection (final once closed).
+  public var bytesSent: Int { stream.bytesWritten }
   /// Requests sent whose response has not arrived.
   public var pendingRequests: Int { waiting.count - waitingHead }
 

@@ -29,6 +29,7 @@ public final class HTTPResponder {
     if state == .waiting {
       slot.closesConnection = true
       var head = HTTPResponseError(.internalServerError, "the handler did not answer").response
+      connection.recordResponse(head.head.status)
       head.head.headers.replaceOrAdd(name: "Connection", value: "close")
       HTTPEncoder.encodeResponse(head, into: &slot.output)
     }
@@ -106,6 +107,7 @@ public final class HTTPResponder {
   private func prepare(_ head: HTTPResponseHead) -> HTTPResponseHead {
     var head = head
     head.version = .http1_1
+    connection?.recordResponse(head.status)
     if let name = connection?.configuration.serverName, head.headers["Server"] == nil {
       head.headers.add(name: "Server", value: name)
     }

@@ -35,6 +35,9 @@ public final class HTTPServer {
   private var closeCompletion: (() -> Void)?
   /// Accept errors, connection-limit refusals and similar events worth a log line.
   public var onEvent: ((HTTPServerEvent) -> Void)?
+  /// Every response this server started, by status: handlers' answers, refusals of unparsable requests, the
+  /// 500 of a forgotten responder, the 503 of a connection over the limit. For metrics.
+  public private(set) var responseCounts = HTTPStatusCounts()
 
   public init(
     loop: Loop, configuration: HTTPServerConfiguration = HTTPServerConfiguration(), router: HTTPRouter
@@ -74,6 +77,7 @@ public final class HTTPServer {
     if closing || openConnectionCount >= configuration.maxConnections {
       onEvent?(.connectionRefused(reason: closing ? "server closing" : "connection limit reached"))
       let response = HTTPResponseError(.serviceUnavailable, "connection limit reached").response
+      responseCounts.record(response.head.status.code)
       var bytes = ByteBuffer()
       var head = response.head
       head.headers.replaceOrAdd(name: "Connection", value: "close")
@@ -116,6 +120,29 @@ public final class HTTPServer {
   func connectionUpgraded(_ stream: ByteStream) {
     upgradedCount += 1
     stream.onClose = { [weak self] in self?.upgradedCount -= 1 }
+  }
+
+  func recordResponse(_ status: HTTPStatus) { responseCounts.record(status.code) }
+}
+
+/// How many responses had each status code (100 to 599; others are counted as 0). Plain counters: owned by one
+/// loop thread, read by copying.
+public struct HTTPStatusCounts: Sendable, Equatable {
+  private var counts = [Int](repeating: 0, count: 600)
+
+  public init() {}
+
+  /// Responses with `code`.
+  public subscript(code: Int) -> Int { counts.indices.contains(code) ? counts[code] : 0 }
+
+  /// Counts one response with `code`.
+  public mutating func record(_ code: Int) {
+    counts[counts.indices.contains(code) ? code : 0] += 1
+  }
+
+  /// The codes in `range` seen at least once, ascending, with their counts.
+  public func seen(in range: ClosedRange<Int> = 100...599) -> [(code: Int, count: Int)] {
+    range.clamped(to: 0...599).compactMap { counts[$0] > 0 ? ($0, counts[$0]) : nil }
   }
 }
 

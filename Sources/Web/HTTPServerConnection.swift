@@ -260,6 +260,8 @@ final class HTTPServerConnection {
 
   var queuedBytes: Int { stream.queuedBytes }
 
+  func recordResponse(_ status: HTTPStatus) { server.recordResponse(status) }
+
   // MARK: Timers
 
   private func updateTimer() {

@@ -76,6 +76,10 @@ public final class WebSocket {
   public var onPong: ((ByteBuffer) -> Void)?
   /// The connection is gone; called exactly once, after the TCP connection closed.
   public var onClose: ((WebSocketCloseInfo) -> Void)?
+  /// Bytes read from the connection, the opening handshake included (final once closed).
+  public var bytesReceived: Int { stream.bytesRead }
+  /// Bytes handed to the kernel for the connection, the opening handshake included (final once closed).
+  public var bytesSent: Int { stream.bytesWritten }
   /// Everything queued has been handed to the kernel.
   public var onDrain: (() -> Void)? {
     didSet { stream.onDrain = onDrain }

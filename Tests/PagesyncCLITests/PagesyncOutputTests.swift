@@ -32,6 +32,43 @@ import Testing
         """)
   }
 
+  @Test func statusShowsTheActivityFiguresWhenTheDaemonReportsThem() throws {
+    let answer = #"""
+      {"connected": true, "state": "live", "pendingMutations": 0, "failedMutations": 1, "offlinePages": 3,
+       "lastSuccessfulSync": null, "lastSyncAttempt": null, "fetchedPages": 9, "clientId": "c", "workspace": "w",
+       "broker": "http://b", "lastError": null, "batchesPushed": 4, "mutationsPushed": 7, "mutationsRejected": 1,
+       "pushFailures": 2, "catchUpRequests": 3, "fetchRequests": 5, "notificationsReceived": 11,
+       "reconnects": 2, "streamsOpened": 3, "bytesReceived": 123456, "bytesSent": 7890}
+      """#
+    let run = try runPagesync(["status"], answer: .ok(answer))
+    #expect(run.status == 0, "\(run.errorOutput)")
+    #expect(
+      run.output == """
+        connected:            yes
+        state:                live
+        pending mutations:    0
+        failed mutations:     1
+        offline pages:        3
+        fetched pages:        9
+        fetch requests:       5
+        catch-ups:            3
+        batches pushed:       4
+        mutations pushed:     7
+        mutations rejected:   1
+        push failures:        2
+        notifications:        11
+        reconnects:           2
+        bytes received:       123456
+        bytes sent:           7890
+        last successful sync: never
+        last sync attempt:    never
+        client:               c
+        workspace:            w
+        broker:               http://b
+
+        """)
+  }
+
   @Test func offlineListIsATableOfReasons() throws {
     let answer = #"""
       [{"id": "D", "reasons": [{"origin": "D", "from": null, "type": "toggled"}],

@@ -184,6 +184,43 @@ import Web
     try loop.close()
   }
 
+  @Test func everyResponseIsCountedByStatusAndEveryByteOnTheLoop() throws {
+    let loop = try Loop()
+    let test = try TestServer(loop: loop)
+    var raw = ""
+    // 200, 404 (no route), 405 (wrong method), a streamed 200, the 500 of a forgotten responder (which closes).
+    let requests =
+      "GET /hello HTTP/1.1\r\n\r\nGET /nowhere HTTP/1.1\r\n\r\nDELETE /hello HTTP/1.1\r\n\r\n"
+      + "GET /stream HTTP/1.1\r\n\r\nGET /forgotten HTTP/1.1\r\n\r\n"
+    rawExchange(loop, test.address, requests) { first in
+      raw = first
+      // A second connection: a request that cannot be parsed (400, and close).
+      rawExchange(loop, test.address, "GARBAGE\r\n\r\n") {
+        raw += $0
+        test.server.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(raw) == [200, 404, 405, 200, 500, 400])
+    let counts = test.server.responseCounts
+    #expect(counts[200] == 2 && counts[404] == 1 && counts[405] == 1 && counts[500] == 1 && counts[400] == 1)
+    #expect(counts.seen(in: 400...599).map(\.code) == [400, 404, 405, 500])
+    #expect(counts.seen().map(\.count).reduce(0, +) == 6)
+    // Both ends of both connections ran on this loop: it read and wrote every byte twice.
+    #expect(loop.streamBytesRead == loop.streamBytesWritten)
+    #expect(loop.streamBytesRead == raw.utf8.count + requests.utf8.count + "GARBAGE\r\n\r\n".utf8.count)
+    try loop.close()
+  }
+
+  @Test func statusCountsIgnoreNothingAndStayInRange() {
+    var counts = HTTPStatusCounts()
+    for code in [200, 200, 401, 599, 600, -1] { counts.record(code) }
+    #expect(counts[200] == 2 && counts[401] == 1 && counts[599] == 1)
+    #expect(counts[600] == 0 && counts[-1] == 0 && counts[0] == 2, "out of range codes are kept apart, as 0")
+    #expect(counts.seen(in: 400...599).map(\.code) == [401, 599])
+    #expect(counts.seen(in: 500...9999).map(\.code) == [599])
+  }
+
   @Test func earlierPipelinedRequestsAreAnsweredBeforeTheParseError() throws {
     let loop = try Loop()
     let test = try TestServer(loop: loop)

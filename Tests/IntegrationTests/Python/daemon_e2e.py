@@ -827,6 +827,20 @@ def scenario_catchup(s):
     status = b.status()
     check_equal(status["fetchedPages"], len(changed), "after restart and sync B downloaded exactly the 3 changed pages")
     note(f"sync answered {answer}; status {status}")
+    # The activity figures count since the daemon started: one fetch request for the 3 pages (fetch_batch 100),
+    # a catch-up per connection and one more for sync's check, nothing pushed, no reconnect.
+    check_equal(status["fetchRequests"], 1, "status: one fetch request brought the 3 pages")
+    check(1 <= status["catchUpRequests"] <= 2, "status: the connection's catch-up (and sync's check)",
+          "1 or 2", status["catchUpRequests"])
+    check_equal((status["batchesPushed"], status["mutationsPushed"], status["reconnects"]), (0, 0, 0),
+                "status: nothing pushed, no reconnect")
+    check(status["bytesReceived"] > 500 and status["bytesSent"] > 100, "status: bytes to and from the broker",
+          "> 500 in, > 100 out", (status["bytesReceived"], status["bytesSent"]))
+    human = subprocess.run([CLI_PROGRAM, "status", "--socket", b.socket], capture_output=True, text=True,
+                           timeout=30).stdout
+    for label in ("fetch requests:", "catch-ups:", "batches pushed:", "reconnects:", "bytes received:"):
+        check(any(line.startswith(label) for line in human.splitlines()), f"pagesync status shows {label!r}",
+              label, human)
     after = {p: row["last_downloaded_timestamp"] for p, row in b.offline_pages().items()}
     moved = sorted(p for p in pages if after[p] != before[p])
     check_equal(moved, changed, "last_downloaded_timestamp advanced for the changed pages only")
@@ -951,6 +965,11 @@ def scenario_rejected(s):
                  (block["mutationIds"][0], "P", "edit_block", "page_deleted")],
                 "both edits are rejected as page_deleted and kept in conflicts")
     check_equal(b.status()["failedMutations"], 2, "status counts 2 failed mutations")
+    status = b.status()
+    check_equal((status["mutationsPushed"], status["mutationsRejected"]), (2, 2),
+                "status: 2 mutations pushed, both rejected")
+    check(1 <= status["batchesPushed"] <= 2, "status: in one or two batches", "1 or 2", status["batchesPushed"])
+    check(status["reconnects"] >= 1, "status: the cut stream was reconnected", ">= 1", status["reconnects"])
     check_equal(broker.rows("SELECT title, deleted FROM page WHERE id = 'P'"), [{"title": "original", "deleted": 1}],
                 "the broker's page is A's: deleted, title unchanged")
 

@@ -1,0 +1,182 @@
+import Prometheus
+import SyncModel
+import Web
+
+/// The broker's Prometheus metrics (`GET /metrics`, docs/operations.md "Metrics").
+///
+/// Each `BrokerServer` has its own `PrometheusCollectorRegistry`: nothing is bootstrapped process-wide
+/// (`MetricsSystem.bootstrap` may run once per process, and tests run several brokers in one).
+///
+/// Cost on the hot paths: figures the loop already keeps as plain `Int`s (batches, notifications sent and
+/// coalesced, bytes on the wire, responses by status) and the gauges are read only when scraped, and the
+/// counters are advanced by the difference since the last scrape. Per-request figures (catch-ups, fetches,
+/// mutations of a batch) are one relaxed atomic add each; the commit histogram takes one uncontended lock per
+/// batch. Publishing to thousands of subscribers touches no metric at all.
+///
+/// Threading: the broker's loop thread.
+public final class BrokerMetrics {
+  public let registry: PrometheusCollectorRegistry
+
+  /// What the loop counts itself, read at scrape time.
+  public struct Figures: Sendable, Equatable {
+    public var connections = 0
+    public var deviceStreams = 0
+    public var subscriptions = 0
+    public var batchesApplied = 0
+    public var notificationsSent = 0
+    public var notificationsCoalesced = 0
+    public var bytesReceived = 0
+    public var bytesSent = 0
+    public var responses = HTTPStatusCounts()
+
+    public init() {}
+  }
+
+  /// Upper bounds of the commit-latency buckets: from a fast `synchronous = normal` commit to a stalled disk.
+  public static let commitBuckets: [Duration] = [
+    .microseconds(250), .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5),
+    .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+    .milliseconds(500), .seconds(1), .microseconds(2_500_000), .seconds(5),
+  ]
+
+  private let connections: Gauge
+  private let deviceStreams: Gauge
+  private let subscriptions: Gauge
+  private let batchesApplied: Counter
+  private let mutationsApplied: Counter
+  private let mutationsDuplicate: Counter
+  private var rejections: [String: Counter] = [:]
+  private let notificationsSent: Counter
+  private let notificationsCoalesced: Counter
+  private let commitDuration: DurationHistogram
+  private let catchUpRequests: Counter
+  private let fetchRequests: Counter
+  private var refused: [Int: Counter] = [:]
+  private let bytesReceived: Counter
+  private let bytesSent: Counter
+  /// The figures as of the last scrape: counters advance by the difference.
+  private var exported = Figures()
+
+  static var rejections: MetricNameDescriptor {
+    name(
+      "mutations_rejected", "total",
+      "Mutations the broker refused, by reason (docs/protocol.md, Rejection reasons).")
+  }
+  static var refused: MetricNameDescriptor {
+    name(
+      "http_refused", "total",
+      "HTTP requests answered with a 4xx or 5xx status, by status (includes refused WebSocket upgrades, "
+        + "unparsable requests and connections over the limit).")
+  }
+
+  /// `pagesync_broker_METRIC_UNIT`.
+  static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+    MetricNameDescriptor(
+      namespace: "pagesync", subsystem: "broker", metricName: metric, unitName: unit, helpText: help)
+  }
+
+  public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    self.registry = registry
+    connections = registry.makeGauge(
+      descriptor: Self.name("connections", "", "Open client connections: HTTP and device streams."))
+    deviceStreams = registry.makeGauge(
+      descriptor: Self.name("device_streams", "", "Open device streams (/v1/stream WebSockets)."))
+    subscriptions = registry.makeGauge(
+      descriptor: Self.name("subscriptions", "", "Page subscriptions across every device stream."))
+    batchesApplied = registry.makeCounter(
+      descriptor: Self.name(
+        "batches_applied", "total",
+        "Batches committed and answered 200 (a re-sent batch answered from the record included)."))
+    mutationsApplied = registry.makeCounter(
+      descriptor: Self.name("mutations_applied", "total", "Mutations applied (first time they were seen)."))
+    mutationsDuplicate = registry.makeCounter(
+      descriptor: Self.name(
+        "mutations_duplicate", "total",
+        "Mutations re-sent after they were applied, answered without applying them again."))
+    notificationsSent = registry.makeCounter(
+      descriptor: Self.name(
+        "notifications_sent", "total",
+        "Page notifications written to device streams (one per page of a changed frame)."))
+    notificationsCoalesced = registry.makeCounter(
+      descriptor: Self.name(
+        "notifications_coalesced", "total",
+        "Notifications folded into one already pending for the same page and device."))
+    commitDuration = registry.makeDurationHistogram(
+      descriptor: Self.name(
+        "batch_commit", "seconds",
+        "Time from a batch's submission to the SQLite writer until its group commit completed."),
+      buckets: Self.commitBuckets)
+    catchUpRequests = registry.makeCounter(
+      descriptor: Self.name("catchup_requests", "total", "Authorized POST /v1/catchup requests."))
+    fetchRequests = registry.makeCounter(
+      descriptor: Self.name("fetch_requests", "total", "Authorized POST /v1/fetch requests."))
+    bytesReceived = registry.makeCounter(
+      descriptor: Self.name("received", "bytes_total", "Bytes read from client connections."))
+    bytesSent = registry.makeCounter(
+      descriptor: Self.name("sent", "bytes_total", "Bytes written to client connections."))
+    // Every known reason from the start, so that rates work before the first rejection.
+    for reason in RejectionReason.all { _ = rejectionCounter(reason.name) }
+  }
+
+  // MARK: Recording (loop thread)
+
+  /// A batch's mutations, after its commit.
+  public func mutations(applied: Int, duplicates: Int, rejected: some Sequence<RejectionReason>) {
+    if applied > 0 { mutationsApplied.increment(by: Int64(applied)) }
+    if duplicates > 0 { mutationsDuplicate.increment(by: Int64(duplicates)) }
+    for reason in rejected { rejectionCounter(reason.name).increment() }
+  }
+
+  /// A batch's group commit completed, `duration` after its submission.
+  public func batchCommitted(after duration: Duration) { commitDuration.record(duration) }
+
+  public func catchUpRequested() { catchUpRequests.increment() }
+
+  public func fetchRequested() { fetchRequests.increment() }
+
+  // MARK: Scraping
+
+  /// Brings the metrics up to `figures` and renders the Prometheus text exposition (format 0.0.4).
+  public func exposition(_ figures: Figures) -> [UInt8] {
+    update(figures)
+    return registry.emitToBuffer()
+  }
+
+  /// Sets the gauges and advances the counters kept elsewhere to `figures` (totals since start; a total that
+  /// went down, which would be a bug, advances nothing).
+  func update(_ figures: Figures) {
+    connections.set(Int64(figures.connections))
+    deviceStreams.set(Int64(figures.deviceStreams))
+    subscriptions.set(Int64(figures.subscriptions))
+    advance(batchesApplied, exported.batchesApplied, figures.batchesApplied)
+    advance(notificationsSent, exported.notificationsSent, figures.notificationsSent)
+    advance(notificationsCoalesced, exported.notificationsCoalesced, figures.notificationsCoalesced)
+    advance(bytesReceived, exported.bytesReceived, figures.bytesReceived)
+    advance(bytesSent, exported.bytesSent, figures.bytesSent)
+    for (code, count) in figures.responses.seen(in: 400...599) {
+      let counter =
+        refused[code]
+        ?? {
+          let made = registry.makeCounter(descriptor: Self.refused, labels: [("status", String(code))])
+          refused[code] = made
+          return made
+        }()
+      advance(counter, exported.responses[code], count)
+    }
+    exported = figures
+  }
+
+  private func advance(_ counter: Counter, _ before: Int, _ now: Int) {
+    if now > before { counter.increment(by: Int64(now - before)) }
+  }
+
+  private func rejectionCounter(_ reason: String) -> Counter {
+    if let counter = rejections[reason] { return counter }
+    let counter = registry.makeCounter(descriptor: Self.rejections, labels: [("reason", reason)])
+    rejections[reason] = counter
+    return counter
+  }
+
+  /// The `Content-Type` of the exposition.
+  public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+}
