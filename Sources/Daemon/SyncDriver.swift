@@ -337,12 +337,15 @@ final class SyncDriver {
       }
     case "unsubscribed": break
     case "revoked":
-      // The token may no longer see these pages: the broker stopped notifying them. Their local copies stay
-      // until the user takes them offline; fetching them would be refused.
-      let pages = message.revokedPages ?? []
+      // The token may no longer see these pages (a reload on the broker narrowed it): the broker stopped
+      // notifying them. Their local copies go, as for pages gone at a catch-up; edits still queued for them are
+      // kept (and will be refused, then kept as conflicts), and their reasons stay, so access given back brings
+      // them again at the next connection.
+      let pages = (message.revokedPages ?? []).compactMap { try? EntityID(validating: $0) }
       logger.warning(
         "the broker revoked subscriptions: the token may no longer see these pages",
-        metadata: ["count": "\(pages.count)", "first": "\(pages.first ?? "")"])
+        metadata: ["count": "\(pages.count)", "first": "\(pages.first?.rawValue ?? "")"])
+      record { _ = try store.purge(pages) }
     case "error":
       logger.warning(
         "the broker reported a stream error",

@@ -31,6 +31,9 @@ import Testing
   /// SIGTERM with a push in flight: the answer is waited for and recorded before the store closes; exit 0.
   @Test func stoppingWaitsForThePushInFlight() throws { try runScenario("drain") }
 
+  /// A workspace revoked on the broker by a reload: its pages leave the device; the stream stays.
+  @Test func aRevokedWorkspaceIsPurgedFromTheDevice() throws { try runScenario("revoke") }
+
   @Test func aFavoriteRowSurvivesTogglingItsDatabaseOff() throws { try runScenario("favorite") }
 
   @Test func anEditOnOneDeviceReachesAnotherByPush() throws { try runScenario("push") }

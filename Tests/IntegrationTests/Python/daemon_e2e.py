@@ -179,18 +179,35 @@ class Broker:
         self.process = None
         self.store = os.path.join(scenario.dir, "broker.sqlite")
         self.config = os.path.join(scenario.dir, "broker.toml")
+        self.users = dict(USERS)  # what write_config grants; a scenario may change it and reload()
 
     @property
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self):
+    def write_config(self):
         tokens = "".join(
             f'[[auth.tokens]]\ntoken = "{token}"\nuser = "{user}"\nworkspaces = {json.dumps(workspaces)}\n'
-            for user, (token, workspaces) in USERS.items())
+            for user, (token, workspaces) in self.users.items())
         with open(self.config, "w") as config:
             config.write(f'[server]\nlisten = "127.0.0.1:{self.port}"\n[store]\npath = "{self.store}"\n'
                          f'synchronous = "normal"\n[log]\nlevel = "{LOG_LEVEL}"\n{tokens}')
+
+    def reload(self):
+        """Rewrites the configuration from `users` and sends SIGHUP; waits for `configuration reloaded`."""
+        log_path = os.path.join(self.scenario.dir, f"broker.{self.starts}.log")
+
+        def count():
+            with open(log_path, errors="replace") as log:
+                return log.read().count("configuration reloaded")
+
+        before = count()
+        self.write_config()
+        self.process.send_signal(signal.SIGHUP)
+        wait_until("the broker reloaded its configuration", lambda: (count() > before, count()))
+
+    def start(self):
+        self.write_config()
         self.starts += 1
         log_path = os.path.join(self.scenario.dir, f"broker.{self.starts}.log")
         self.process = self.scenario.start(f"broker (start {self.starts})",
@@ -729,6 +746,35 @@ def scenario_drain(s):
     check_equal(b.rows("PRAGMA integrity_check"), [{"integrity_check": "ok"}], "B's store is intact")
 
 
+def scenario_revoke(s):
+    """A token's workspace revoked on the broker by a reload: the device's stream stays, and the pages of that
+    workspace leave the device (their local copies purged, shown nowhere), while its other pages stay."""
+    broker = s.broker()
+    broker.users["alice"] = (USERS["alice"][0], ["w1", "w2"])
+    broker.reload()
+    a = s.device("A", broker.url)
+    a.cli("create", "page", "--id", "Mine", "--title", "w1 page")
+    writer = s.device("W", broker.url, workspace="w2")
+    writer.cli("create", "page", "--id", "Shared", "--title", "w2 page")
+    writer.sync()
+    a.cli("offline", "add", "Mine")
+    a.cli("offline", "add", "Shared")
+    a.sync()
+    a.wait_forest(tree("Mine", "toggled") | tree("Shared", "toggled"), "both pages offline on A")
+
+    broker.users["alice"] = (USERS["alice"][0], ["w1"])
+    broker.reload()
+    wait_until("A's copy of the w2 page is purged", lambda: (a.local_pages(["Shared"]) == set(),
+                                                             a.local_pages(["Shared"])))
+    check_equal(a.offline_pages()["Shared"]["complete"], 0, "the w2 page is no longer complete on A")
+    check_equal(a.local_pages(["Mine"]), {"Mine"}, "the w1 page stays")
+    check(a.status()["connected"], "A's stream was not dropped")
+    a.stop()
+    a.start(wait_connected=True)
+    a.cli_fails(["show", "Shared"], "a revoked page is not shown after a restart", ["Shared"])
+    check_equal(a.show("Mine")["title"], "w1 page", "the w1 page is still shown")
+
+
 def scenario_favorite(s):
     """A favorite row survives toggling its database on and off; the database's other rows leave."""
     broker = s.broker()
@@ -1082,6 +1128,7 @@ SCENARIOS = {
     "recent": scenario_recent,
     "reload": scenario_reload,
     "drain": scenario_drain,
+    "revoke": scenario_revoke,
     "favorite": scenario_favorite,
     "push": scenario_push,
     "catchup": scenario_catchup,
