@@ -42,7 +42,12 @@ let package = Package(
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
     .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
     // Strict TOML configuration reading: typed, range-checked keys; unknown keys and bad values name the line.
-    .target(name: "TOMLConfig", dependencies: [.product(name: "TOMLKit", package: "TOMLKit")]),
+    // Also what SIGHUP does with a new file in both programs (ReloadPlan).
+    .target(
+      name: "TOMLConfig",
+      dependencies: [
+        .product(name: "TOMLKit", package: "TOMLKit"), .product(name: "Logging", package: "swift-log"),
+      ]),
     // systemd's notification protocol without libsystemd: READY/STATUS/RELOADING/STOPPING, and the watchdog fed
     // from the service's loop (a stuck loop stops feeding it).
     .target(name: "ServiceManager", dependencies: ["EventLoop"]),

@@ -60,7 +60,8 @@ public enum BrokerMain {
     watchers.append(
       try SignalWatcher(loop: loop, signal: SIGHUP) { _ in
         notifier.reloading(status: "reloading the configuration")
-        let outcome = reload(broker, from: configPath)
+        let outcome = ReloadPlan.reload(
+          from: configPath, logger: { broker.logger }, load: loadConfiguration(path:), apply: broker.reload)
         notifier.ready(status: "\(outcome); " + status(of: broker, listeningOn: address))
       })
     loop.run()
@@ -68,33 +69,6 @@ public enum BrokerMain {
     loop.run()
     notifier.close()
     try? loop.close()
-  }
-
-  /// Reads and validates `path` and hands it to the broker; on any error the running configuration stays. Returns
-  /// what happened, in a few words, for the service manager's status.
-  static func reload(_ broker: BrokerServer, from path: String?) -> String {
-    guard let path else {
-      broker.logger.warning("SIGHUP: no configuration file was given (--config); nothing to reload")
-      return "reload: no configuration file"
-    }
-    let next: BrokerConfiguration
-    do {
-      next = try loadConfiguration(path: path)
-    } catch {
-      broker.logger.error(
-        "reload refused: the running configuration stays", metadata: ["file": "\(path)", "error": "\(error)"])
-      return "reload failed, running configuration kept"
-    }
-    let plan = broker.reload(next)
-    broker.logger.info(
-      "configuration reloaded",
-      metadata: ["file": "\(path)", "applied": "\(plan.applied.joined(separator: ","))"])
-    if !plan.needsRestart.isEmpty {
-      broker.logger.warning(
-        "configuration keys changed that need a restart; their running values stay",
-        metadata: ["keys": "\(plan.needsRestart.joined(separator: ","))"])
-    }
-    return "reloaded: \(plan.summary)"
   }
 
   /// The `STATUS=` line `systemctl status` shows: where the broker listens and its live figures.

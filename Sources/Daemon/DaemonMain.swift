@@ -66,7 +66,8 @@ public enum DaemonMain {
     watchers.append(
       try SignalWatcher(loop: loop, signal: SIGHUP) { _ in
         notifier.reloading(status: "reloading the configuration")
-        let outcome = reload(driver, from: configPath)
+        let outcome = ReloadPlan.reload(
+          from: configPath, logger: { driver.logger }, load: loadConfiguration(path:), apply: driver.reload)
         notifier.ready(status: "\(outcome); " + status(of: driver))
       })
     loop.run()
@@ -75,33 +76,6 @@ public enum DaemonMain {
     notifier.close()
     try? loop.close()
     logger.info("stopped")
-  }
-
-  /// Reads and validates `path` and hands it to the driver; on any error the running configuration stays.
-  /// Returns what happened, in a few words, for the service manager's status.
-  static func reload(_ driver: SyncDriver, from path: String?) -> String {
-    guard let path else {
-      driver.logger.warning("SIGHUP: no configuration file was given (--config); nothing to reload")
-      return "reload: no configuration file"
-    }
-    let next: DaemonConfiguration
-    do {
-      next = try loadConfiguration(path: path)
-    } catch {
-      driver.logger.error(
-        "reload refused: the running configuration stays", metadata: ["file": "\(path)", "error": "\(error)"])
-      return "reload failed, running configuration kept"
-    }
-    let plan = driver.reload(next)
-    driver.logger.info(
-      "configuration reloaded",
-      metadata: ["file": "\(path)", "applied": "\(plan.applied.joined(separator: ","))"])
-    if !plan.needsRestart.isEmpty {
-      driver.logger.warning(
-        "configuration keys changed that need a restart; their running values stay",
-        metadata: ["keys": "\(plan.needsRestart.joined(separator: ","))"])
-    }
-    return "reloaded: \(plan.summary)"
   }
 
   /// The `STATUS=` line `systemctl status` shows: the link to the broker and what waits in the store.

@@ -1,3 +1,5 @@
+import Logging
+
 /// What a configuration reload (SIGHUP) does with each key that changed: applied at once, or kept at its running
 /// value until a restart. Keys are named as in the file (`limits.connections`).
 public struct ReloadPlan: Sendable, Equatable {
@@ -32,5 +34,40 @@ public struct ReloadPlan: Sendable, Equatable {
     if !applied.isEmpty { parts.append("applied \(applied.joined(separator: ", "))") }
     if !needsRestart.isEmpty { parts.append("restart needed for \(needsRestart.joined(separator: ", "))") }
     return parts.joined(separator: "; ")
+  }
+}
+
+extension ReloadPlan {
+  /// What SIGHUP does in both programs: reads and validates the file at `path` whole (`load`), and only if it is
+  /// valid hands it to `apply`; on any error the running configuration stays. Logs the outcome with `logger()`
+  /// (asked after `apply`, so a new log level already counts) and returns it in a few words for the service
+  /// manager's `STATUS=`.
+  public static func reload<Configuration>(
+    from path: String?, logger: () -> Logger, load: (String) throws -> Configuration,
+    apply: (Configuration) -> ReloadPlan
+  ) -> String {
+    guard let path else {
+      logger().warning("SIGHUP: no configuration file was given (--config); nothing to reload")
+      return "reload: no configuration file"
+    }
+    let next: Configuration
+    do {
+      next = try load(path)
+    } catch {
+      logger().error(
+        "reload refused: the running configuration stays", metadata: ["file": "\(path)", "error": "\(error)"])
+      return "reload failed, running configuration kept"
+    }
+    let plan = apply(next)
+    let log = logger()
+    log.info(
+      "configuration reloaded",
+      metadata: ["file": "\(path)", "applied": "\(plan.applied.joined(separator: ","))"])
+    if !plan.needsRestart.isEmpty {
+      log.warning(
+        "configuration keys changed that need a restart; their running values stay",
+        metadata: ["keys": "\(plan.needsRestart.joined(separator: ","))"])
+    }
+    return "reloaded: \(plan.summary)"
   }
 }

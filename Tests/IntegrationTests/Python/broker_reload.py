@@ -12,38 +12,16 @@ import os
 import signal
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import websockets
+
+from checks import check, fail, json_caller
 
 BASE, CONFIG, PID, LOG, ALICE, BOB = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 WS = BASE.replace("http://", "ws://") + "/v1/stream"
 ORIGINAL = open(CONFIG).read()
 
-
-def fail(message):
-    print("FAIL " + message, flush=True)
-    sys.exit(1)
-
-
-def check(condition, message):
-    if not condition:
-        fail(message)
-    print("OK " + message, flush=True)
-
-
-def call(method, path, body=None, token=ALICE):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(BASE + path, data=data, method=method)
-    if token:
-        request.add_header("Authorization", "Bearer " + token)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
+call = json_caller(BASE, ALICE)
 
 
 class Client:

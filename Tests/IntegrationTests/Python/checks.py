@@ -1,0 +1,34 @@
+"""What the broker test scripts share: checks that print "OK ..." or "FAIL ..." (and exit 1), and a JSON call."""
+import json
+import sys
+import urllib.error
+import urllib.request
+
+
+def fail(message):
+    print("FAIL " + message, flush=True)
+    sys.exit(1)
+
+
+def check(condition, message):
+    if not condition:
+        fail(message)
+    print("OK " + message, flush=True)
+
+
+def json_caller(base, default_token):
+    """call(method, path, body=None, token=default_token) -> (status, decoded JSON body) against `base`."""
+
+    def call(method, path, body=None, token=default_token):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(base + path, data=data, method=method)
+        if token:
+            request.add_header("Authorization", "Bearer " + token)
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=20) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+    return call
