@@ -65,6 +65,13 @@ extension PageStore {
     var context = ApplyContext(
       store: self, batch: batch, workspaces: workspaces, seq: seq, nowMillis: nowMillis)
     for mutation in batch.mutations {
+      // Ids start at 1: an id 0 is not a re-send of anything (every client's last id is at least 0), so it is
+      // rejected, never acknowledged as a duplicate that the client would then drop.
+      if mutation.id == 0 {
+        results.append(
+          MutationResult(mutationId: 0, page: mutation.page, status: .rejected, reason: .invalidValue))
+        continue
+      }
       if mutation.id <= last {
         results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .duplicate))
         continue

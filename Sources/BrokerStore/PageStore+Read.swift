@@ -136,7 +136,7 @@ extension PageStore {
     let fields = Set(
       try connection.query(
         "SELECT DISTINCT field FROM change_log WHERE page_id = ? AND seq > ?",
-        [.text(id.rawValue), .integer(Int64(since))]
+        [.text(id.rawValue), .integer(Int64(clamping: since))]
       ).compactMap { if case .text(let f) = $0[0] { f } else { nil } })
     var properties: [String: PropertyValue?] = [:]
     var blockIDs: Set<String> = []
@@ -214,7 +214,7 @@ extension PageStore {
     guard !workspaces.isEmpty else { return ([], false) }
     let marks = Array(repeating: "?", count: workspaces.count).joined(separator: ", ")
     let bindings: [SQLiteValue] =
-      [.integer(Int64(sequence))] + workspaces.sorted().map { .text($0.rawValue) } + [
+      [.integer(Int64(clamping: sequence))] + workspaces.sorted().map { .text($0.rawValue) } + [
         .integer(Int64(limit + 1)), .integer(Int64(offset)),
       ]
     let ids = try connection.query(

@@ -111,7 +111,7 @@ final class LocalAPI {
     case let error as LocalStoreError:
       switch error {
       case .invalidMutation(let reason):
-        return HTTPResponseError(.badRequest, "the edit breaks a rule: \(reason.name) (\(reason))").response
+        return HTTPResponseError(.badRequest, "the edit breaks a rule: \(Self.explain(reason))").response
       case .pageExists(let page):
         return HTTPResponseError(.conflict, "page \(page) already exists").response
       default:
@@ -122,6 +122,20 @@ final class LocalAPI {
       logger.error("local API error", metadata: ["error": "\(error)"])
       return HTTPResponseError(.internalServerError, "\(error)").response
     }
+  }
+
+  /// A rejection reason with what it means (docs/protocol.md, "Rejection reasons"): `too_large (4): ...`.
+  static func explain(_ reason: RejectionReason) -> String {
+    let meaning =
+      switch reason {
+      case .invalidValue: "an empty name, a bad block type, or an edit with nothing to change"
+      case .tooLarge:
+        "a title over 1 KiB, a text or value over 64 KiB, a name over 128 bytes, a list over 256 items, "
+          + "over 128 properties or 32 attributes"
+      case .invalidParent: "a page cannot be its own parent"
+      default: "see docs/protocol.md, \"Rejection reasons\""
+      }
+    return "\(reason): \(meaning)"
   }
 
   // MARK: Status
@@ -492,7 +506,9 @@ final class SyncRequest {
 /// An id from a path or a body, or the 400 naming it.
 func pageID(_ text: some StringProtocol, field: String = "id") throws -> EntityID {
   guard let id = try? EntityID(validating: String(text)) else {
-    throw HTTPResponseError(.badRequest, "invalid \(field) \"\(text)\": ids are 1 to 64 of A-Z a-z 0-9 _ -")
+    // At most 80 characters of it, as the broker does: the message names the id, it does not echo a flood.
+    let shown = text.count > 80 ? "\(text.prefix(80))…" : String(text)
+    throw HTTPResponseError(.badRequest, "invalid \(field) \"\(shown)\": ids are 1 to 64 of A-Z a-z 0-9 _ -")
   }
   return id
 }

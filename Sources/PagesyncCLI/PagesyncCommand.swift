@@ -38,7 +38,36 @@ extension PagesyncCommand {
   /// Runs the command line. `--socket PATH` and `--json` given before the command's words
   /// (`pagesync --json status`) are moved after them, where every leaf command reads them: both orders work.
   public static func run(arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
-    main(movingLeadingGlobalOptions(arguments))
+    main(withoutGlobalOptionsUnlessACommandIsNamed(movingLeadingGlobalOptions(arguments)))
+  }
+
+  /// `--socket` and `--json` belong to the leaf commands. When a word where a command should be names none
+  /// (`pagesync frobnicate --json`, `pagesync offline toggle home --socket S`), they are dropped, so the usage
+  /// error names that word instead of calling `--json` an unknown option.
+  static func withoutGlobalOptionsUnlessACommandIsNamed(_ arguments: [String]) -> [String] {
+    var command: any ParsableCommand.Type = PagesyncCommand.self
+    var index = 0
+    while index < arguments.count, !command.configuration.subcommands.isEmpty,
+      let next = command.configuration.subcommands.first(where: { $0._commandName == arguments[index] })
+    {
+      command = next
+      index += 1
+    }
+    guard !command.configuration.subcommands.isEmpty, index < arguments.count,
+      !arguments[index].hasPrefix("-"), arguments[index] != "help"
+    else { return arguments }
+    var kept: [String] = []
+    var rest = arguments[...]
+    while let first = rest.first {
+      rest = rest.dropFirst()
+      if first == "--json" || first.hasPrefix("--socket=") { continue }
+      if first == "--socket" {
+        rest = rest.dropFirst()
+        continue
+      }
+      kept.append(first)
+    }
+    return kept
   }
 
   /// `arguments` with the leading `--socket PATH`, `--socket=PATH` and `--json` moved to the end.

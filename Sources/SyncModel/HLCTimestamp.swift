@@ -88,10 +88,12 @@ public struct HybridLogicalClock: Sendable {
 }
 
 extension HLCTimestamp {
-  /// The next timestamp: the counter advances; at its limit the milliseconds do.
+  /// The next timestamp: the counter advances; at its limit the milliseconds do. The largest timestamp (a
+  /// device may send any time, `"18446744073709551615:4294967295"` included) is its own successor rather than
+  /// a trap: a clock pushed there stays there.
   var successor: HLCTimestamp {
-    counter == .max
-      ? HLCTimestamp(millis: millis + 1, counter: 0) : HLCTimestamp(millis: millis, counter: counter + 1)
+    if counter < .max { return HLCTimestamp(millis: millis, counter: counter + 1) }
+    return millis < .max ? HLCTimestamp(millis: millis + 1, counter: 0) : self
   }
 }
 

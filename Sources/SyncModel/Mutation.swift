@@ -187,8 +187,8 @@ public struct MutationBatch: Hashable, Sendable, Codable {
   }
 
   /// Whether the mutation ids are consecutive and ascending (the batch may start anywhere: the broker compares
-  /// the first with the client's last applied id).
+  /// the first with the client's last applied id). An id of `UInt64.max` has no successor: it must be last.
   public var hasConsecutiveIDs: Bool {
-    zip(mutations, mutations.dropFirst()).allSatisfy { $1.id == $0.id + 1 }
+    zip(mutations, mutations.dropFirst()).allSatisfy { $0.id != .max && $1.id == $0.id + 1 }
   }
 }

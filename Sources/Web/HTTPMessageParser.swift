@@ -268,7 +268,9 @@ final class HTTPMessageParser {
     let size = parser.pointee.content_length
     guard size <= UInt64(max(limits.maxBodyBytes - body.readableBytes, 0)) else {
       callbackError = fail(
-        .bodyTooLarge, "chunk of \(size) bytes exceeds the \(limits.maxBodyBytes)-byte body limit")
+        .bodyTooLarge,
+        "chunked body exceeds the \(limits.maxBodyBytes)-byte body limit (a chunk of \(size) bytes after "
+          + "\(body.readableBytes))")
       return 1
     }
     return 0

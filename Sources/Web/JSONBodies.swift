@@ -29,8 +29,22 @@ public struct JSONBodies {
 
   /// Decodes a request body, or the 400 naming what is wrong with it.
   public func decode<T: Decodable>(_ type: T.Type, _ request: HTTPRequest) -> Result<T, HTTPResponseError> {
+    let bytes = request.body.readableBytesArray
+    // JSON is UTF-8 (RFC 8259): say so, rather than the decoder's bare "not valid JSON".
+    guard bytes.withUnsafeBytes({ UTF8Validator.isValid($0) }) else {
+      return .failure(HTTPResponseError(.badRequest, "invalid JSON body: it is not valid UTF-8"))
+    }
     do {
-      return .success(try decoder.decode(type, from: Data(request.body.readableBytesArray)))
+      return .success(try decoder.decode(type, from: Data(bytes)))
+    } catch DecodingError.dataCorrupted(let context)
+      where context.codingPath.isEmpty && (try? decoder.decode(AnyJSONValue.self, from: Data(bytes))) != nil
+    {
+      // The decoder says "not valid JSON", without a place, also for well-formed JSON whose number does not
+      // fit its field (-1 or 2.5 for an id).
+      return .failure(
+        HTTPResponseError(
+          .badRequest,
+          "invalid JSON body: a number does not fit its field (negative, fractional or too large)"))
     } catch let error as DecodingError {
       return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(Self.describe(error))"))
     } catch {
@@ -51,6 +65,31 @@ public struct JSONBodies {
       return path(context) + "missing field \"\(key.stringValue)\""
     @unknown default:
       return "\(error)"
+    }
+  }
+}
+
+/// Any JSON value, read only to tell a body that is not JSON from one whose numbers do not fit their fields.
+private struct AnyJSONValue: Decodable {
+  private struct Key: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+  }
+
+  init(from decoder: any Decoder) throws {
+    if var array = try? decoder.unkeyedContainer() {
+      while !array.isAtEnd { _ = try array.decode(AnyJSONValue.self) }
+    } else if let object = try? decoder.container(keyedBy: Key.self) {
+      for key in object.allKeys { _ = try object.decode(AnyJSONValue.self, forKey: key) }
+    } else {
+      let value = try decoder.singleValueContainer()
+      if value.decodeNil() || (try? value.decode(Bool.self)) != nil || (try? value.decode(Double.self)) != nil
+      {
+        return
+      }
+      _ = try value.decode(String.self)
     }
   }
 }

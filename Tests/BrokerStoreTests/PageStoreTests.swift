@@ -118,6 +118,31 @@ private final class StoreFixture {
     #expect(try f.snapshot("p")?.title == "P3")
   }
 
+  /// Id 0 is no re-send of anything: rejected, never acknowledged as a duplicate the client would drop.
+  @Test func mutationIDZeroIsRejectedNotADuplicate() throws {
+    let f = try StoreFixture()
+    let zero = Mutation(
+      id: 0, page: id("p"), time: HLCTimestamp(millis: 1), action: .createPage(parent: nil, title: "P"))
+    let outcome = try f.push("c1", [zero])
+    #expect(outcome.results.map(\.status) == [.rejected])
+    #expect(outcome.results.first?.reason == .invalidValue)
+    #expect(outcome.sequence == nil && outcome.lastMutationId == 0)
+    #expect(try f.snapshot("p") == nil)
+    // The client's ids still start at 1.
+    #expect(try f.push("c1", "p", .createPage(parent: nil, title: "P")).results.map(\.status) == [.applied])
+  }
+
+  /// A sequence past Int64.max (a client's `since`) means "nothing changed after it", not a trap.
+  @Test func timesPastInt64MaxAreNotTraps() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    #expect(
+      try f.store.pagesChanged(after: .max, workspaces: [StoreFixture.workspace], offset: 0, limit: 10).pages
+        .isEmpty)
+    let delta = try f.store.delta(of: id("p"), since: .max, workspaces: [StoreFixture.workspace])
+    #expect(delta?.full == false && delta?.properties.isEmpty == true)
+  }
+
   @Test func aGapInMutationIDsIsRefusedWhole() throws {
     let f = try StoreFixture()
     try f.push("c1", "p", .createPage(parent: nil, title: "P"))

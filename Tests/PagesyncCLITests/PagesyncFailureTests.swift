@@ -154,6 +154,12 @@ import Testing
       "a-z and _"
     ),
     (["view", "set", "tasks", "--sort", ":desc"], "'--sort <name[:desc]>'", "the name is empty"),
+    // An unknown command with --json or --socket (added by runPagesync) is named, not the option.
+    (["frobnicate", "--json"], "Error: Unexpected argument 'frobnicate'", "Usage: pagesync <subcommand>"),
+    (
+      ["offline", "toggle", "home", "--json"], "Error: 2 unexpected arguments: 'toggle', 'home'",
+      "Usage: pagesync offline <subcommand>"
+    ),
   ])
   func badUsageExitsSixtyFourNamingTheProblem(_ arguments: [String], _ named: String, _ detail: String) throws
   {

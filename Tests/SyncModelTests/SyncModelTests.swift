@@ -71,6 +71,16 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     #expect(clock.now(physicalMillis: 7) == HLCTimestamp(millis: 8, counter: 0))
   }
 
+  /// A device may send any time: the largest one is merged without a trap (it was an overflow) and stays.
+  @Test func theLargestTimeIsItsOwnSuccessor() {
+    let largest = HLCTimestamp(millis: .max, counter: .max)
+    var clock = HybridLogicalClock()
+    #expect(clock.observe(largest, physicalMillis: 1) == largest)
+    #expect(clock.now(physicalMillis: 2) == largest)
+    var justBefore = HybridLogicalClock(last: HLCTimestamp(millis: .max, counter: .max - 1))
+    #expect(justBefore.now(physicalMillis: 0) == largest)
+  }
+
   @Test func wireFormIsMillisColonCounter() throws {
     let stamp = HLCTimestamp(millis: 1_732_244_000_123, counter: 7)
     #expect(stamp.description == "1732244000123:7")
@@ -237,5 +247,9 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     #expect(batch([]).hasConsecutiveIDs)
     #expect(!batch([4, 6]).hasConsecutiveIDs)
     #expect(!batch([5, 4]).hasConsecutiveIDs)
+    // The largest id has no successor (this overflowed and killed the broker).
+    #expect(!batch([.max, 1]).hasConsecutiveIDs)
+    #expect(!batch([.max, 0]).hasConsecutiveIDs)
+    #expect(batch([.max - 1, .max]).hasConsecutiveIDs)
   }
 }
