@@ -4,6 +4,7 @@ SWIFT ?= swift
 FUZZ_SECONDS ?= 30
 FUZZ_BUILD := .build-fuzz
 ASAN_BUILD := .build-asan
+TSAN_BUILD := .build-tsan
 FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames
 
 # Installation: `make install PREFIX=/usr/local DESTDIR=` (DESTDIR: a staging root, for packages).
@@ -26,7 +27,7 @@ PROGRAM_DIR ?=
 # Extra `swift build` flags for verify-units, e.g. BUILD_FLAGS="--scratch-path .build-x".
 BUILD_FLAGS ?=
 
-.PHONY: all deps build lint format test fuzz sanitize clean run demo install install-files verify-units
+.PHONY: all deps build lint format test fuzz sanitize sanitize-thread clean run demo install install-files verify-units
 
 all: build
 
@@ -108,5 +109,12 @@ sanitize: deps
 	LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp $(SWIFT) test --skip-build --sanitize=address \
 	  --scratch-path $(ASAN_BUILD)
 
+# Every test under ThreadSanitizer, the programs the integration tests start included (they are built with it):
+# the loop, writer and worker threads, and every cross-thread hand-off. A race report fails the run (a child
+# process with a report exits 66, which its test sees).
+sanitize-thread: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path $(TSAN_BUILD)
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path $(TSAN_BUILD)
+
 clean:
-	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) $(RELEASE_BUILD) fuzz-artifacts var
+	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(RELEASE_BUILD) fuzz-artifacts var
