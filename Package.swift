@@ -20,6 +20,9 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     // The command lines of the programs.
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    // pagesync-load's latency percentiles: HdrHistogram keeps p99.9 and max exact to 3 significant digits in
+    // fixed memory, however many samples a run records.
+    .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
   ],
   targets: [
     // System libraries: a module map and a shim header each, nothing else. No C type leaks past the module that
@@ -93,6 +96,11 @@ let package = Package(
       ]),
     .executableTarget(name: "pagesync", dependencies: ["PagesyncCLI"]),
 
+    // The load harness (docs/benchmarks.md).
+    // What a load run decides without I/O: the open-loop schedule, delivery bookkeeping under coalescing,
+    // latency summaries, RESP framing, the report's table and JSON.
+    .target(name: "LoadCore", dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")]),
+
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     .testTarget(
       name: "ServiceManagerTests", dependencies: ["ServiceManager", "EventLoop", "EventLoopTestKit"]),
@@ -102,6 +110,7 @@ let package = Package(
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
     .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
+    .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",
