@@ -8,6 +8,7 @@ let package = Package(
     .executable(name: "pagesync-broker", targets: ["pagesync-broker"]),
     .executable(name: "pagesyncd", targets: ["pagesyncd"]),
     .executable(name: "pagesync", targets: ["pagesync"]),
+    .executable(name: "pagesync-load", targets: ["pagesync-load"]),
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
@@ -100,6 +101,13 @@ let package = Package(
     // What a load run decides without I/O: the open-loop schedule, delivery bookkeeping under coalescing,
     // latency summaries, RESP framing, the report's table and JSON.
     .target(name: "LoadCore", dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")]),
+    // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop.
+    .target(name: "LoadHarness", dependencies: ["LoadCore", "EventLoop", "Web"]),
+    .executableTarget(
+      name: "pagesync-load",
+      dependencies: [
+        "LoadHarness", "LoadCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ]),
 
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     .testTarget(

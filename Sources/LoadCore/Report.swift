@@ -87,9 +87,14 @@ public indirect enum ReportValue: Sendable {
 
 /// Plain-text tables for the end of a run: left-aligned first column, right-aligned figures.
 public enum ReportTable {
-  /// One row per leaf of `report`: `metric  value`.
+  /// One row per leaf of `report`: `metric  value`. Text longer than a figure (notes) follows the table as
+  /// `metric: text` lines, so it does not widen every row.
   public static func render(_ report: ReportValue) -> String {
-    render(header: ["metric", "value"], rows: report.flattened().map { [$0.0, $0.1.text] })
+    let leaves = report.flattened()
+    let long = leaves.filter { $0.1.text.count > 40 }
+    let table = render(
+      header: ["metric", "value"], rows: leaves.filter { $0.1.text.count <= 40 }.map { [$0.0, $0.1.text] })
+    return table + long.map { "\($0.0): \($0.1.text)\n" }.joined()
   }
 
   /// Rows of cells under `header`, columns padded to their widest cell.
@@ -123,20 +128,29 @@ public enum ComparisonReport {
     ])
   }
 
-  /// pagesync / redis for every numeric leaf of `pagesync` that `redis` has too, keyed by dotted path.
+  /// pagesync / redis for every numeric leaf of `pagesync` that `redis` has too, keyed by dotted path (not for
+  /// process ids, which are numbers but not figures).
   public static func ratios(pagesync: ReportValue, redis: ReportValue) -> [(String, ReportValue)] {
     pagesync.flattened().compactMap { path, value in
-      guard let ours = value.numeric, let theirs = redis[path]?.numeric, theirs != 0 else { return nil }
+      guard !path.hasSuffix("pid"), let ours = value.numeric, let theirs = redis[path]?.numeric, theirs != 0
+      else { return nil }
       return (path, .number(ours / theirs))
     }
   }
 
-  /// Three columns: figure, pagesync, redis, ratio.
+  /// Four columns: figure, pagesync, redis, ratio; long text (notes) follows the table.
   public static func table(pagesync: ReportValue, redis: ReportValue) -> String {
     let ratios = Dictionary(ratios(pagesync: pagesync, redis: redis), uniquingKeysWith: { a, _ in a })
-    let rows = pagesync.flattened().map { path, value in
+    let leaves = pagesync.flattened()
+    let isLong = { (path: String, value: ReportValue) in
+      value.text.count > 40 || (redis[path]?.text.count ?? 0) > 40
+    }
+    let rows = leaves.filter { !isLong($0.0, $0.1) }.map { path, value in
       [path, value.text, redis[path]?.text ?? "-", ratios[path].map { $0.text } ?? "-"]
     }
-    return ReportTable.render(header: ["metric", "pagesync", "redis", "ratio"], rows: rows)
+    let notes = leaves.filter { isLong($0.0, $0.1) }.map { path, value in
+      "pagesync \(path): \(value.text)\nredis \(path): \(redis[path]?.text ?? "-")\n"
+    }
+    return ReportTable.render(header: ["metric", "pagesync", "redis", "ratio"], rows: rows) + notes.joined()
   }
 }

@@ -65,3 +65,21 @@ import Testing
     #expect(LatencyRecorder().summary == LatencySummary(count: 0, p50: 0, p99: 0, p999: 0, max: 0))
   }
 }
+
+@Suite struct SeededGeneratorTests {
+  @Test func theSameSeedChoosesTheSamePages() {
+    var a = SeededGenerator(seed: 7)
+    var b = SeededGenerator(seed: 7)
+    #expect(a.choose(100, of: 10_000) == b.choose(100, of: 10_000))
+  }
+
+  @Test func choicesAreDistinctSortedAndInRange() {
+    var generator = SeededGenerator(seed: 1)
+    let chosen = generator.choose(100, of: 1000)
+    #expect(chosen.count == 100)
+    #expect(Set(chosen).count == 100)
+    #expect(chosen == chosen.sorted())
+    #expect(chosen.allSatisfy { (0..<1000).contains($0) })
+    #expect(generator.choose(5, of: 5) == [0, 1, 2, 3, 4])
+  }
+}
