@@ -56,6 +56,12 @@ struct MutationFields {
     MutationFields(json: #""page":"\#(page)","time":"\#(time)","type":"set_title","title":"\#(title)""#)
   }
 
+  /// A `set_property` of `page` to a string.
+  static func setProperty(page: String, time: String, name: String, value: String) -> MutationFields {
+    MutationFields(
+      json: #""page":"\#(page)","time":"\#(time)","type":"set_property","name":"\#(name)","value":"\#(value)""#)
+  }
+
   /// A top-level `create_page`.
   static func createPage(page: String, time: String, title: String) -> MutationFields {
     MutationFields(
@@ -120,12 +126,18 @@ final class BrokerWriterPool {
   var bytesSent: Int { writers.reduce(0) { $0 + $1.connection.bytesWritten } }
   var bytesReceived: Int { writers.reduce(0) { $0 + $1.connection.bytesRead } }
 
-  /// Posts `mutations` as one batch on the connection with the fewest requests in flight.
-  func send(_ mutations: [MutationFields], _ completion: @escaping (Result<BatchAnswer, LoadError>) -> Void) {
-    guard
-      let index = writers.indices.filter({ writers[$0].connection.isOpen })
-        .min(by: { writers[$0].connection.pendingRequests < writers[$1].connection.pendingRequests })
-    else {
+  /// The open connection with the fewest requests in flight, nil when every one is closed.
+  var leastBusy: Int? {
+    writers.indices.filter { writers[$0].connection.isOpen }
+      .min { writers[$0].connection.pendingRequests < writers[$1].connection.pendingRequests }
+  }
+
+  /// Posts `mutations` as one batch on connection `index` (default: the one with the fewest requests in flight).
+  func send(
+    _ mutations: [MutationFields], on chosen: Int? = nil,
+    _ completion: @escaping (Result<BatchAnswer, LoadError>) -> Void
+  ) {
+    guard let index = chosen ?? leastBusy, writers.indices.contains(index), writers[index].connection.isOpen else {
       completion(.failure(.connectFailed("every writer connection is closed")))
       return
     }

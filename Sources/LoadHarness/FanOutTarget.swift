@@ -23,7 +23,7 @@ protocol FanOutTarget: AnyObject {
   func closeAll()
 }
 
-/// B1 against the broker: one page, device streams subscribed to it, set_title batches.
+/// B1 against the broker: one page, device streams subscribed to it, one-mutation batches.
 final class PagesyncFanOut: FanOutTarget {
   let label = "pagesync"
   let mode = DeliveryLedger.Mode.coalescing
@@ -62,8 +62,15 @@ final class PagesyncFanOut: FanOutTarget {
     device.open(loop: loop, endpoint: endpoint, pages: [page], watched: page, onTime: onToken, done)
   }
 
+  /// One `set_property` per batch, of a property of the writer connection's own (`w0`, `w1`, ...). Batches on
+  /// one connection are applied in order, but not across connections: with one shared register (the title) a
+  /// batch overtaken by a newer one from another connection would lose last-writer-wins, change nothing and
+  /// notify no one, and the run would count fewer updates than it sent.
   func publish(batch: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
-    writers.send([.setTitle(page: page, time: writers.nextTime(), title: "b\(batch)")]) { result in
+    guard let writer = writers.leastBusy else { return done(.failure(.connectFailed("no writer connection"))) }
+    let mutation = MutationFields.setProperty(
+      page: page, time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
+    writers.send([mutation], on: writer) { result in
       done(result.map { $0.pages[self.page] ?? $0.sequence })
     }
   }
