@@ -59,7 +59,8 @@ struct MutationFields {
   /// A `set_property` of `page` to a string.
   static func setProperty(page: String, time: String, name: String, value: String) -> MutationFields {
     MutationFields(
-      json: #""page":"\#(page)","time":"\#(time)","type":"set_property","name":"\#(name)","value":"\#(value)""#)
+      json:
+        #""page":"\#(page)","time":"\#(time)","type":"set_property","name":"\#(name)","value":"\#(value)""#)
   }
 
   /// A top-level `create_page`.
@@ -137,7 +138,8 @@ final class BrokerWriterPool {
     _ mutations: [MutationFields], on chosen: Int? = nil,
     _ completion: @escaping (Result<BatchAnswer, LoadError>) -> Void
   ) {
-    guard let index = chosen ?? leastBusy, writers.indices.contains(index), writers[index].connection.isOpen else {
+    guard let index = chosen ?? leastBusy, writers.indices.contains(index), writers[index].connection.isOpen
+    else {
       completion(.failure(.connectFailed("every writer connection is closed")))
       return
     }

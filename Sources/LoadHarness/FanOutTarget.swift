@@ -67,7 +67,9 @@ final class PagesyncFanOut: FanOutTarget {
   /// batch overtaken by a newer one from another connection would lose last-writer-wins, change nothing and
   /// notify no one, and the run would count fewer updates than it sent.
   func publish(batch: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
-    guard let writer = writers.leastBusy else { return done(.failure(.connectFailed("no writer connection"))) }
+    guard let writer = writers.leastBusy else {
+      return done(.failure(.connectFailed("no writer connection")))
+    }
     let mutation = MutationFields.setProperty(
       page: page, time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
     writers.send([mutation], on: writer) { result in
