@@ -15,7 +15,7 @@ FIGURES = [
     "delivery.frames_per_s", "delivery.latency.p50_ms", "delivery.latency.p99_ms", "delivery.latency.p999_ms",
     "delivery.latency.max_ms", "delivery.lost_subscribers", "generator.lag_p99_ms", "generator.harness_cpu_pct",
     "server.cpu_pct", "server.rss_after_bytes", "wire.bytes_received", "time.to_fresh_ms", "time.catchup_ms",
-    "bytes.over_ideal", "bytes.total_wire",
+    "bytes.over_ideal", "bytes.total_wire", "machine.loadavg_1m_end",
 ]
 
 

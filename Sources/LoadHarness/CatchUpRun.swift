@@ -107,6 +107,7 @@ final class CatchUpRun {
   /// The device returns: subscribe everything, one catch-up, fetch what changed. Timed from the first byte.
   private func comeBack(_ connection: HTTPClientConnection) {
     let serverBefore = server.sample()
+    let machine = MachineProbe()
     let started = HostProcess.now()
     let device = DeviceStream()
     self.device = device
@@ -165,8 +166,11 @@ final class CatchUpRun {
               ),
               (
                 "server",
-                self.server.report(before: serverBefore, after: self.server.sample(), wallSeconds: 1)
+                self.server.report(
+                  before: serverBefore, after: self.server.sample(),
+                  wallSeconds: Double(freshAt - started) / 1e9)
               ),
+              ("machine", machine.report),
               ("ok", .bool(exact && fetched.deltas == self.expected.count)),
             ])
             self.finish(.success(report))

@@ -87,9 +87,11 @@ final class FanOutRun {
   private var startedAt: UInt64 = 0
   private var cpuBefore = 0.0
   private var serverBefore: ProcessSample?
+  private var machine = MachineProbe()
 
   private func startWriting() {
     serverBefore = server.sample()
+    machine = MachineProbe()
     cpuBefore = HostProcess.ownCPUSeconds()
     startedAt = HostProcess.now()
     // Start a little ahead so the first batch is not already late when the tick first runs.
@@ -216,6 +218,7 @@ final class FanOutRun {
         ])
       ),
       ("server", server.report(before: serverBefore, after: serverAfter, wallSeconds: wall)),
+      ("machine", machine.report),
       (
         "wire",
         .object([("bytes_sent", .int(target.bytesSent)), ("bytes_received", .int(target.bytesReceived))])

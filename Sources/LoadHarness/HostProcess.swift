@@ -46,6 +46,14 @@ public enum HostProcess {
       + "/" + name
   }
 
+  /// The 1-minute load average (/proc/loadavg): on a shared machine, how much else wanted the CPUs during a run.
+  public static func loadAverage() -> Double? {
+    readFile("/proc/loadavg")?.split(separator: " ").first.flatMap { Double($0) }
+  }
+
+  /// CPUs online.
+  public static var cores: Int { sysconf(Int32(_SC_NPROCESSORS_ONLN)) }
+
   /// Whether standard error is a terminal (the progress line then redraws in place).
   public static var standardErrorIsTerminal: Bool { isatty(2) == 1 }
 

@@ -30,6 +30,19 @@ final class ProgressLine {
   }
 }
 
+/// The machine around a run: its CPUs and how loaded it was at the start and the end. Figures from a run whose
+/// load average exceeds the core count were taken while other work competed for the CPUs.
+struct MachineProbe {
+  let loadAtStart = HostProcess.loadAverage()
+
+  var report: ReportValue {
+    .object([
+      ("cores", .int(HostProcess.cores)), ("loadavg_1m_start", .number(loadAtStart ?? 0)),
+      ("loadavg_1m_end", .number(HostProcess.loadAverage() ?? 0)),
+    ])
+  }
+}
+
 /// Samples the server under test from /proc when the harness knows its pid (it started it).
 struct ServerProbe {
   var pid: Int32?

@@ -46,6 +46,7 @@ final class WriteRun {
   private var lastAnswerAt: UInt64 = 0
   private var cpuBefore = 0.0
   private var serverBefore: ProcessSample?
+  private var machine = MachineProbe()
   private var nextPage = 0
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
 
@@ -80,6 +81,7 @@ final class WriteRun {
 
   private func startWriting() {
     serverBefore = server.sample()
+    machine = MachineProbe()
     cpuBefore = HostProcess.ownCPUSeconds()
     startedAt = HostProcess.now()
     endsAt = startedAt + UInt64(options.seconds * 1e9)
@@ -186,6 +188,7 @@ final class WriteRun {
         ])
       ),
       ("server", server.report(before: serverBefore, after: serverAfter, wallSeconds: wall)),
+      ("machine", machine.report),
       (
         "wire",
         .object([("bytes_sent", .int(writers.bytesSent)), ("bytes_received", .int(writers.bytesReceived))])
