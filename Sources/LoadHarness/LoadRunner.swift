@@ -18,6 +18,8 @@ public struct RunSettings: Sendable {
   public var seed: UInt64 = 1
   /// Draw the live progress line on stderr.
   public var progress = true
+  /// The most a run (start, load, drain, stop) may take before it fails as timed out.
+  public var timeoutSeconds = 600
 
   public init() {}
 }
@@ -163,15 +165,20 @@ public final class LoadRunner {
     _ body: @escaping (String, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
   ) throws -> ReportValue {
     var outcome: Result<ReportValue, LoadError>?
+    // A bound on the whole run: a server that stops answering must not hang the harness (or CI).
+    let watchdog = LoopTimer(loop: loop)
     let finish: (Result<ReportValue, LoadError>) -> Void = { [loop] result in
       guard outcome == nil else { return }
       outcome = result
+      watchdog.close()
       if let server {
         server.stop { loop.stop() }
       } else {
         loop.stop()
       }
     }
+    let limit = settings.timeoutSeconds
+    watchdog.start(after: UInt64(limit) * 1000) { finish(.failure(.timedOut("no result within \(limit) s"))) }
     if let server {
       server.whenReady { ready in
         switch ready {

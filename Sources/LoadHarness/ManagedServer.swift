@@ -18,6 +18,7 @@ final class ManagedServer {
   private var onReady: ((Result<String, LoadError>) -> Void)?
   private var onStopped: (() -> Void)?
   private var openParts = 3
+  private var killTimer: LoopTimer?
   private(set) var exitStatus: (status: Int64, signal: Int32)?
 
   var pid: Int32 { process.pid }
@@ -67,6 +68,14 @@ final class ManagedServer {
     }
     onStopped = then
     try? process.kill(SIGTERM)
+    // The broker drains on SIGTERM; one that has not exited after 10 s is killed, so a run always ends.
+    let timer = LoopTimer(loop: process.loop)
+    timer.keepsLoopAlive = false
+    timer.start(after: 10_000) { [weak self] in
+      timer.close()
+      try? self?.process.kill(SIGKILL)
+    }
+    killTimer = timer
   }
 
   /// The last lines of output, for error messages.
@@ -88,6 +97,8 @@ final class ManagedServer {
     openParts -= 1
     guard openParts == 0 else { return }
     process.close()
+    killTimer?.close()
+    killTimer = nil
     onStopped?()
     onStopped = nil
   }

@@ -32,6 +32,9 @@ struct CommonOptions: ParsableArguments {
   @Flag(help: "No progress line on stderr.")
   var quiet = false
 
+  @Option(help: "Seconds a run may take in all (start, load, drain, stop) before it fails as timed out.")
+  var timeout = 600
+
   var settings: RunSettings {
     var settings = RunSettings()
     settings.brokerURL = broker
@@ -40,6 +43,7 @@ struct CommonOptions: ParsableArguments {
     settings.synchronous = synchronous
     settings.seed = seed
     settings.progress = !quiet
+    settings.timeoutSeconds = timeout
     return settings
   }
 }
