@@ -47,6 +47,9 @@ def main():
         if len(cells) == len(sides):
             print(f"  {path:30} " + "   ".join(cells))
     for side in sides:
+        oks = [(r[side] if side else r).get("ok") for r in reports]
+        print(f"  ok ({side or 'run'}): {sum(1 for ok in oks if ok)} of {len(oks)} runs correct")
+    for side in sides:
         notes = {(r[side] if side else r).get("notes", "") for r in reports} - {""}
         for note in notes:
             print(f"  note ({side or 'run'}): {note}")
