@@ -8,6 +8,7 @@ let package = Package(
     .executable(name: "pagesync-broker", targets: ["pagesync-broker"]),
     .executable(name: "pagesyncd", targets: ["pagesyncd"]),
     .executable(name: "pagesync", targets: ["pagesync"]),
+    .executable(name: "pagesync-load", targets: ["pagesync-load"]),
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
@@ -24,6 +25,9 @@ let package = Package(
     // Pulls in only swift-atomics and CoreMetrics (no NIO, no Foundation).
     .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+    // pagesync-load's latency percentiles: HdrHistogram keeps p99.9 and max exact to 3 significant digits in
+    // fixed memory, however many samples a run records.
+    .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
   ],
   targets: [
     // System libraries: a module map and a shim header each, nothing else. No C type leaks past the module that
@@ -104,6 +108,18 @@ let package = Package(
       ]),
     .executableTarget(name: "pagesync", dependencies: ["PagesyncCLI"]),
 
+    // The load harness (docs/benchmarks.md).
+    // What a load run decides without I/O: the open-loop schedule, delivery bookkeeping under coalescing,
+    // latency summaries, RESP framing, the report's table and JSON.
+    .target(name: "LoadCore", dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")]),
+    // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop.
+    .target(name: "LoadHarness", dependencies: ["LoadCore", "EventLoop", "Web"]),
+    .executableTarget(
+      name: "pagesync-load",
+      dependencies: [
+        "LoadHarness", "LoadCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ]),
+
     .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
     .testTarget(
       name: "ServiceManagerTests", dependencies: ["ServiceManager", "EventLoop", "EventLoopTestKit"]),
@@ -113,6 +129,7 @@ let package = Package(
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
     .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
+    .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",

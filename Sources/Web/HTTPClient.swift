@@ -91,6 +91,10 @@ public final class HTTPClientConnection {
   public var bytesSent: Int { stream.bytesWritten }
   /// Requests sent whose response has not arrived.
   public var pendingRequests: Int { waiting.count - waitingHead }
+  /// Bytes read from and written to the connection so far, headers included (for the load harness's bytes on
+  /// the wire).
+  public var bytesRead: Int { stream.bytesRead }
+  public var bytesWritten: Int { stream.bytesWritten }
 
   /// Sends `request` (adding `Host` and `Content-Length` when missing); `completion` gets its response.
   public func send(

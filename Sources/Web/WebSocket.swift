@@ -130,6 +130,10 @@ public final class WebSocket {
   public var writeCalls: Int { stream.writeCalls }
   /// The peer's address (TCP only).
   public var peerAddress: SocketAddress? { stream.peerAddress }
+  /// Bytes read from and written to the connection so far, handshake and framing included (for the load
+  /// harness's bytes on the wire).
+  public var bytesRead: Int { stream.bytesRead }
+  public var bytesWritten: Int { stream.bytesWritten }
 
   // MARK: Sending
 

@@ -1,0 +1,94 @@
+/// Delivery bookkeeping for a fan-out run: which batch each notification stands for, how late it arrived, and
+/// whether every subscriber ended up knowing the newest state.
+///
+/// A *token* names a batch on the wire: the broker's `lastUpdatedTime` (the batch's sequence, learned from its
+/// answer), or for Redis the batch number carried in the message. A token is matched to its batch's scheduled
+/// send time when the batch is acknowledged; a notification that arrives before the writer has its answer (the
+/// broker notifies right after the commit, the answer may still be on its way) is parked until then.
+///
+/// Two ways to count a subscriber complete:
+/// - `coalescing` (pagesync): notifications for one page coalesce while a device is not reading, so a frame stands
+///   for every batch up to its token. Complete means the last token seen is the newest acknowledged one; latency
+///   is that of the newest batch a frame contains.
+/// - `everyMessage` (Redis pub/sub): each published message reaches every subscriber. Complete means one message
+///   per acknowledged batch.
+///
+/// Tokens must be above 0 (0 means "nothing seen"). Times are nanoseconds on the harness's monotonic clock.
+public struct DeliveryLedger: Sendable {
+  /// How a subscriber's frames relate to the batches.
+  public enum Mode: String, Sendable { case coalescing, everyMessage }
+
+  public let mode: Mode
+  public let subscribers: Int
+  private var scheduled: [UInt64: UInt64] = [:]
+  private var parked: [UInt64: [UInt64]] = [:]
+  private var lastSeen: [UInt64]
+  private var framesPerSubscriber: [Int]
+  /// Batches acknowledged with a token.
+  public private(set) var acknowledged = 0
+  /// The newest acknowledged token: what every subscriber must end up seeing.
+  public private(set) var finalToken: UInt64 = 0
+  /// Notifications received, all subscribers together.
+  public private(set) var frames = 0
+  /// Notifications whose token was not newer than one the subscriber had already seen.
+  public private(set) var regressions = 0
+  /// Delivery latency: receipt time minus the scheduled send time of the newest batch the frame stands for.
+  public private(set) var latency = LatencyRecorder()
+
+  public init(mode: Mode, subscribers: Int) {
+    self.mode = mode
+    self.subscribers = subscribers
+    lastSeen = Array(repeating: 0, count: subscribers)
+    framesPerSubscriber = Array(repeating: 0, count: subscribers)
+  }
+
+  /// The writer got the answer for the batch sent as `token`, which was scheduled at `scheduledAt`.
+  public mutating func acknowledged(token: UInt64, scheduledAt: UInt64) {
+    precondition(token > 0, "token 0 means nothing seen")
+    acknowledged += 1
+    scheduled[token] = scheduledAt
+    if let waiting = parked.removeValue(forKey: token) {
+      for receivedAt in waiting { latency.record(nanoseconds: receivedAt - min(receivedAt, scheduledAt)) }
+    }
+    finalToken = max(finalToken, token)
+  }
+
+  /// Subscriber `subscriber` was told about `token` at `receivedAt`.
+  public mutating func received(subscriber: Int, token: UInt64, at receivedAt: UInt64) {
+    guard subscriber >= 0, subscriber < subscribers, token > 0 else { return }
+    frames += 1
+    framesPerSubscriber[subscriber] += 1
+    if token <= lastSeen[subscriber] {
+      regressions += 1
+    } else {
+      lastSeen[subscriber] = token
+    }
+    if let scheduledAt = scheduled[token] {
+      latency.record(nanoseconds: receivedAt - min(receivedAt, scheduledAt))
+    } else {
+      parked[token, default: []].append(receivedAt)
+    }
+  }
+
+  /// Subscribers whose last seen token is the final one (coalescing) or that got every message (everyMessage).
+  /// O(subscribers): for progress lines and the end of a run, not per frame.
+  public var completeSubscribers: Int { (0..<subscribers).reduce(0) { $0 + (isComplete($1) ? 1 : 0) } }
+
+  /// Whether every subscriber knows the final state (and, for `everyMessage`, got every message).
+  public var isSettled: Bool { completeSubscribers == subscribers && acknowledged > 0 }
+
+  /// Notifications whose token no acknowledged batch carried (yet).
+  public var unmatchedFrames: Int { parked.values.reduce(0) { $0 + $1.count } }
+
+  /// The subscribers that are not complete, by index (for a failure message).
+  public var incompleteSubscribers: [Int] { (0..<subscribers).filter { !isComplete($0) } }
+
+  private func isComplete(_ subscriber: Int) -> Bool {
+    guard acknowledged > 0 else { return false }
+    switch mode {
+    case .coalescing: return lastSeen[subscriber] == finalToken
+    case .everyMessage:
+      return framesPerSubscriber[subscriber] == acknowledged && lastSeen[subscriber] == finalToken
+    }
+  }
+}

@@ -1,0 +1,227 @@
+import EventLoop
+import Foundation
+import LoadCore
+import Web
+
+/// Sizes of a catch-up run (C1).
+public struct CatchUpOptions: Sendable {
+  /// The device's offline pages.
+  public var pages = 10_000
+  /// Percent of them changed while the device was away.
+  public var changedPercent = 1.0
+
+  public init() {}
+}
+
+/// C1: a device with `pages` offline pages goes away, `changedPercent` of them change, and it comes back:
+/// subscribe all (as a device must before catching up), one catch-up request, fetch the changed pages. Checks
+/// that the catch-up reports exactly the changed pages at their new times, and measures requests, bytes and the
+/// time until the device is fresh.
+///
+/// Threading: the run's loop only.
+final class CatchUpRun {
+  private let loop: Loop
+  private let endpoint: BrokerEndpoint
+  private let options: CatchUpOptions
+  private let server: ServerProbe
+  private let progress: ProgressLine
+  private let nonce: String
+  private let seed: UInt64
+  private let writers: BrokerWriterPool
+  private var known: [String: UInt64] = [:]
+  private var epoch = ""
+  private var expected: [String: UInt64] = [:]
+  private var completion: ((Result<ReportValue, LoadError>) -> Void)?
+  private var device: DeviceStream?
+  private var connection: HTTPClientConnection?
+
+  init(
+    loop: Loop, endpoint: BrokerEndpoint, options: CatchUpOptions, server: ServerProbe,
+    progress: ProgressLine,
+    nonce: String, seed: UInt64
+  ) {
+    self.loop = loop
+    self.endpoint = endpoint
+    self.options = options
+    self.server = server
+    self.progress = progress
+    self.nonce = nonce
+    self.seed = seed
+    writers = BrokerWriterPool(endpoint: endpoint)
+  }
+
+  private func page(_ index: Int) -> String { "load-c1-\(nonce)-\(index)" }
+  private var allPages: [String] { (0..<options.pages).map(page) }
+
+  func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
+    self.completion = completion
+    writers.open(loop: loop, count: 1, clientPrefix: "load-\(nonce)-c1") { [self] result in
+      if case .failure(let error) = result { return finish(.failure(error)) }
+      progress.update("pagesync C1: creating \(options.pages) pages")
+      let creates = allPages.map {
+        MutationFields.createPage(page: $0, time: writers.nextTime(), title: "C1")
+      }
+      BatchChunks.send(creates, chunk: 1000, through: writers) { result in
+        switch result {
+        case .failure(let error): self.finish(.failure(error))
+        case .success(let answer):
+          guard answer.rejected == 0, answer.pages.count == self.options.pages else {
+            return self.finish(.failure(.setupFailed("creating the pages: \(answer.rejected) rejected")))
+          }
+          // The device downloaded every page: it knows each at the time the create gave it.
+          self.known = answer.pages
+          self.epoch = answer.epoch
+          self.changeSome()
+        }
+      }
+    }
+  }
+
+  /// While the device is away: change the chosen pages in one batch (or as few as the batch limit allows).
+  private func changeSome() {
+    var generator = SeededGenerator(seed: seed)
+    let count = min(options.pages, Int((Double(options.pages) * options.changedPercent / 100).rounded()))
+    let chosen = generator.choose(count, of: options.pages).map(page)
+    let edits = chosen.map { MutationFields.setTitle(page: $0, time: writers.nextTime(), title: "changed") }
+    BatchChunks.send(edits, chunk: 1000, through: writers) { [self] result in
+      switch result {
+      case .failure(let error): finish(.failure(error))
+      case .success(let answer):
+        expected = answer.pages
+        guard Set(expected.keys) == Set(chosen) else {
+          return finish(
+            .failure(.setupFailed("the edit batch changed \(expected.count) of \(chosen.count) pages")))
+        }
+        HTTPClientConnection.connect(loop: loop, to: endpoint.address) { result in
+          switch result {
+          case .failure(let error): self.finish(.failure(.connectFailed("\(error)")))
+          case .success(let connection):
+            self.connection = connection
+            self.comeBack(connection)
+          }
+        }
+      }
+    }
+  }
+
+  /// The device returns: subscribe everything, one catch-up, fetch what changed. Timed from the first byte.
+  private func comeBack(_ connection: HTTPClientConnection) {
+    let serverBefore = server.sample()
+    let machine = MachineProbe()
+    let started = HostProcess.now()
+    let device = DeviceStream()
+    self.device = device
+    // The device only needs the subscription in place before it catches up: its notifications are not used.
+    device.open(loop: loop, endpoint: endpoint, pages: allPages) { [self] result in
+      if case .failure(let error) = result { return finish(.failure(error)) }
+      let subscribedAt = HostProcess.now()
+      let map = known.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
+      let request = #"{"epoch":"\#(epoch)","pages":{\#(map)}}"#
+      endpoint.post(connection, "/v1/catchup", body: request) { result in
+        let caughtUpAt = HostProcess.now()
+        let catchUpBytes = connection.bytesRead + connection.bytesWritten
+        switch result {
+        case .failure(let error): self.finish(.failure(error))
+        case .success(let answer):
+          let changed = (answer["changed"] as? [String: Any] ?? [:]).compactMapValues {
+            ($0 as? NSNumber)?.uint64Value
+          }
+          let gone = (answer["gone"] as? [Any])?.count ?? 0
+          let epochChanged = answer["epochChanged"] as? Bool ?? false
+          self.fetch(connection, changed: changed, cursor: nil, deltas: 0, requests: 0) { fetched in
+            let freshAt = HostProcess.now()
+            let totalBytes = connection.bytesRead + connection.bytesWritten
+            let missing = Set(self.expected.keys).subtracting(changed.keys)
+            let extra = Set(changed.keys).subtracting(self.expected.keys)
+            let wrongTime = changed.filter { page, time in
+              if let want = self.expected[page] { want != time } else { false }
+            }.count
+            let exact = missing.isEmpty && extra.isEmpty && wrongTime == 0 && gone == 0 && !epochChanged
+            func ms(_ from: UInt64, _ to: UInt64) -> ReportValue { .number(Double(to - from) / 1e6) }
+            let report = ReportValue.object([
+              ("scenario", .string("C1")), ("target", .string("pagesync")),
+              ("pages", .int(self.options.pages)),
+              ("changed_expected", .int(self.expected.count)), ("changed_reported", .int(changed.count)),
+              ("missing", .int(missing.count)), ("extra", .int(extra.count)), ("wrong_time", .int(wrongTime)),
+              ("gone", .int(gone)), ("exact", .bool(exact)), ("catchup_requests", .int(1)),
+              ("fetch_requests", .int(fetched.requests)), ("deltas_fetched", .int(fetched.deltas)),
+              (
+                "bytes",
+                .object([
+                  ("timestamp_map", .int(request.utf8.count)), ("catchup_wire", .int(catchUpBytes)),
+                  ("fetch_wire", .int(totalBytes - catchUpBytes)), ("fetch_bodies", .int(fetched.bodyBytes)),
+                  ("total_wire", .int(totalBytes + device.bytesSent + device.bytesReceived)),
+                  (
+                    "over_ideal",
+                    .number(Double(totalBytes) / Double(max(request.utf8.count + fetched.bodyBytes, 1)))
+                  ),
+                ])
+              ),
+              (
+                "time",
+                .object([
+                  ("subscribe_ms", ms(started, subscribedAt)), ("catchup_ms", ms(subscribedAt, caughtUpAt)),
+                  ("fetch_ms", ms(caughtUpAt, freshAt)), ("to_fresh_ms", ms(started, freshAt)),
+                ])
+              ),
+              (
+                "server",
+                self.server.report(
+                  before: serverBefore, after: self.server.sample(),
+                  wallSeconds: Double(freshAt - started) / 1e9)
+              ),
+              ("machine", machine.report),
+              ("ok", .bool(exact && fetched.deltas == self.expected.count)),
+            ])
+            self.finish(.success(report))
+          }
+        }
+      }
+    }
+  }
+
+  private struct Fetched {
+    var requests: Int
+    var deltas: Int
+    var bodyBytes: Int
+  }
+
+  /// Fetches the deltas of `changed` since the device's times, following `nextCursor`.
+  private func fetch(
+    _ connection: HTTPClientConnection, changed: [String: UInt64], cursor: String?, deltas: Int,
+    requests: Int,
+    bodyBytes: Int = 0, _ done: @escaping (Fetched) -> Void
+  ) {
+    guard !changed.isEmpty else { return done(Fetched(requests: 0, deltas: 0, bodyBytes: 0)) }
+    let since = changed.keys.map { "\"\($0)\":\(known[$0] ?? 0)" }.joined(separator: ",")
+    let cursorJSON = cursor.map { "\"\($0)\"" } ?? "null"
+    let body = #"{"epoch":"\#(epoch)","pages":{\#(since)},"limit":1000,"cursor":\#(cursorJSON)}"#
+    let before = connection.bytesRead
+    endpoint.post(connection, "/v1/fetch", body: body) { [self] result in
+      switch result {
+      case .failure(let error): finish(.failure(error))
+      case .success(let answer):
+        let count = deltas + ((answer["deltas"] as? [Any])?.count ?? 0)
+        let bytes = bodyBytes + (connection.bytesRead - before)
+        if let next = answer["nextCursor"] as? String {
+          fetch(
+            connection, changed: changed, cursor: next, deltas: count, requests: requests + 1,
+            bodyBytes: bytes,
+            done)
+        } else {
+          done(Fetched(requests: requests + 1, deltas: count, bodyBytes: bytes))
+        }
+      }
+    }
+  }
+
+  private func finish(_ result: Result<ReportValue, LoadError>) {
+    guard let completion else { return }
+    self.completion = nil
+    progress.clear()
+    writers.close()
+    device?.close()
+    connection?.close()
+    completion(result)
+  }
+}

@@ -1,0 +1,211 @@
+import EventLoop
+import LoadCore
+import Web
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// What every run shares: where the target is (or that the harness starts it), and how it reports.
+public struct RunSettings: Sendable {
+  /// `http://HOST:PORT` of a running broker; nil starts one (the `pagesync-broker` beside this program).
+  public var brokerURL: String?
+  public var token: String?
+  public var workspace = "default"
+  /// `[store] synchronous` of a harness-started broker.
+  public var synchronous = "full"
+  /// Seeds the choices a scenario makes (which pages change): the same seed, the same workload.
+  public var seed: UInt64 = 1
+  /// Draw the live progress line on stderr.
+  public var progress = true
+  /// The most a run (start, load, drain, stop) may take before it fails as timed out.
+  public var timeoutSeconds = 600
+
+  public init() {}
+}
+
+/// Runs scenarios on one loop: starts the servers it needs, drives the load, stops them by pid.
+///
+/// Threading: call from a nonisolated context (not `@MainActor`): the loop's C callbacks are created here.
+public final class LoadRunner {
+  private let settings: RunSettings
+  private let loop: Loop
+  private let nonce: String
+
+  public init(settings: RunSettings) throws {
+    self.settings = settings
+    // A peer that resets a connection while we write must not kill the harness.
+    signal(SIGPIPE, SIG_IGN)
+    loop = try Loop()
+    nonce = String(HostProcess.wallMillis() % 100_000_000, radix: 36)
+  }
+
+  /// Releases the loop. Every run closes what it opened, so this only fails on a harness bug (a handle left
+  /// open), which it reports rather than leaking the loop (LeakSanitizer runs the smoke tests in `make sanitize`).
+  public func close() throws {
+    try loop.close()
+  }
+
+  /// B1 against the broker.
+  public func fanOut(_ options: FanOutOptions) throws -> ReportValue {
+    try withBroker { [self] endpoint, probe, done in
+      let target = PagesyncFanOut(
+        loop: loop, endpoint: endpoint, page: "load-b1-s\(settings.seed)", writers: options.writers,
+        nonce: nonce)
+      let run = FanOutRun(
+        loop: loop, target: target, options: options, server: probe,
+        progress: ProgressLine(enabled: settings.progress))
+      run.start { result in
+        _ = run  // kept alive until it completes
+        done(result)
+      }
+    }
+  }
+
+  /// B1 against a harness-started redis-server, with the same generator.
+  public func fanOutRedis(_ options: FanOutOptions) throws -> ReportValue {
+    try withRedis { [self] address, probe, done in
+      let target = RedisFanOut(loop: loop, address: address, channel: "load-b1", writers: options.writers)
+      let run = FanOutRun(
+        loop: loop, target: target, options: options, server: probe,
+        progress: ProgressLine(enabled: settings.progress))
+      run.start { result in
+        _ = run
+        done(result)
+      }
+    }
+  }
+
+  /// W1 against the broker.
+  public func writes(_ options: WriteOptions) throws -> ReportValue {
+    try withBroker { [self] endpoint, probe, done in
+      let run = WriteRun(
+        loop: loop, endpoint: endpoint, options: options, server: probe,
+        progress: ProgressLine(enabled: settings.progress), nonce: nonce)
+      run.start { result in
+        _ = run
+        done(result)
+      }
+    }
+  }
+
+  /// C1 against the broker.
+  public func catchUp(_ options: CatchUpOptions) throws -> ReportValue {
+    try withBroker { [self] endpoint, probe, done in
+      let run = CatchUpRun(
+        loop: loop, endpoint: endpoint, options: options, server: probe,
+        progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
+      run.start { result in
+        _ = run
+        done(result)
+      }
+    }
+  }
+
+  // MARK: Servers
+
+  typealias Body<Target> = (Target, ServerProbe, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
+
+  /// Runs `body` against the broker at `settings.brokerURL`, or one started for it in a temporary directory.
+  func withBroker(_ body: @escaping Body<BrokerEndpoint>) throws -> ReportValue {
+    if let url = settings.brokerURL {
+      let parsed: HTTPURL
+      do { parsed = try HTTPURL(parsing: url) } catch { throw LoadError.invalidOption("--broker: \(error)") }
+      let endpoint = BrokerEndpoint(
+        address: parsed.address, token: settings.token, workspace: settings.workspace)
+      return try drive { done in body(endpoint, ServerProbe(pid: nil), done) }
+    }
+    let directory = try ScratchDirectory()
+    defer { directory.remove() }
+    try directory.write(
+      "broker.toml",
+      """
+      [server]
+      listen = "127.0.0.1:0"
+      [store]
+      path = "\(directory.path)/broker.sqlite"
+      synchronous = "\(settings.synchronous)"
+      [log]
+      level = "info"
+
+      """)
+    let server = try ManagedServer(
+      loop: loop, name: "pagesync-broker", executable: HostProcess.siblingProgram("pagesync-broker"),
+      arguments: ["--config", directory.path + "/broker.toml"],
+      readiness: { output in
+        guard let range = output.firstRange(of: "broker.address=") else { return nil }
+        let rest = output[range.upperBound...]
+        guard let end = rest.firstIndex(where: { $0 == " " || $0 == "\n" }) else { return nil }
+        return String(rest[..<end])
+      })
+    return try drive(server: server) { [self] address, done in
+      guard let parsed = try? SocketAddress(parsing: address) else {
+        return done(.failure(.serverFailed("the broker logged an address that does not parse: \(address)")))
+      }
+      let endpoint = BrokerEndpoint(address: parsed, token: settings.token, workspace: settings.workspace)
+      body(endpoint, ServerProbe(pid: server.pid), done)
+    }
+  }
+
+  /// Runs `body` against a redis-server started on a free loopback port, without persistence.
+  func withRedis(_ body: @escaping Body<SocketAddress>) throws -> ReportValue {
+    guard let port = HostProcess.freeLoopbackPort() else {
+      throw LoadError.serverFailed("no free port for redis")
+    }
+    let server = try ManagedServer(
+      loop: loop, name: "redis-server", executable: "redis-server",
+      arguments: [
+        "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize",
+        "no",
+        "--maxclients", "20000",
+      ],
+      readiness: { output in output.contains("Ready to accept connections") ? "127.0.0.1:\(port)" : nil })
+    return try drive(server: server) { _, done in
+      body(.inet(host: "127.0.0.1", port: port), ServerProbe(pid: server.pid), done)
+    }
+  }
+
+  /// Runs the loop until `body` completes and, if the harness started it, the server has stopped.
+  private func drive(
+    server: ManagedServer? = nil,
+    _ body: @escaping (String, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
+  ) throws -> ReportValue {
+    var outcome: Result<ReportValue, LoadError>?
+    // A bound on the whole run: a server that stops answering must not hang the harness (or CI).
+    let watchdog = LoopTimer(loop: loop)
+    let finish: (Result<ReportValue, LoadError>) -> Void = { [loop] result in
+      guard outcome == nil else { return }
+      outcome = result
+      watchdog.close()
+      if let server {
+        server.stop { loop.stop() }
+      } else {
+        loop.stop()
+      }
+    }
+    let limit = settings.timeoutSeconds
+    watchdog.start(after: UInt64(limit) * 1000) { finish(.failure(.timedOut("no result within \(limit) s"))) }
+    if let server {
+      server.whenReady { ready in
+        switch ready {
+        case .failure(let error): finish(.failure(error))
+        case .success(let address): body(address, finish)
+        }
+      }
+    } else {
+      body("", finish)
+    }
+    loop.run()
+    // Whatever is still open (sockets closing, heartbeats) belongs to the finished run.
+    loop.closeAllHandles()
+    loop.runNoWait()
+    guard let outcome else { throw LoadError.timedOut("the loop ended before the run completed") }
+    return try outcome.get()
+  }
+
+  private func drive(_ body: @escaping (@escaping (Result<ReportValue, LoadError>) -> Void) -> Void) throws
+    -> ReportValue
+  {
+    try drive(server: nil) { _, done in body(done) }
+  }
+}

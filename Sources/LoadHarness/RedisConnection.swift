@@ -1,0 +1,99 @@
+import EventLoop
+import LoadCore
+
+/// A RESP connection to redis-server on the run's loop: commands out, replies and pushes in.
+///
+/// Replies to commands complete in order (Redis answers a connection's commands in the order sent); once the
+/// connection has subscribed, `onPush` gets the `message` pushes instead.
+///
+/// Threading: the run's loop only.
+final class RedisConnection {
+  private let stream: ByteStream
+  private var decoder = RESPDecoder()
+  private var waiting: [(Result<RESPValue, LoadError>) -> Void] = []
+  private var waitingHead = 0
+  /// A pushed `message`: channel, payload.
+  var onPush: ((String, [UInt8]) -> Void)?
+  private(set) var failure: LoadError?
+
+  private init(stream: ByteStream) {
+    self.stream = stream
+    stream.setNoDelay(true)
+    // Weak: a run may be over (and its connections freed) while a read is still being delivered.
+    stream.onRead = { [weak self] bytes in self?.received(bytes) }
+    stream.onEnd = { [weak self] in self?.fail(.connectFailed("redis closed the connection")) }
+    stream.onError = { [weak self] error in self?.fail(.connectFailed("redis: \(error)")) }
+    stream.startReading()
+  }
+
+  static func connect(
+    loop: Loop, to address: SocketAddress,
+    _ completion: @escaping (Result<RedisConnection, LoadError>) -> Void
+  ) {
+    ByteStream.connect(loop: loop, to: address) { result in
+      switch result {
+      case .failure(let error): completion(.failure(.connectFailed("redis at \(address): \(error)")))
+      case .success(let stream): completion(.success(RedisConnection(stream: stream)))
+      }
+    }
+  }
+
+  /// Sends `command`; `reply` gets the answer (for SUBSCRIBE: the subscription's confirmation).
+  func send(_ command: [String], reply: @escaping (Result<RESPValue, LoadError>) -> Void) {
+    if let failure {
+      reply(.failure(failure))
+      return
+    }
+    waiting.append(reply)
+    stream.write(ByteBuffer(bytes: RESPEncoder.command(command)))
+  }
+
+  var pendingReplies: Int { waiting.count - waitingHead }
+  var bytesSent: Int { stream.bytesWritten }
+  var bytesReceived: Int { stream.bytesRead }
+
+  func close() {
+    failure = failure ?? .connectFailed("closed")
+    stream.close()
+  }
+
+  private func received(_ bytes: UnsafeRawBufferPointer) {
+    decoder.feed(bytes)
+    do {
+      while let value = try decoder.next() { dispatch(value) }
+    } catch {
+      fail(.connectFailed("redis sent bad RESP: \(error)"))
+    }
+  }
+
+  private func dispatch(_ value: RESPValue) {
+    if case .array(let parts?) = value, parts.count == 3, case .bulk(let kind?) = parts[0],
+      kind == Array("message".utf8), case .bulk(let channel?) = parts[1], case .bulk(let payload?) = parts[2]
+    {
+      onPush?(String(decoding: channel, as: UTF8.self), payload)
+      return
+    }
+    guard waitingHead < waiting.count else { return }
+    let reply = waiting[waitingHead]
+    waitingHead += 1
+    if waitingHead == waiting.count {
+      waiting.removeAll(keepingCapacity: true)
+      waitingHead = 0
+    }
+    if case .error(let message) = value {
+      reply(.failure(.setupFailed("redis: \(message)")))
+    } else {
+      reply(.success(value))
+    }
+  }
+
+  private func fail(_ error: LoadError) {
+    guard failure == nil else { return }
+    failure = error
+    let pending = waiting[waitingHead...]
+    waiting = []
+    waitingHead = 0
+    stream.close()
+    for reply in pending { reply(.failure(error)) }
+  }
+}

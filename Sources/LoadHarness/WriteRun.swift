@@ -1,0 +1,242 @@
+import EventLoop
+import LoadCore
+
+/// Sizes of a durable-writes run (W1).
+public struct WriteOptions: Sendable {
+  /// Batches per second, open loop (ignored with `saturate`).
+  public var rate = 1000.0
+  /// set_title mutations per batch.
+  public var batchSize = 10
+  /// Pages the mutations spread over (created first).
+  public var pages = 100
+  public var seconds = 10.0
+  /// Writer connections, each a client of its own.
+  public var writers = 8
+  /// Closed loop instead: every writer keeps `depth` batches in flight, as fast as the broker answers.
+  public var saturate = false
+  public var depth = 4
+
+  public init() {}
+}
+
+/// W1: batches of set_title mutations posted at a fixed open-loop rate (ack latency from the scheduled send) or,
+/// with `saturate`, as fast as answers come back (latency from the actual send: a closed loop has no schedule).
+/// Every answer comes after the batch is durable (the broker's group commit), so this measures durable writes.
+///
+/// Threading: the run's loop only.
+final class WriteRun {
+  private let loop: Loop
+  private let endpoint: BrokerEndpoint
+  private let options: WriteOptions
+  private let server: ServerProbe
+  private let progress: ProgressLine
+  private let nonce: String
+  private let writers: BrokerWriterPool
+  private var schedule: OpenLoopSchedule?
+  private var lag = LatencyRecorder()
+  private var ackLatency = LatencyRecorder()
+  private var sent = 0
+  private var acked = 0
+  private var failed = 0
+  private var rejected = 0
+  private var firstFailure: String?
+  private var tick: LoopTimer?
+  private var startedAt: UInt64 = 0
+  private var endsAt: UInt64 = 0
+  private var lastAnswerAt: UInt64 = 0
+  private var cpuBefore = 0.0
+  private var serverBefore: ProcessSample?
+  private var machine = MachineProbe()
+  private var nextPage = 0
+  private var completion: ((Result<ReportValue, LoadError>) -> Void)?
+
+  init(
+    loop: Loop, endpoint: BrokerEndpoint, options: WriteOptions, server: ServerProbe, progress: ProgressLine,
+    nonce: String
+  ) {
+    self.loop = loop
+    self.endpoint = endpoint
+    self.options = options
+    self.server = server
+    self.progress = progress
+    self.nonce = nonce
+    writers = BrokerWriterPool(endpoint: endpoint)
+  }
+
+  private func page(_ index: Int) -> String { "load-w1-\(nonce)-\(index)" }
+
+  func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
+    self.completion = completion
+    writers.open(loop: loop, count: options.writers, clientPrefix: "load-\(nonce)-w1") { [self] result in
+      if case .failure(let error) = result { return finish(.failure(error)) }
+      let creates = (0..<options.pages).map {
+        MutationFields.createPage(page: page($0), time: writers.nextTime(), title: "W1")
+      }
+      BatchChunks.send(creates, chunk: 1000, through: writers) { result in
+        if case .failure(let error) = result { return self.finish(.failure(error)) }
+        self.startWriting()
+      }
+    }
+  }
+
+  private func startWriting() {
+    serverBefore = server.sample()
+    machine = MachineProbe()
+    cpuBefore = HostProcess.ownCPUSeconds()
+    startedAt = HostProcess.now()
+    endsAt = startedAt + UInt64(options.seconds * 1e9)
+    var lastProgress = startedAt
+    let timer = LoopTimer(loop: loop)
+    tick = timer
+    if options.saturate {
+      for _ in 0..<(options.writers * options.depth) { sendClosedLoop() }
+    } else {
+      schedule = OpenLoopSchedule(
+        rate: options.rate, start: startedAt + 2_000_000, duration: endsAt - startedAt)
+    }
+    timer.start(after: 1, repeatEvery: 1) { [weak self] in
+      guard let self else { return }
+      let now = HostProcess.now()
+      if var schedule {
+        for batch in schedule.take(now: now) {
+          let scheduledAt = schedule.scheduledTime(of: batch)
+          lag.record(nanoseconds: now - min(now, scheduledAt))
+          send(measuredFrom: scheduledAt)
+        }
+        self.schedule = schedule
+      }
+      if now - lastProgress >= 1_000_000_000 {
+        lastProgress = now
+        progress.update(
+          "pagesync W1 \(Int(Double(now - startedAt) / 1e9))s: sent \(sent) acked \(acked) "
+            + "p99 \(ReportValue.number(ackLatency.summary.p99).json) ms")
+      }
+      let writingDone = options.saturate ? now >= endsAt : schedule?.isFinished ?? true
+      if writingDone, acked + failed == sent { complete(now: now) }
+    }
+  }
+
+  private func sendClosedLoop() {
+    guard HostProcess.now() < endsAt else { return }
+    send(measuredFrom: HostProcess.now()) { [weak self] in self?.sendClosedLoop() }
+  }
+
+  private func send(measuredFrom start: UInt64, then next: (() -> Void)? = nil) {
+    let mutations = (0..<options.batchSize).map { _ in
+      nextPage = (nextPage + 1) % options.pages
+      return MutationFields.setTitle(page: page(nextPage), time: writers.nextTime(), title: "w\(sent)")
+    }
+    sent += 1
+    writers.send(mutations) { [weak self] result in
+      guard let self else { return }
+      let now = HostProcess.now()
+      switch result {
+      case .success(let answer):
+        acked += 1
+        rejected += answer.rejected
+        lastAnswerAt = now
+        ackLatency.record(nanoseconds: now - min(now, start))
+      case .failure(let error):
+        failed += 1
+        if firstFailure == nil { firstFailure = error.description }
+      }
+      next?()
+    }
+  }
+
+  private func complete(now: UInt64) {
+    let serverAfter = server.sample()
+    let wall = Double(now - startedAt) / 1e9
+    let window = max(Double(lastAnswerAt - min(lastAnswerAt, startedAt)) / 1e9, 1e-9)
+    let cpu = HostProcess.ownCPUSeconds() - cpuBefore
+    let harnessCPU = cpu / max(wall, 1e-9) * 100
+    let lagSummary = lag.summary
+    let keptSchedule = options.saturate || lagSummary.p99 <= 2
+    var notes: [String] = []
+    if options.saturate {
+      notes.append(
+        "closed loop: latency from the actual send, throughput is the broker's ceiling at this depth")
+    } else if !keptSchedule {
+      notes.append(
+        "the generator fell behind its schedule (lag p99 \(ReportValue.number(lagSummary.p99).json) ms)")
+    }
+    if harnessCPU >= 85 {
+      notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
+    }
+    if failed > 0 { notes.append("\(failed) batches failed: \(firstFailure ?? "")") }
+    if rejected > 0 { notes.append("\(rejected) mutations rejected") }
+    let report = ReportValue.object([
+      ("scenario", .string("W1")), ("target", .string("pagesync")),
+      ("mode", .string(options.saturate ? "saturation" : "open-loop")),
+      ("rate", .number(options.saturate ? 0 : options.rate)), ("batch_size", .int(options.batchSize)),
+      ("pages", .int(options.pages)), ("seconds", .number(options.seconds)),
+      ("writers", .int(options.writers)),
+      (
+        "batches",
+        .object([
+          ("sent", .int(sent)), ("acked", .int(acked)), ("failed", .int(failed)),
+          ("acked_per_s", .number(Double(acked) / window)),
+          ("mutations_per_s", .number(Double(acked * options.batchSize) / window)),
+          ("rejected_mutations", .int(rejected)), ("ack_latency", ackLatency.summary.reportValue),
+        ])
+      ),
+      (
+        "generator",
+        .object([
+          ("lag_p99_ms", .number(lagSummary.p99)), ("lag_max_ms", .number(lagSummary.max)),
+          ("kept_schedule", .bool(keptSchedule)), ("harness_cpu_pct", .number(harnessCPU)),
+        ])
+      ),
+      ("server", server.report(before: serverBefore, after: serverAfter, wallSeconds: wall)),
+      ("machine", machine.report),
+      (
+        "wire",
+        .object([("bytes_sent", .int(writers.bytesSent)), ("bytes_received", .int(writers.bytesReceived))])
+      ),
+      ("ok", .bool(failed == 0 && rejected == 0 && acked == sent)),
+      ("notes", .string(notes.joined(separator: "; "))),
+    ])
+    finish(.success(report))
+  }
+
+  private func finish(_ result: Result<ReportValue, LoadError>) {
+    guard let completion else { return }
+    self.completion = nil
+    tick?.close()
+    tick = nil
+    progress.clear()
+    writers.close()
+    completion(result)
+  }
+}
+
+/// Sends many mutations as consecutive batches of at most `chunk` (the broker's `batch_mutations`), all
+/// pipelined, and reports once every batch is answered, with each page's new time.
+enum BatchChunks {
+  static func send(
+    _ mutations: [MutationFields], chunk: Int, through writers: BrokerWriterPool,
+    _ done: @escaping (Result<BatchAnswer, LoadError>) -> Void
+  ) {
+    var merged = BatchAnswer(sequence: nil, pages: [:], rejected: 0, epoch: "")
+    var remaining = (mutations.count + chunk - 1) / chunk
+    var failed = false
+    guard remaining > 0 else { return done(.success(merged)) }
+    for start in stride(from: 0, to: mutations.count, by: chunk) {
+      writers.send(Array(mutations[start..<min(start + chunk, mutations.count)])) { result in
+        guard !failed else { return }
+        switch result {
+        case .failure(let error):
+          failed = true
+          done(.failure(error))
+        case .success(let answer):
+          merged.pages.merge(answer.pages) { max($0, $1) }
+          merged.rejected += answer.rejected
+          merged.sequence = max(merged.sequence ?? 0, answer.sequence ?? 0)
+          merged.epoch = answer.epoch
+          remaining -= 1
+          if remaining == 0 { done(.success(merged)) }
+        }
+      }
+    }
+  }
+}

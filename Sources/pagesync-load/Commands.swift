@@ -1,0 +1,202 @@
+import ArgumentParser
+import LoadCore
+import LoadHarness
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Options every scenario takes.
+struct CommonOptions: ParsableArguments {
+  @Option(help: "URL of a running broker (http://HOST:PORT); without it the harness starts one.")
+  var broker: String?
+
+  @Option(help: "Bearer token for --broker.")
+  var token: String?
+
+  @Option(help: "Workspace the scenario's pages are created in.")
+  var workspace = "default"
+
+  @Option(help: "[store] synchronous of a harness-started broker: full or normal.")
+  var synchronous = "full"
+
+  @Flag(help: "Print one JSON object instead of a table.")
+  var json = false
+
+  @Flag(help: "A short run (under a minute): for smoke tests and a first look.")
+  var quick = false
+
+  @Option(help: "Seed for the scenario's choices (which pages change).")
+  var seed: UInt64 = 1
+
+  @Flag(help: "No progress line on stderr.")
+  var quiet = false
+
+  @Option(help: "Seconds a run may take in all (start, load, drain, stop) before it fails as timed out.")
+  var timeout = 600
+
+  var settings: RunSettings {
+    var settings = RunSettings()
+    settings.brokerURL = broker
+    settings.token = token
+    settings.workspace = workspace
+    settings.synchronous = synchronous
+    settings.seed = seed
+    settings.progress = !quiet
+    settings.timeoutSeconds = timeout
+    return settings
+  }
+}
+
+/// Every scenario's sizes; each scenario reads the ones it uses (defaults per scenario in the help).
+struct Sizes: ParsableArguments {
+  @Option(help: "B1: subscribers (device streams) of the page (default 1000; --quick 200).")
+  var subscribers: Int?
+
+  @Option(help: "B1, W1: batches per second, open loop (default 1000).")
+  var rate = 1000.0
+
+  @Option(help: "B1, W1: seconds of writing (default 10; --quick 3).")
+  var seconds: Double?
+
+  @Option(help: "B1, W1: writer connections, each a client of its own (default B1 4, W1 8).")
+  var writers: Int?
+
+  @Option(help: "B1: seconds after the last batch for every subscriber to see the final state (default 10).")
+  var drainSeconds = 10.0
+
+  @Option(help: "W1: mutations per batch (default 10).")
+  var batchSize = 10
+
+  @Option(
+    help: "W1: pages written (default 100); C1: the device's offline pages (default 10000; --quick 2000).")
+  var pages: Int?
+
+  @Flag(help: "W1: closed loop at saturation instead of a fixed rate.")
+  var saturate = false
+
+  @Option(help: "W1 --saturate: batches in flight per writer (default 4).")
+  var depth = 4
+
+  @Option(help: "C1: percent of the offline pages changed while the device is away (default 1).")
+  var changedPercent = 1.0
+
+  func fanOut(quick: Bool) throws -> FanOutOptions {
+    var options = FanOutOptions()
+    options.subscribers = subscribers ?? (quick ? 200 : 1000)
+    options.seconds = seconds ?? (quick ? 3 : 10)
+    options.rate = rate
+    options.writers = writers ?? 4
+    options.drainSeconds = drainSeconds
+    guard options.subscribers >= 1, options.rate > 0, options.seconds > 0, options.writers >= 1,
+      options.drainSeconds > 0
+    else {
+      throw ValidationError(
+        "--subscribers, --rate, --seconds, --writers and --drain-seconds must be positive")
+    }
+    return options
+  }
+
+  func writes(quick: Bool) throws -> WriteOptions {
+    var options = WriteOptions()
+    options.rate = rate
+    options.seconds = seconds ?? (quick ? 3 : 10)
+    options.writers = writers ?? 8
+    options.batchSize = batchSize
+    options.pages = pages ?? 100
+    options.saturate = saturate
+    options.depth = depth
+    guard options.rate > 0, options.seconds > 0, options.writers >= 1, options.depth >= 1,
+      (1...1000).contains(options.batchSize), options.pages >= 1
+    else {
+      throw ValidationError("W1 sizes must be positive, --batch-size at most 1000")
+    }
+    return options
+  }
+
+  func catchUp(quick: Bool) throws -> CatchUpOptions {
+    var options = CatchUpOptions()
+    options.pages = pages ?? (quick ? 2000 : 10_000)
+    options.changedPercent = changedPercent
+    guard options.pages >= 1, (0...100).contains(options.changedPercent) else {
+      throw ValidationError("C1: --pages must be positive and --changed-percent within 0...100")
+    }
+    return options
+  }
+}
+
+/// The scenarios, by the names docs/benchmarks.md gives them.
+enum Scenario: String, ExpressibleByArgument, CaseIterable {
+  case fanOut = "B1"
+  case durableWrites = "W1"
+  case catchUp = "C1"
+}
+
+struct RunCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "run", abstract: "Run one scenario against the broker and print its figures.")
+
+  @Argument(help: "B1 (fan-out), W1 (durable writes) or C1 (catch-up).")
+  var scenario: Scenario
+
+  @OptionGroup var common: CommonOptions
+  @OptionGroup var sizes: Sizes
+
+  func run() throws {
+    let runner = try LoadRunner(settings: common.settings)
+    defer { Output.close(runner) }
+    let report: ReportValue
+    switch scenario {
+    case .fanOut: report = try runner.fanOut(sizes.fanOut(quick: common.quick))
+    case .durableWrites: report = try runner.writes(sizes.writes(quick: common.quick))
+    case .catchUp: report = try runner.catchUp(sizes.catchUp(quick: common.quick))
+    }
+    Output.print(report, json: common.json)
+    if report["ok"].map({ if case .bool(false) = $0 { true } else { false } }) == true {
+      throw ExitCode(2)
+    }
+  }
+}
+
+struct CompareCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "compare",
+    abstract: "Run a scenario against the broker and against a local redis-server, with the same generator.")
+
+  @Argument(help: "B1 (fan-out).")
+  var scenario: Scenario
+
+  @OptionGroup var common: CommonOptions
+  @OptionGroup var sizes: Sizes
+
+  func run() throws {
+    guard scenario == .fanOut else { throw ValidationError("compare supports B1 so far") }
+    let runner = try LoadRunner(settings: common.settings)
+    defer { Output.close(runner) }
+    let options = try sizes.fanOut(quick: common.quick)
+    let pagesync = try runner.fanOut(options)
+    let redis = try runner.fanOutRedis(options)
+    if common.json {
+      Output.write(
+        ComparisonReport.make(scenario: scenario.rawValue, pagesync: pagesync, redis: redis).json + "\n")
+    } else {
+      Output.write(ComparisonReport.table(pagesync: pagesync, redis: redis))
+    }
+  }
+}
+
+enum Output {
+  /// Closes the runner's loop; a handle left open is a harness bug, reported but not fatal to the report.
+  static func close(_ runner: LoadRunner) {
+    do { try runner.close() } catch { LoadHarness.HostProcess.writeError("pagesync-load: \(error)\n") }
+  }
+
+  static func print(_ report: ReportValue, json: Bool) {
+    write(json ? report.json + "\n" : ReportTable.render(report))
+  }
+
+  static func write(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in _ = Glibc.write(1, bytes.baseAddress, bytes.count) }
+  }
+}

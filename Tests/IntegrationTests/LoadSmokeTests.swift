@@ -1,0 +1,110 @@
+import EventLoopTestKit
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Short runs of `pagesync-load` against the broker it starts: correctness only (every delivery counted, nothing
+/// lost, exactly the changed pages), never a time — CI machines are shared and their timings mean nothing.
+@Suite(.serialized) struct LoadSmokeTests {
+  /// Runs `pagesync-load ARGUMENTS --json --quiet` and returns its JSON report.
+  func report(_ arguments: [String]) throws -> [String: Any] {
+    let command = arguments + ["--json", "--quiet"]
+    let run = try runToCompletion(builtProgram("pagesync-load"), command, timeout: 180_000)
+    guard run.status == 0 else {
+      throw LoadRunFailed(command: command, status: run.status, output: run.output + run.errorOutput)
+    }
+    let object = try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any]
+    return try #require(object, "not a JSON object: \(run.output)")
+  }
+
+  func int(_ report: [String: Any], _ path: String) -> Int? {
+    var current: Any? = report
+    for key in path.split(separator: ".") { current = (current as? [String: Any])?[String(key)] }
+    return (current as? NSNumber)?.intValue
+  }
+
+  func bool(_ report: [String: Any], _ path: String) -> Bool? {
+    var current: Any? = report
+    for key in path.split(separator: ".") { current = (current as? [String: Any])?[String(key)] }
+    return current as? Bool
+  }
+
+  /// B1: every subscriber ends on the page's final time, each batch answered, no frame without its batch.
+  func checkFanOut(_ run: [String: Any], subscribers: Int, batches: Int) {
+    #expect(int(run, "subscribers") == subscribers)
+    #expect(int(run, "batches.scheduled") == batches)
+    #expect(int(run, "batches.acked") == batches)
+    #expect(int(run, "batches.failed") == 0)
+    #expect(int(run, "delivery.complete_subscribers") == subscribers, "\(run)")
+    #expect(int(run, "delivery.lost_subscribers") == 0)
+    #expect(int(run, "delivery.unmatched_frames") == 0)
+    #expect((int(run, "delivery.frames") ?? 0) >= subscribers)
+    #expect(bool(run, "ok") == true)
+  }
+
+  @Test func fanOutDeliversTheFinalStateToEverySubscriber() throws {
+    let run = try report(["run", "B1", "--quick", "--subscribers", "100", "--rate", "200", "--seconds", "2"])
+    checkFanOut(run, subscribers: 100, batches: 400)
+    #expect(bool(run, "generator.kept_schedule") != nil, "the report says whether the generator kept up")
+    #expect((int(run, "server.rss_after_bytes") ?? 0) > 0)
+    #expect((int(run, "wire.bytes_received") ?? 0) > 0)
+  }
+
+  @Test func durableWritesAreEveryOneAnswered() throws {
+    let run = try report(["run", "W1", "--quick", "--rate", "100", "--seconds", "2", "--batch-size", "5"])
+    #expect(int(run, "batches.sent") == 200)
+    #expect(int(run, "batches.acked") == 200)
+    #expect(int(run, "batches.failed") == 0)
+    #expect(int(run, "batches.rejected_mutations") == 0)
+    #expect(bool(run, "ok") == true)
+  }
+
+  @Test func saturatedWritesAreEveryOneAnswered() throws {
+    let run = try report(["run", "W1", "--saturate", "--seconds", "1", "--writers", "2", "--depth", "2"])
+    #expect((int(run, "batches.sent") ?? 0) > 0)
+    #expect(int(run, "batches.acked") == int(run, "batches.sent"))
+    #expect(bool(run, "ok") == true)
+  }
+
+  @Test func catchUpReportsExactlyTheChangedPages() throws {
+    let run = try report(["run", "C1", "--pages", "1000", "--changed-percent", "2", "--seed", "7"])
+    #expect(int(run, "changed_expected") == 20)
+    #expect(int(run, "changed_reported") == 20)
+    #expect(int(run, "missing") == 0)
+    #expect(int(run, "extra") == 0)
+    #expect(int(run, "wrong_time") == 0)
+    #expect(int(run, "catchup_requests") == 1)
+    #expect(int(run, "deltas_fetched") == 20)
+    #expect(bool(run, "exact") == true)
+  }
+
+  /// The Redis side of compare, with the same generator: every subscriber gets every message.
+  @Test(.enabled(if: LoadSmokeTests.hasRedis, "redis-server is not installed (.ci/run installs it)"))
+  func compareRunsTheSameFanOutAgainstRedis() throws {
+    let run = try report(["compare", "B1", "--subscribers", "50", "--rate", "100", "--seconds", "2"])
+    #expect(run["scenario"] as? String == "B1")
+    let pagesync = try #require(run["pagesync"] as? [String: Any])
+    let redis = try #require(run["redis"] as? [String: Any])
+    checkFanOut(pagesync, subscribers: 50, batches: 200)
+    checkFanOut(redis, subscribers: 50, batches: 200)
+    #expect(int(redis, "delivery.frames") == 50 * 200, "Redis does not coalesce: one message per batch each")
+    #expect(run["ratios"] is [String: Any])
+  }
+
+  static var hasRedis: Bool {
+    (try? runToCompletion("/bin/sh", ["-c", "command -v redis-server"]))?.status == 0
+  }
+}
+
+/// A `pagesync-load` run that exited non-zero (2: it ran but found a delivery missing or a write failed).
+struct LoadRunFailed: Error, CustomStringConvertible {
+  var command: [String]
+  var status: Int64?
+  var output: String
+  var description: String {
+    "pagesync-load \(command.joined(separator: " ")) exited \(status.map(String.init) ?? "abnormally"): \(output)"
+  }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Runs one pagesync-load command N times (--json) and prints the median and spread (min..max) of chosen figures.
+
+docs/benchmarks.md quotes no figure from a single run: this machine is shared and noisy.
+
+  scripts/load-median.py 3 .build-release/release/pagesync-load compare B1 --rate 1000
+"""
+import json
+import statistics
+import subprocess
+import sys
+
+FIGURES = [
+    "batches.acked_per_s", "batches.mutations_per_s", "batches.ack_latency.p50_ms", "batches.ack_latency.p99_ms",
+    "delivery.frames_per_s", "delivery.latency.p50_ms", "delivery.latency.p99_ms", "delivery.latency.p999_ms",
+    "delivery.latency.max_ms", "delivery.lost_subscribers", "generator.lag_p99_ms", "generator.harness_cpu_pct",
+    "server.cpu_pct", "server.rss_after_bytes", "wire.bytes_received", "time.to_fresh_ms", "time.catchup_ms",
+    "bytes.over_ideal", "bytes.total_wire", "machine.loadavg_1m_end",
+]
+
+
+def leaf(obj, path):
+    for key in path.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj if isinstance(obj, (int, float)) and not isinstance(obj, bool) else None
+
+
+def main():
+    runs, command = int(sys.argv[1]), sys.argv[2:]
+    reports = []
+    for index in range(runs):
+        out = subprocess.run(command + ["--json", "--quiet"], capture_output=True, text=True)
+        if out.returncode not in (0, 2):
+            sys.exit(f"run {index + 1} failed ({out.returncode}): {out.stderr}")
+        reports.append(json.loads(out.stdout))
+    sides = ["pagesync", "redis"] if "ratios" in reports[0] else [None]
+    print(f"{' '.join(command)}  ({runs} runs: median [min..max])")
+    for path in FIGURES:
+        cells = []
+        for side in sides:
+            values = [leaf(r[side] if side else r, path) for r in reports]
+            values = [v for v in values if v is not None]
+            if values:
+                cells.append(f"{side or 'value'} {statistics.median(values):.3f} [{min(values):.3f}..{max(values):.3f}]")
+        if len(cells) == len(sides):
+            print(f"  {path:30} " + "   ".join(cells))
+    for side in sides:
+        oks = [(r[side] if side else r).get("ok") for r in reports]
+        print(f"  ok ({side or 'run'}): {sum(1 for ok in oks if ok)} of {len(oks)} runs correct")
+    for side in sides:
+        notes = {(r[side] if side else r).get("notes", "") for r in reports} - {""}
+        for note in notes:
+            print(f"  note ({side or 'run'}): {note}")
+
+
+if __name__ == "__main__":
+    main()
