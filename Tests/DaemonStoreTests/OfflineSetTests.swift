@@ -70,9 +70,9 @@ import Testing
     #expect(try store.acknowledge(try appliedOutcome([unsent]), nowMillis: 4) == [id("R")])
   }
 
-  /// Found by `make faults` (--seed 11): a row created here in an offline database, rejected by the broker (the
-  /// database was deleted meanwhile), stayed in the database's local `rows` for good: the broker's database did
-  /// not change, so nothing came to correct it. Its database is downloaded whole again, like the row.
+  /// Found by `make faults` (seed 6 replays it): a row created here in an offline database, rejected by the
+  /// broker (the database was deleted meanwhile), stayed in the database's local `rows` for good: the broker's
+  /// database did not change, so nothing came to correct it. Its database is downloaded whole again, like the row.
   @Test func aRejectedRowLeavesItsDatabaseToBeDownloadedWholeAgain() throws {
     let file = TemporaryStore()
     defer { file.remove() }
