@@ -169,9 +169,13 @@ def make_plan(seed, steps, devices):
         elif r < 0.09 and not down:
             plan.append({"fault": "kill_broker"})
         elif r < 0.12 and not down:
-            # SIGKILL of the broker a few milliseconds after an edit: the push is on its way or in the commit.
-            plan.append({"fault": "kill_broker_after_edit", "device": device, "edit": edit(device, step),
-                         "delay_ms": rng.randrange(0, 40)})
+            op, draw = edit(device, step), rng.randrange(0, 40)
+            if draw < 24:
+                # SIGKILL of the broker a few milliseconds after an edit: the push is on its way or in the commit.
+                plan.append({"fault": "kill_broker_after_edit", "device": device, "edit": op, "delay_ms": draw // 3})
+            else:
+                # The broker commits the batch and dies before its answer, held in the proxy, reaches the daemon.
+                plan.append({"fault": "kill_broker_in_flight", "device": device, "edit": op})
         elif r < 0.135 and not down:
             down = True
             plan.append({"fault": "broker_down"})
@@ -362,7 +366,7 @@ class Run:
         kind = event["fault"]
         if kind == "kill_daemon":
             self.kill_daemon(event["device"])
-        elif kind == "kill_daemon_in_flight":
+        elif kind in ("kill_daemon_in_flight", "kill_broker_in_flight"):
             device = event["device"]
             proxy = self.proxies[device]
             proxy.holding = True
@@ -379,9 +383,17 @@ class Run:
                 try:
                     wait_until(f"{device}'s push of mutation {last} committed on the broker, its answer held",
                                probe, timeout=3)
+                    self.counts["commits hit"] = self.counts.get("commits hit", 0) + 1
                 except CheckFailed as error:
                     note(f"the push did not commit in 3 s (the device may be disconnected): {error}")
-            self.kill_daemon(device, then=lambda: setattr(proxy, "holding", False))
+            if kind == "kill_daemon_in_flight":
+                self.kill_daemon(device, then=lambda: setattr(proxy, "holding", False))
+            else:
+                if self.broker_up:
+                    self.kill_broker()
+                    proxy.holding = False
+                    self.start_broker()
+                proxy.holding = False
         elif kind == "kill_broker":
             if self.broker_up:
                 self.kill_broker()
