@@ -3,6 +3,11 @@ a seeded random workload from every device while a seeded fault schedule kills (
 and the daemons, cuts and delays their connections. At the end, with the faults healed and every device synced,
 the oracle checks what the run recorded as it went.
 
+The faults: SIGKILL of a daemon (restarted at once); of a daemon whose batch the broker committed while the answer
+waits in its proxy (`holding`); of the broker a few milliseconds after an edit, or with a committed batch's answer
+held; the broker down for a few steps; a device's proxy cut for a few steps; its answers delayed. Every SIGKILL is
+followed by `PRAGMA integrity_check` of the killed process's store.
+
 Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--print-plan]
 
 The plan (every workload step and every fault) is a pure function of (seed, steps, devices): a failing run prints
