@@ -393,6 +393,8 @@ struct ApplyContext {
       let parentRow = try writablePage(parent)
       // A database's parent is a page; a page's parent is a page or (as a row) a database.
       if kind == "database" && parentRow.isDatabase { throw Rejection(.invalidParent) }
+      // A page made in a database is one of its rows: the database's rows in view may change.
+      if parentRow.isDatabase { try touchDatabase(parent) }
       workspace = parentRow.workspace
       if kind == "database" { changes.record(parent, "databases") }
     }

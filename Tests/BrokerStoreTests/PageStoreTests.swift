@@ -283,6 +283,19 @@ private final class StoreFixture {
     #expect(try f.snapshot("tasks")?.rows == [id("r1"), id("r2")])
   }
 
+  /// Found by `make faults` (`--seed 200 --steps 400 --devices 4`): a page created with a database parent is a
+  /// row, but the database's time did not move, so devices keeping the database offline never listed it.
+  @Test func aPageCreatedInADatabaseMovesTheDatabaseTime() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "tasks", .createDatabase(parent: nil, title: "Tasks"))
+    let before = try #require(try f.snapshot("tasks")).lastUpdatedTime
+    let made = try f.push("c1", "p", .createPage(parent: id("tasks"), title: "a page as a row"))
+    #expect(made.pages.keys.sorted() == [id("p"), id("tasks")])
+    let tasks = try #require(try f.snapshot("tasks"))
+    #expect(tasks.rows == [id("p")])
+    #expect(tasks.lastUpdatedTime > before)
+  }
+
   @Test func blocksKeepTheirOrderThroughManyInsertsAtOnePlace() throws {
     let f = try StoreFixture()
     try f.push("c1", "p", .createPage(parent: nil, title: "P"))
