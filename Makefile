@@ -123,10 +123,11 @@ faults: deps
 	done; \
 	if [ -n "$$failed" ]; then echo "faults: failing seeds:$$failed"; exit 1; fi
 	@# Regression: a longer run that found a bug (a page created in a database did not move its time).
-	@[ "$(FAULT_REGRESSION)" = "no" ] || python3 Tests/IntegrationTests/Python/faults.py \
-	  "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" --seed 200 --steps 400 --devices 4 \
-	  > fault-logs/seed-200-long.log 2>&1 && tail -n 1 fault-logs/seed-200-long.log \
-	  || { grep -E '^FAILED faults .*:' fault-logs/seed-200-long.log; exit 1; }
+	@if [ "$(FAULT_REGRESSION)" != "no" ]; then log=fault-logs/seed-200-long.log; \
+	  if python3 Tests/IntegrationTests/Python/faults.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" \
+	      --seed 200 --steps 400 --devices 4 > $$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
+	  else grep -E '^FAILED faults .*:' $$log; echo "  whole output: $$log"; exit 1; fi; \
+	fi
 
 # Every test under AddressSanitizer and LeakSanitizer (a leaked loop or handle fails the run).
 sanitize: deps
