@@ -6,6 +6,13 @@ FUZZ_BUILD := .build-fuzz
 ASAN_BUILD := .build-asan
 TSAN_BUILD := .build-tsan
 FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames
+# `make faults`: the seeds to run (each a whole run of Tests/IntegrationTests/Python/faults.py), the workload
+# and fault steps per run, and the devices. 1 and 6 are regression seeds (bugs they found); add more, or
+# longer runs, by hand: `make faults FAULT_SEED="$$(seq 1 50)" FAULT_STEPS=400`. FAULT_REGRESSION=no skips
+# the long regression run (seed 200, 400 steps, 4 devices) that follows them.
+FAULT_SEED ?= 1 2 3 4 5 6 7 8 9 10
+FAULT_STEPS ?= 150
+FAULT_DEVICES ?= 3
 
 # Installation: `make install PREFIX=/usr/local DESTDIR=` (DESTDIR: a staging root, for packages).
 PREFIX ?= /usr/local
@@ -24,10 +31,10 @@ RELEASE_BUILD := .build-release
 PROGRAMS := pagesync-broker pagesyncd pagesync
 # Where install-files takes the programs from: set by install (the release build) and verify-units (this build).
 PROGRAM_DIR ?=
-# Extra `swift build` flags for verify-units, e.g. BUILD_FLAGS="--scratch-path .build-x".
+# Extra `swift build` flags for verify-units and faults, e.g. BUILD_FLAGS="--scratch-path .build-x".
 BUILD_FLAGS ?=
 
-.PHONY: all deps build lint format test fuzz sanitize sanitize-thread clean run demo install install-files verify-units
+.PHONY: all deps build lint format test fuzz faults sanitize sanitize-thread clean run demo install install-files verify-units
 
 all: build
 
@@ -103,6 +110,26 @@ fuzz: deps
 	  if [ $$status -ne 0 ]; then echo "$$target found a crash: see fuzz-artifacts/"; exit $$status; fi; \
 	done
 
+# Fault injection with an oracle: for each FAULT_SEED, one broker and FAULT_DEVICES daemons under a seeded
+# workload and fault schedule (SIGKILL, restarts, cut and delayed connections), then the oracle. A failing run
+# prints its seed and its schedule: `make faults FAULT_SEED=S FAULT_STEPS=N FAULT_DEVICES=D` replays it.
+faults: deps
+	$(SWIFT) build $(BUILD_FLAGS)
+	@mkdir -p fault-logs; bin="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"; failed=""; \
+	for seed in $(FAULT_SEED); do \
+	  log=fault-logs/seed-$$seed.log; \
+	  if python3 Tests/IntegrationTests/Python/faults.py "$$bin" --seed $$seed --steps $(FAULT_STEPS) \
+	      --devices $(FAULT_DEVICES) > $$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
+	  else failed="$$failed $$seed"; grep -E '^FAILED faults .*:' $$log; echo "  whole output: $$log"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "faults: failing seeds:$$failed"; exit 1; fi
+	@# Regression: a longer run that found a bug (a page created in a database did not move its time).
+	@if [ "$(FAULT_REGRESSION)" != "no" ]; then log=fault-logs/seed-200-long.log; \
+	  if python3 Tests/IntegrationTests/Python/faults.py "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)" \
+	      --seed 200 --steps 400 --devices 4 > $$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
+	  else grep -E '^FAILED faults .*:' $$log; echo "  whole output: $$log"; exit 1; fi; \
+	fi
+
 # Every test under AddressSanitizer and LeakSanitizer (a leaked loop or handle fails the run).
 sanitize: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path $(ASAN_BUILD)
@@ -117,4 +144,4 @@ sanitize-thread: deps
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path $(TSAN_BUILD)
 
 clean:
-	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(RELEASE_BUILD) fuzz-artifacts var
+	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(RELEASE_BUILD) fuzz-artifacts fault-logs var

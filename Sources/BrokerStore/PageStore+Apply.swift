@@ -73,10 +73,17 @@ extension PageStore {
         continue
       }
       if mutation.id <= last {
-        results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .duplicate))
+        // A re-sent rejection is rejected again, with its reason: `duplicate` would read as applied.
+        if let reason = try rejection(of: mutation.id, client: batch.client) {
+          results.append(
+            MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: reason))
+        } else {
+          results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .duplicate))
+        }
         continue
       }
       if let reason = mutation.validate(limits) {
+        try recordRejection(of: mutation.id, client: batch.client, reason: reason)
         results.append(
           MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: reason))
         continue
@@ -90,6 +97,7 @@ extension PageStore {
         changes.merge(applied)
         results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .applied))
       } catch let rejection as Rejection {
+        try recordRejection(of: mutation.id, client: batch.client, reason: rejection.reason)
         results.append(
           MutationResult(
             mutationId: mutation.id, page: mutation.page, status: .rejected, reason: rejection.reason))
@@ -136,6 +144,25 @@ extension PageStore {
     return BatchOutcome(
       results: results, pages: pages, sequence: changes.fields.isEmpty ? nil : seq, lastMutationId: newLast,
       epoch: epoch, workspaces: pageWorkspaces)
+  }
+
+  /// Keeps why a mutation was rejected, in the batch's transaction, for a re-send of it.
+  func recordRejection(of mutation: UInt64, client: EntityID, reason: RejectionReason) throws {
+    try connection.execute(
+      "INSERT OR REPLACE INTO rejection (client_id, mutation_id, code) VALUES (?, ?, ?)",
+      [.text(client.rawValue), .integer(Int64(mutation)), .integer(Int64(reason.code))])
+  }
+
+  /// Why the client's mutation was rejected, if it was.
+  func rejection(of mutation: UInt64, client: EntityID) throws -> RejectionReason? {
+    guard
+      case .integer(let code)? = try connection.query(
+        "SELECT code FROM rejection WHERE client_id = ? AND mutation_id = ?",
+        [.text(client.rawValue), .integer(Int64(mutation))]
+      ).first?.first
+    else { return nil }
+    return RejectionReason.all.first { $0.code == Int(code) }
+      ?? RejectionReason(code: Int(code), name: "unknown_\(code)")
   }
 
   func loadPage(_ id: EntityID) throws -> PageRow? {
@@ -366,6 +393,8 @@ struct ApplyContext {
       let parentRow = try writablePage(parent)
       // A database's parent is a page; a page's parent is a page or (as a row) a database.
       if kind == "database" && parentRow.isDatabase { throw Rejection(.invalidParent) }
+      // A page made in a database is one of its rows: the database's rows in view may change.
+      if parentRow.isDatabase { try touchDatabase(parent) }
       workspace = parentRow.workspace
       if kind == "database" { changes.record(parent, "databases") }
     }

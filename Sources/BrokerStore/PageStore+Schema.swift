@@ -78,6 +78,19 @@ extension PageStore {
           PRIMARY KEY (page_id, seq, field)
         ) WITHOUT ROWID;
         CREATE INDEX change_log_seq ON change_log (seq);
-        """)
+        """),
+    // A rejected mutation's id is consumed like an applied one's; its reason is kept so that a re-send (the first
+    // answer lost: a cut connection, a daemon killed before it read it) is answered `rejected` again, not
+    // `duplicate`, which the client would take for applied and drop.
+    SQLiteMigration(
+      version: 2, name: "rejections, answered again to a re-sent batch",
+      sql: """
+        CREATE TABLE rejection (
+          client_id TEXT NOT NULL,
+          mutation_id INTEGER NOT NULL,
+          code INTEGER NOT NULL,
+          PRIMARY KEY (client_id, mutation_id)
+        ) WITHOUT ROWID;
+        """),
   ]
 }

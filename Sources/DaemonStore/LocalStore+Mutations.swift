@@ -130,11 +130,23 @@ extension LocalStore {
   /// (last writer wins) or was rejected changed nothing on the broker, so no notification would ever correct it.
   /// Their `last_downloaded_timestamp` is reset to 0 in the same transaction, so the next catch-up fetches them
   /// whole even if the daemon stops before it fetches them; they stay `complete` (showable) meanwhile.
+  ///
+  /// The same goes for the pages whose lists such an edit changed locally (a row's database's `rows`, a
+  /// database's parent's `databases`), when they have nothing pending of their own: a rejected create leaves
+  /// nothing on the broker, so nothing would ever take the row out of its database's local `rows`.
   @discardableResult
   public func acknowledge(_ outcome: BatchOutcome, nowMillis: UInt64) throws -> [EntityID] {
     try connection.transaction(.immediate) {
+      var listHolders: [EntityID] = []
       for result in outcome.results {
         let id = SQLiteValue.integer(Int64(result.mutationId))
+        if let data = try connection.query("SELECT data FROM mutation_queue WHERE id = ?", [id]).first?.first
+        {
+          let mutation = try decode(Mutation.self, data, table: "mutation_queue", column: "data")
+          for page in try pagesListing(mutation) where !listHolders.contains(page) {
+            listHolders.append(page)
+          }
+        }
         switch result.status {
         case .applied, .duplicate:
           try connection.execute("DELETE FROM mutation_queue WHERE id = ?", [id])
@@ -147,13 +159,23 @@ extension LocalStore {
             """, [.integer(Int64(reason.code)), .text(reason.name), .text(reason.description), id])
         }
       }
-      let settled = try connection.query(
+      var settled = try connection.query(
         """
         SELECT id FROM local_page WHERE sync_status = 'pending'
         AND NOT EXISTS (SELECT 1 FROM mutation_queue WHERE page_id = local_page.id AND status = 'pending')
         ORDER BY id
         """
       ).map { try entityID($0[0], table: "local_page", column: "id") }
+      for page in listHolders where !settled.contains(page) {
+        let id = SQLiteValue.text(page.rawValue)
+        let settles = try !connection.query(
+          """
+          SELECT 1 FROM local_page WHERE id = ?1
+          AND NOT EXISTS (SELECT 1 FROM mutation_queue WHERE page_id = ?1 AND status = 'pending')
+          """, [id]
+        ).isEmpty
+        if settles { settled.append(page) }
+      }
       for page in settled {
         try connection.execute(
           "UPDATE local_page SET sync_status = 'synced' WHERE id = ?", [.text(page.rawValue)])
@@ -168,6 +190,21 @@ extension LocalStore {
       if try meta("epoch") == nil { try setMeta("epoch", outcome.epoch) }
       return settled
     }
+  }
+
+  /// The pages whose lists (`rows`, `databases`) `mutation` may have changed locally: the parent it names and
+  /// the local copy's parent.
+  private func pagesListing(_ mutation: Mutation) throws -> [EntityID] {
+    var named: EntityID?
+    switch mutation.action {
+    case .createPage(let parent, _), .createDatabase(let parent, _), .movePage(let parent): named = parent
+    case .createRow(let database, _, _): named = database
+    case .deletePage, .setProperty: break
+    default: return []
+    }
+    var pages = named.map { [$0] } ?? []
+    if let parent = try localHeader(mutation.page)?.parent, parent != named { pages.append(parent) }
+    return pages
   }
 
   /// The rejected mutations, in id order, with what `GET /v1/conflicts` shows of each.

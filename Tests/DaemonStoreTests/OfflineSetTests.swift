@@ -70,6 +70,33 @@ import Testing
     #expect(try store.acknowledge(try appliedOutcome([unsent]), nowMillis: 4) == [id("R")])
   }
 
+  /// Found by `make faults` (seed 6 replays it): a row created here in an offline database, rejected by the
+  /// broker (the database was deleted meanwhile), stayed in the database's local `rows` for good: the broker's
+  /// database did not change, so nothing came to correct it. Its database is downloaded whole again, like the row.
+  @Test func aRejectedRowLeavesItsDatabaseToBeDownloadedWholeAgain() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    try toggleOffline(store, ["D", "Q"])
+    try store.applyDelta(try wholePage("D", time: 5, kind: "database"))
+    try store.applyDelta(try wholePage("Q", time: 5))
+    let row = try store.recordEdit(
+      page: id("R"), action: .createRow(database: id("D"), title: "R", properties: [:]), nowMillis: 1)
+    #expect(try sqlite3(file.path, "SELECT rows FROM local_page WHERE id = 'D'") == #"["R"]"#)
+    let settled = try store.acknowledge(
+      try decodeJSON(
+        BatchOutcome.self,
+        """
+        {"results": [{"mutationId": \(row.id), "page": "R", "status": "rejected",
+                      "reason": {"code": 5, "name": "page_deleted"}}],
+         "pages": {}, "lastMutationId": \(row.id), "epoch": "e1"}
+        """), nowMillis: 2)
+    #expect(settled == [id("R"), id("D")])
+    #expect(try store.catchUpMap()[id("D")] == 0)
+    #expect(try store.catchUpMap()[id("Q")] == 5)
+  }
+
   @Test func purgeDropsGonePagesButKeepsTheirReasons() throws {
     let file = TemporaryStore()
     defer { file.remove() }

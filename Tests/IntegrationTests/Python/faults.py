@@ -1,0 +1,800 @@
+"""Fault injection with an oracle: one broker and D daemons as real processes, each daemon behind its own TCP relay,
+a seeded random workload from every device while a seeded fault schedule kills (SIGKILL) and restarts the broker
+and the daemons, cuts and delays their connections. At the end, with the faults healed and every device synced,
+the oracle checks what the run recorded as it went.
+
+The faults: SIGKILL of a daemon (restarted at once); of a daemon whose batch the broker committed while the answer
+waits in its proxy (`holding`); of the broker a few milliseconds after an edit, or with a committed batch's answer
+held; the broker down for a few steps; a device's proxy cut for a few steps; its answers delayed. Every SIGKILL is
+followed by `PRAGMA integrity_check` of the killed process's store.
+
+Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--print-plan]
+
+The plan (every workload step and every fault) is a pure function of (seed, steps, devices): a failing run prints
+them and its plan, and `--seed S --steps N --devices D` replays it. Outcomes may still differ between runs by
+timing (an edit refused with 503 in one run may pass in another); the oracle judges each run by what was
+acknowledged in it.
+
+The oracle:
+ 1. exactly once: each device's acknowledged mutations (CLI exit 0, with their ids) are applied on the broker:
+    `client.last_mutation_id` is the device's last id and its next id; the broker's pages, properties, views and
+    blocks are those of a model that applies every acknowledged, not rejected mutation in acknowledgement order
+    (which is HLC order: every process reads one wall clock and the steps are sequential) with last-writer-wins;
+    nothing is on the broker that no acknowledged mutation made; a block added after another is after it; no
+    create or block add is ever rejected `already_exists` (ids are unique per plan: that would be a re-application);
+ 2. every device's offline pages equal the broker's state (title, deleted, parent, properties, blocks in order,
+    a database's rows in view, a page's inline databases), read with sqlite3 (rows and databases by GET);
+ 3. every device's forest satisfies its invariant (each offline_page impacted by a row, each row's page offline,
+    each tree has its origin row, `from` chains lead to the origin), its origin rows are the reasons the workload
+    acknowledged, and it equals the forest of a fresh device given the same reasons that syncs from scratch;
+ 4. no rejected mutation vanished: the queue's `rejected` rows are `pagesync conflicts`, the failed count matches,
+    every conflict is an acknowledged mutation, a `page_deleted` one names a page deleted on the broker;
+ 5. `PRAGMA integrity_check` is ok on every store (also after each SIGKILL, on the killed process's store);
+ 6. no page was shown incomplete: a `pagesync show` answered from the local store is never of an offline page with
+    complete = 0, and holds every block the device itself added there (acknowledged, never rejected, not deleted
+    by anyone before the show): read-your-writes across kills and downloads.
+"""
+import argparse
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemon_e2e as e2e  # noqa: E402  (the harness: processes, proxies, polls)
+from daemon_e2e import CheckFailed, note, wait_until  # noqa: E402
+
+ROW_LIMIT = 3  # [offline] database_row_limit of every device: small, so view changes move rows in and out
+RECENT_LIMIT = 3  # [offline] recent_limit
+PROPERTY_NAMES = ["Rank", "Status", "Note"]
+MUTATIONS = {"create_page", "create_database", "create_row", "set_title", "set_property", "unset_property",
+             "block_add", "block_edit", "block_delete", "delete_page", "view_set"}
+ALLOWED_REJECTIONS = {"page_deleted", "unknown_page", "unknown_block"}
+
+
+# The plan: a pure function of (seed, steps, devices).
+
+
+def make_plan(seed, steps, devices):
+    rng = random.Random(seed)
+    names = [chr(ord("A") + i) for i in range(devices)]
+    counters = {name: 0 for name in names}
+    pages, databases, blocks = [], [], {}  # every id the plan ever made, whatever became of it
+    plan = []
+    pending = []  # (step, event): restores and restarts scheduled by a fault
+    cut, down = set(), False
+
+    def fresh(device, kind):
+        counters[device] += 1
+        return f"{device}{kind}{counters[device]}"
+
+    def workload(device, step):
+        r = rng.random()
+        if not pages or r < 0.10:
+            page = fresh(device, "p")
+            parent = rng.choice(pages) if pages and rng.random() < 0.3 else None
+            pages.append(page)
+            blocks[page] = []
+            return {"op": "create_page", "page": page, "parent": parent, "title": f"{page} made at {step}"}
+        if r < 0.15:
+            db = fresh(device, "d")
+            plain = [p for p in pages if p not in databases]  # a database's parent is a page (or a row)
+            parent = rng.choice(plain) if plain and rng.random() < 0.5 else None
+            pages.append(db)
+            databases.append(db)
+            blocks[db] = []
+            return {"op": "create_database", "page": db, "parent": parent, "title": f"{db} made at {step}"}
+        if r < 0.25 and databases:
+            row = fresh(device, "r")
+            db = rng.choice(databases)
+            pages.append(row)
+            blocks[row] = []
+            props = {"Rank": rng.randrange(10)} if rng.random() < 0.7 else {}
+            if rng.random() < 0.5:
+                props["Status"] = rng.choice(["Todo", "Done"])
+            return {"op": "create_row", "page": row, "database": db, "title": f"{row} made at {step}",
+                    "properties": props}
+        page = rng.choice(pages)
+        if r < 0.35:
+            return {"op": "set_title", "page": page, "title": f"{device} titled at {step}"}
+        if r < 0.45:
+            name = rng.choice(PROPERTY_NAMES)
+            if rng.random() < 0.2:
+                return {"op": "unset_property", "page": page, "name": name}
+            value = rng.randrange(10) if name == "Rank" else rng.choice(["Todo", "Done", f"n{step}"])
+            return {"op": "set_property", "page": page, "name": name, "value": value}
+        if r < 0.57:
+            block = fresh(device, "b")
+            after = rng.choice(blocks[page]) if blocks[page] and rng.random() < 0.7 else None
+            blocks[page].append(block)
+            return {"op": "block_add", "page": page, "block": block, "after": after, "text": f"{block} at {step}"}
+        if r < 0.64:
+            owned = [(p, b) for p in pages for b in blocks[p]]
+            if owned:
+                p, block = rng.choice(owned)
+                return {"op": "block_edit", "page": p, "block": block, "text": f"{device} edited at {step}"}
+            return {"op": "visit", "page": page}
+        if r < 0.67:
+            owned = [(p, b) for p in pages for b in blocks[p]]
+            if owned:
+                p, block = rng.choice(owned)
+                return {"op": "block_delete", "page": p, "block": block}
+            return {"op": "visit", "page": page}
+        if r < 0.69:
+            return {"op": "delete_page", "page": page}
+        if r < 0.75:
+            return {"op": "offline_add", "page": page}
+        if r < 0.78:
+            return {"op": "offline_remove", "page": page}
+        if r < 0.81:
+            return {"op": "favorite_add", "page": page}
+        if r < 0.83:
+            return {"op": "favorite_remove", "page": page}
+        if r < 0.88:
+            return {"op": "visit", "page": page}
+        if r < 0.91 and databases:
+            db = rng.choice(databases)
+            choice = rng.randrange(4)
+            view = [None, {"sort": ["Rank", False]}, {"sort": ["Rank", True]}, {"filter": ["Status", "Done"]}][choice]
+            return {"op": "view_set", "page": db, "view": view}
+        if r < 0.97:
+            return {"op": "show", "page": page}
+        return {"op": "sync"}
+
+    def edit(device, step):
+        """A workload step that queues a mutation (not a read, a sync or an offline reason): the push to hit."""
+        while True:
+            op = workload(device, step)
+            if op["op"] in MUTATIONS:
+                return op
+
+    for step in range(steps):
+        still = []
+        for due, event in pending:
+            if due <= step:
+                plan.append(event)
+                if event["fault"] == "restore":
+                    cut.discard(event["device"])
+                if event["fault"] == "broker_up":
+                    down = False
+            else:
+                still.append((due, event))
+        pending = still
+        device = rng.choice(names)
+        r = rng.random()
+        if r < 0.04:
+            plan.append({"fault": "kill_daemon", "device": device})
+        elif r < 0.07:
+            # The broker commits the batch, its answer waits in the proxy, the daemon dies before reading it.
+            plan.append({"fault": "kill_daemon_in_flight", "device": device, "edit": edit(device, step)})
+        elif r < 0.09 and not down:
+            plan.append({"fault": "kill_broker"})
+        elif r < 0.12 and not down:
+            op, draw = edit(device, step), rng.randrange(0, 40)
+            if draw < 24:
+                # SIGKILL of the broker a few milliseconds after an edit: the push is on its way or in the commit.
+                plan.append({"fault": "kill_broker_after_edit", "device": device, "edit": op, "delay_ms": draw // 3})
+            else:
+                # The broker commits the batch and dies before its answer, held in the proxy, reaches the daemon.
+                plan.append({"fault": "kill_broker_in_flight", "device": device, "edit": op})
+        elif r < 0.135 and not down:
+            down = True
+            plan.append({"fault": "broker_down"})
+            pending.append((step + rng.randrange(3, 12), {"fault": "broker_up"}))
+        elif r < 0.17 and device not in cut:
+            cut.add(device)
+            plan.append({"fault": "cut", "device": device})
+            pending.append((step + rng.randrange(3, 25), {"fault": "restore", "device": device}))
+        elif r < 0.19:
+            plan.append({"fault": "delay", "device": device, "ms": rng.randrange(100, 1500)})
+        else:
+            op = workload(device, step)
+            op["device"] = device
+            plan.append(op)
+    for _, event in pending:
+        plan.append(event)
+    return plan
+
+
+def describe(event):
+    return json.dumps(event, separators=(",", ":"))
+
+
+# Running it.
+
+
+class Run:
+    def __init__(self, scenario, seed, devices):
+        self.s = scenario
+        self.seed = seed
+        self.broker = scenario.broker()
+        self.broker_up = True
+        self.names = [chr(ord("A") + i) for i in range(devices)]
+        self.proxies, self.devices, self.clients = {}, {}, {}
+        for name in self.names:
+            proxy = e2e.Proxy(scenario, self.broker.port)
+            self.proxies[name] = proxy
+            self.devices[name] = scenario.device(name, proxy.url, database_row_limit=ROW_LIMIT,
+                                                 recent_limit=RECENT_LIMIT)
+            self.clients[name] = self.devices[name].status()["clientId"]
+        self.acked = []  # in acknowledgement order: {"seq", "device", "op", "ids"}
+        self.ambiguous = []  # commands that may or may not have taken effect
+        self.shows = []  # (device, page, block ids, seq) of shows answered from the local store
+        self.reasons = {name: {"toggled": set(), "favorite": set(), "visits": []} for name in self.names}
+        self.timers = []
+        self.counts = {}
+        self.last_ack = 0.0
+
+    # Commands.
+
+    def cli(self, device, *args):
+        run = self.devices[device].run(*args, timeout=60)
+        return run
+
+    def command(self, op):
+        kind, page = op["op"], op.get("page")
+        if kind == "create_page":
+            args = ["create", "page", "--id", page, "--title", op["title"]]
+            if op["parent"]:
+                args += ["--parent", op["parent"]]
+        elif kind == "create_database":
+            args = ["create", "database", "--id", page, "--title", op["title"]]
+            if op["parent"]:
+                args += ["--parent", op["parent"]]
+        elif kind == "create_row":
+            args = ["create", "row", "--database", op["database"], "--id", page, "--title", op["title"]]
+            for name, value in op["properties"].items():
+                args += ["--set", f"{name}={value}"]
+        elif kind == "set_title":
+            args = ["edit", page, "--title", op["title"]]
+        elif kind == "set_property":
+            args = ["edit", page, "--set", f"{op['name']}={op['value']}"]
+        elif kind == "unset_property":
+            args = ["edit", page, "--unset", op["name"]]
+        elif kind == "block_add":
+            args = ["block", "add", page, "--id", op["block"], "--text", op["text"]]
+            if op["after"]:
+                args += ["--after", op["after"]]
+        elif kind == "block_edit":
+            args = ["block", "edit", op["block"], "--text", op["text"]]
+        elif kind == "block_delete":
+            args = ["block", "delete", op["block"]]
+        elif kind == "delete_page":
+            args = ["delete", page]
+        elif kind == "view_set":
+            args = ["view", "set", page]
+            view = op["view"] or {}
+            if "sort" in view:
+                args += ["--sort", view["sort"][0] + (":desc" if view["sort"][1] else "")]
+            if "filter" in view:
+                args += ["--filter", f"{view['filter'][0]}={view['filter'][1]}"]
+        elif kind in ("offline_add", "offline_remove", "favorite_add", "favorite_remove"):
+            noun, verb = kind.split("_")
+            args = [noun, verb, page]
+        elif kind == "visit":
+            args = ["visit", page]
+        elif kind == "show":
+            args = ["show", page]
+        else:
+            args = ["sync"]
+        return args
+
+    def do(self, device, op):
+        """Runs one workload step on `device`; records what was acknowledged."""
+        # HLC times are wall-clock milliseconds first: two acknowledged edits never share one.
+        while time.time() - self.last_ack < 0.003:
+            pass
+        run = self.cli(device, *self.command(op))
+        kind = op["op"]
+        self.counts[(kind, run.returncode == 0)] = self.counts.get((kind, run.returncode == 0), 0) + 1
+        if run.returncode != 0:
+            message = run.stderr.strip()
+            if run.returncode == 75 or "may or may not" in message:
+                self.ambiguous.append((device, op, message))
+                note(f"[{device}] ambiguous: {describe(op)}: {message}")
+            return None
+        self.last_ack = time.time()
+        answer = json.loads(run.stdout) if run.stdout.strip() else {}
+        if kind == "show":
+            if answer.get("source") == "local":
+                self.check_shown(device, op["page"], answer)
+            return answer
+        if kind in ("sync",):
+            return answer
+        reasons = self.reasons[device]
+        if kind == "offline_add":
+            reasons["toggled"].add(op["page"])
+        elif kind == "offline_remove":
+            reasons["toggled"].discard(op["page"])
+        elif kind == "favorite_add":
+            reasons["favorite"].add(op["page"])
+        elif kind == "favorite_remove":
+            reasons["favorite"].discard(op["page"])
+        elif kind == "visit":
+            reasons["visits"].append(op["page"])
+        else:
+            ids = answer.get("mutationIds", [])
+            if len(ids) != 1:
+                raise CheckFailed(f"[{device}] {describe(op)} acknowledged {len(ids)} mutation ids: {answer}")
+            self.acked.append({"seq": len(self.acked), "device": device, "op": op, "id": ids[0]})
+        return answer
+
+    def check_shown(self, device, page, answer):
+        """(6) A page answered from the local store is never an incomplete offline page."""
+        rows = self.devices[device].rows(f"SELECT complete FROM offline_page WHERE page_id = '{page}'")
+        if rows and not rows[0]["complete"]:
+            raise CheckFailed(f"[{device}] show {page} answered from the local store while the page is offline "
+                              f"with complete = 0: {answer}")
+        self.shows.append((device, page, [b["id"] for b in answer.get("blocks", [])], len(self.acked)))
+
+    # Faults.
+
+    def kill_daemon(self, device, then=None):
+        d = self.devices[device]
+        code = d.stop(signal.SIGKILL)
+        if code != -signal.SIGKILL:
+            raise CheckFailed(f"{device}: pagesyncd exited {code} before SIGKILL reached it")
+        self.integrity(d.store, f"{device}'s store after SIGKILL")
+        if then:
+            then()
+        d.start(wait_connected=False)
+
+    def kill_broker(self):
+        code = self.broker.stop(signal.SIGKILL)
+        if code != -signal.SIGKILL:
+            raise CheckFailed(f"the broker exited {code} before SIGKILL reached it")
+        self.integrity(self.broker.store, "the broker's store after SIGKILL")
+        self.broker_up = False
+
+    def start_broker(self):
+        self.broker.start()
+        self.broker_up = True
+
+    def integrity(self, path, what):
+        rows = e2e.sqlite_rows(path, "PRAGMA integrity_check")
+        if rows != [{"integrity_check": "ok"}]:
+            raise CheckFailed(f"integrity_check of {what}: {rows}")
+
+    def hold(self, device, ms):
+        proxy = self.proxies[device]
+        proxy.holding = True
+        timer = threading.Timer(ms / 1000, lambda: setattr(proxy, "holding", False))
+        timer.daemon = True
+        timer.start()
+        self.timers.append(timer)
+
+    def fault(self, event):
+        kind = event["fault"]
+        if kind == "kill_daemon":
+            self.kill_daemon(event["device"])
+        elif kind in ("kill_daemon_in_flight", "kill_broker_in_flight"):
+            device = event["device"]
+            proxy = self.proxies[device]
+            proxy.holding = True
+            answer = self.do(device, event["edit"])
+            if answer is not None and "mutationIds" in answer and self.broker_up and proxy.up:
+                last = answer["mutationIds"][-1]
+                client = self.clients[device]
+                query = f"SELECT last_mutation_id FROM client WHERE id = '{client}'"
+
+                def probe():
+                    rows = self.broker.rows(query)
+                    return bool(rows) and rows[0]["last_mutation_id"] >= last, rows
+
+                try:
+                    wait_until(f"{device}'s push of mutation {last} committed on the broker, its answer held",
+                               probe, timeout=3)
+                    self.counts["commits hit"] = self.counts.get("commits hit", 0) + 1
+                except CheckFailed as error:
+                    note(f"the push did not commit in 3 s (the device may be disconnected): {error}")
+            if kind == "kill_daemon_in_flight":
+                self.kill_daemon(device, then=lambda: setattr(proxy, "holding", False))
+            else:
+                if self.broker_up:
+                    self.kill_broker()
+                    proxy.holding = False
+                    self.start_broker()
+                proxy.holding = False
+        elif kind == "kill_broker":
+            if self.broker_up:
+                self.kill_broker()
+                self.start_broker()
+        elif kind == "kill_broker_after_edit":
+            self.do(event["device"], event["edit"])
+            time.sleep(event["delay_ms"] / 1000)  # where the SIGKILL lands: that is the fault, not a wait
+            if self.broker_up:
+                self.kill_broker()
+                self.start_broker()
+        elif kind == "broker_down":
+            if self.broker_up:
+                self.kill_broker()
+        elif kind == "broker_up":
+            if not self.broker_up:
+                self.start_broker()
+        elif kind == "cut":
+            self.proxies[event["device"]].cut(quiet=True)
+        elif kind == "restore":
+            self.proxies[event["device"]].restore()
+        elif kind == "delay":
+            self.hold(event["device"], event["ms"])
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def execute(self, plan):
+        for index, event in enumerate(plan):
+            started = time.monotonic()
+            if "fault" in event:
+                note(f"step {index}: fault {describe(event)}")
+                self.fault(event)
+            else:
+                self.do(event["device"], event)
+            took = time.monotonic() - started
+            if took > 3:
+                note(f"step {index} took {took:.1f} s: {describe(event)}")
+
+    # Healing.
+
+    def heal(self):
+        for timer in self.timers:
+            timer.cancel()
+        for proxy in self.proxies.values():
+            proxy.holding = False
+            proxy.restore()
+        if not self.broker_up:
+            self.start_broker()
+        for _ in range(2):  # the second round brings every device what the others pushed in the first
+            for name, d in self.devices.items():
+                wait_until(f"{name}: pagesync sync succeeds", lambda d=d: (d.run("sync", timeout=130).returncode == 0,
+                                                                            "sync failed"), timeout=60)
+        for name, d in self.devices.items():
+            def settled(d=d):
+                status = d.status()
+                queue = [m["status"] for m in d.queue()]
+                incomplete = self.incomplete(d)
+                done = status["connected"] and status["state"] == "live" and "pending" not in queue and not incomplete
+                return done, {"state": status["state"], "queue": queue, "incomplete": incomplete}
+
+            wait_until(f"{name}: live, queue empty or only rejected, every offline page the broker has complete",
+                       settled, timeout=30)
+
+    def incomplete(self, device):
+        """The device's incomplete offline pages that the broker has: one it does not have (a create it rejected,
+        never pushed) cannot be downloaded."""
+        pages = [p for p, row in device.offline_pages().items() if not row["complete"]]
+        if not pages:
+            return []
+        listed = ",".join(f"'{p}'" for p in pages)
+        return sorted(r["id"] for r in self.broker.rows(f"SELECT id FROM page WHERE id IN ({listed})"))
+
+
+# The oracle.
+
+
+def props_of(text):
+    return {k: v for k, v in json.loads(text or "{}").items() if v is not None}
+
+
+class Oracle:
+    def __init__(self, run):
+        self.run = run
+        self.broker = run.broker
+        self.conflicts = {}
+        for name, d in run.devices.items():
+            self.conflicts[name] = {c["mutationId"]: c for c in d.cli("conflicts", quiet=True)}
+        self.rejected = {(name, mid) for name, table in self.conflicts.items() for mid in table}
+
+    def broker_page_http(self, page):
+        request = urllib.request.Request(f"{self.broker.url}/v1/pages/{page}",
+                                         headers={"Authorization": f"Bearer {e2e.USERS['alice'][0]}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            return {"error": error.code}
+
+    def broker_pages(self):
+        pages = {r["id"]: r for r in self.broker.rows(
+            "SELECT id, kind, parent_id, title, deleted FROM page")}
+        props = {}
+        for r in self.broker.rows("SELECT page_id, name, value FROM property WHERE value IS NOT NULL"):
+            props.setdefault(r["page_id"], {})[r["name"]] = json.loads(r["value"])
+        blocks = {r["id"]: r for r in self.broker.rows(
+            "SELECT id, page_id, type, text, position, deleted FROM block")}
+        views = {r["database_id"]: r for r in self.broker.rows("SELECT database_id, filter, sort FROM view")}
+        return pages, props, blocks, views
+
+    def check_exactly_once(self):
+        run = self.run
+        for name, d in run.devices.items():
+            ids = [a["id"] for a in run.acked if a["device"] == name]
+            e2e.check(ids == sorted(set(ids)), f"{name}: acknowledged mutation ids increase ({len(ids)} of them)",
+                      "increasing", ids)
+            meta = {r["key"]: r["value"] for r in d.rows("SELECT key, value FROM sync_meta")}
+            last_local = int(meta.get("next_mutation_id", "1")) - 1
+            rows = self.broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{run.clients[name]}'")
+            last_broker = rows[0]["last_mutation_id"] if rows else 0
+            ambiguous = any(dev == name for dev, _, _ in run.ambiguous)
+            expected = last_local if ambiguous else (ids[-1] if ids else 0)
+            e2e.check_equal((last_broker, last_local), (expected, expected),
+                            f"{name}: the broker's last_mutation_id and the device's last id are its last "
+                            "acknowledged id")
+            for mid, conflict in self.conflicts[name].items():
+                if conflict["reason"] not in ALLOWED_REJECTIONS:
+                    raise CheckFailed(f"{name}: mutation {mid} rejected {conflict['reason']}: an acknowledged "
+                                      f"mutation of a unique id re-applied, or a bad one sent: {conflict}")
+
+        # The model: acknowledged, not rejected mutations in acknowledgement (HLC) order, last writer wins.
+        pages, blocks, views = {}, {}, {}
+        uncertain = {op["page"] for _, op, _ in run.ambiguous if "page" in op}
+        for a in run.acked:
+            if (a["device"], a["id"]) in self.rejected:
+                continue
+            op, kind, page = a["op"], a["op"]["op"], a["op"].get("page")
+            if kind in ("create_page", "create_database"):
+                pages[page] = {"kind": "database" if kind == "create_database" else "page", "parent": op["parent"],
+                               "title": op["title"], "deleted": 0, "props": {}}
+                if kind == "create_database":
+                    views[page] = None
+            elif kind == "create_row":
+                pages[page] = {"kind": "page", "parent": op["database"], "title": op["title"], "deleted": 0,
+                               "props": dict(op["properties"])}
+            elif page not in pages and kind != "block_edit" and kind != "block_delete":
+                raise CheckFailed(f"{a['device']}: mutation {a['id']} {describe(op)} is not in its conflicts, but "
+                                  "no applied create made its page: a rejection vanished")
+            elif kind == "set_title":
+                pages[page]["title"] = op["title"]
+            elif kind == "set_property":
+                pages[page]["props"][op["name"]] = op["value"]
+            elif kind == "unset_property":
+                pages[page]["props"].pop(op["name"], None)
+            elif kind == "delete_page":
+                pages[page]["deleted"] = 1
+            elif kind == "view_set":
+                views[page] = op["view"]
+            elif kind == "block_add":
+                blocks[op["block"]] = {"page": page, "text": op["text"], "deleted": 0, "after": op["after"]}
+            elif kind == "block_edit":
+                if op["block"] in blocks:
+                    blocks[op["block"]]["text"] = op["text"]
+            elif kind == "block_delete":
+                if op["block"] in blocks:
+                    blocks[op["block"]]["deleted"] = 1
+        b_pages, b_props, b_blocks, b_views = self.broker_pages()
+        found = {p: {"kind": r["kind"], "parent": r["parent_id"], "title": r["title"], "deleted": r["deleted"],
+                     "props": b_props.get(p, {})} for p, r in b_pages.items() if p not in uncertain}
+        expected = {p: v for p, v in pages.items() if p not in uncertain}
+        diff = {p: (expected.get(p), found.get(p)) for p in set(found) | set(expected)
+                if expected.get(p) != found.get(p)}
+        e2e.check(not diff, f"the broker's {len(found)} pages are the model's: every acknowledged mutation applied "
+                  "once, last writer wins", "no difference", diff)
+        found_blocks = {b: {"page": r["page_id"], "text": r["text"], "deleted": r["deleted"]}
+                        for b, r in b_blocks.items() if r["page_id"] not in uncertain}
+        expected_blocks = {b: {k: v[k] for k in ("page", "text", "deleted")} for b, v in blocks.items()
+                           if v["page"] not in uncertain}
+        diff = {b: (expected_blocks.get(b), found_blocks.get(b)) for b in set(found_blocks) | set(expected_blocks)
+                if expected_blocks.get(b) != found_blocks.get(b)}
+        e2e.check(not diff, f"the broker's {len(found_blocks)} blocks are the model's", "no difference", diff)
+        misplaced = [(b, v["after"]) for b, v in blocks.items() if v["after"] in b_blocks and b in b_blocks
+                     and not b_blocks[b]["position"] > b_blocks[v["after"]]["position"]]
+        e2e.check(not misplaced, "every block added after another is after it on the broker", [], misplaced)
+
+        def view_of(row):
+            found = {}
+            if row["sort"]:
+                sort = json.loads(row["sort"])
+                found["sort"] = [sort["property"], bool(sort.get("descending", False))]
+            if row["filter"]:
+                fil = json.loads(row["filter"])
+                found["filter"] = [fil["property"], fil["value"]]
+            return found or None
+
+        found_views = {db: view_of(r) for db, r in b_views.items() if db not in uncertain}
+        expected_views = {db: v for db, v in views.items() if db not in uncertain}
+        e2e.check_equal(found_views, expected_views, "the broker's views are the model's")
+        self.model_deleted = {p for p, v in pages.items() if v["deleted"]}
+        self.b_pages, self.b_props, self.b_blocks = b_pages, b_props, b_blocks
+
+    def check_offline_pages(self):
+        def compare():
+            differences = {}
+            b_pages, b_props, b_blocks, _ = self.broker_pages()
+            live = {}
+            for b, r in sorted(b_blocks.items(), key=lambda item: (item[1]["position"], item[0])):
+                if not r["deleted"]:
+                    live.setdefault(r["page_id"], []).append((b, r["type"], r["text"]))
+            for name, d in self.run.devices.items():
+                offline = d.offline_pages()
+                local = {r["id"]: r for r in d.rows(
+                    "SELECT id, kind, parent, title, deleted, properties, rows, databases FROM local_page")}
+                local_blocks = {}
+                for r in d.rows("SELECT id, page_id, type, text FROM local_block WHERE deleted = 0 "
+                                "ORDER BY position, id"):
+                    local_blocks.setdefault(r["page_id"], []).append((r["id"], r["type"], r["text"]))
+                for page in offline:
+                    if page not in b_pages:
+                        if page in local:
+                            differences[(name, page)] = "a local copy of a page the broker does not have"
+                        continue
+                    b = b_pages[page]
+                    mine = local.get(page)
+                    if mine is None:
+                        differences[(name, page)] = "no local copy"
+                        continue
+                    want = (b["kind"], b["parent_id"], b["title"], b["deleted"], b_props.get(page, {}),
+                            live.get(page, []))
+                    have = (mine["kind"], mine["parent"], mine["title"], mine["deleted"],
+                            props_of(mine["properties"]), local_blocks.get(page, []))
+                    if want != have:
+                        differences[(name, page)] = {"broker": want, "device": have}
+                        continue
+                    http = self.broker_page_http(page)
+                    if b["kind"] == "database" and json.loads(mine["rows"] or "[]") != http.get("rows", []):
+                        differences[(name, page)] = {"broker rows": http.get("rows"), "device rows": mine["rows"]}
+                    if json.loads(mine["databases"] or "[]") != http.get("databases", []):
+                        differences[(name, page)] = {"broker databases": http.get("databases"),
+                                                     "device databases": mine["databases"]}
+            return not differences, differences
+
+        wait_until("every device's offline pages equal the broker's (title, deleted, parent, properties, blocks in "
+                   "order, rows in view, inline databases)", compare, timeout=20, expected="no difference")
+
+    def check_forests(self):
+        run = self.run
+        for name, d in run.devices.items():
+            actions = d.actions()
+            offline = set(d.offline_pages())
+            impacted = {row[2] for row in actions}
+            e2e.check_equal(impacted, offline, f"{name}: offline_page is exactly the pages offline_action impacts")
+            trees = {}
+            for origin, source, page, kind in actions:
+                trees.setdefault((origin, kind), set()).add((source, page))
+            broken = []
+            for (origin, kind), edges in trees.items():
+                if (None, origin) not in edges:
+                    broken.append((origin, kind, "no origin row"))
+                reached = {page for source, page in edges}
+                for source, page in edges:
+                    if source is not None and source not in reached:
+                        broken.append((origin, kind, f"{page} from {source}, which the tree does not hold"))
+                # from chains lead to the origin
+                parent = {page: source for source, page in edges}
+                for page in reached:
+                    seen, current = set(), page
+                    while current != origin and current not in seen and current in parent:
+                        seen.add(current)
+                        current = parent[current]
+                    if current != origin:
+                        broken.append((origin, kind, f"{page}'s from chain does not reach the origin"))
+            e2e.check(not broken, f"{name}: every tree has its origin row and from chains lead to it", [], broken)
+            reasons = run.reasons[name]
+            recent = []
+            for page in reversed(reasons["visits"]):
+                if page not in recent:
+                    recent.append(page)
+            expected_origins = ({(p, "toggled") for p in reasons["toggled"]}
+                                | {(p, "favorite") for p in reasons["favorite"]}
+                                | {(p, "recent") for p in recent[:RECENT_LIMIT]})
+            origins = {(o, k) for (o, k), edges in trees.items()}
+            e2e.check_equal(origins, expected_origins, f"{name}: the forest's origins are the reasons acknowledged")
+
+            fresh = run.s.device(f"fresh{name}", run.broker.url, database_row_limit=ROW_LIMIT,
+                                 recent_limit=RECENT_LIMIT)
+            for page in sorted(reasons["toggled"]):
+                fresh.cli("offline", "add", page, quiet=True)
+            for page in sorted(reasons["favorite"]):
+                fresh.cli("favorite", "add", page, quiet=True)
+            for page in reversed(recent[:RECENT_LIMIT]):
+                fresh.cli("visit", page, quiet=True)
+            fresh.sync()
+
+            def same():
+                mine, theirs = d.actions(), fresh.actions()
+                incomplete = run.incomplete(fresh)
+                return mine == theirs and not incomplete, (e2e.set_difference(theirs, mine), incomplete)
+
+            wait_until(f"{name}: its forest equals a fresh device's given the same reasons", same, timeout=20,
+                       expected="the same offline_action rows")
+            self.run.integrity(fresh.store, f"fresh{name}'s store")
+            fresh.stop()
+
+    def check_conflicts(self):
+        run = self.run
+        for name, d in run.devices.items():
+            acked = {a["id"]: a for a in run.acked if a["device"] == name}
+            queue = d.queue()
+            rejected = {m["id"] for m in queue if m["status"] == "rejected"}
+            e2e.check_equal(rejected, set(self.conflicts[name]),
+                            f"{name}: pagesync conflicts lists every rejected mutation of the queue "
+                            f"({len(rejected)})")
+            e2e.check_equal(d.status()["failedMutations"], len(rejected), f"{name}: status counts them")
+            strays = sorted(set(self.conflicts[name]) - set(acked))
+            ambiguous = any(dev == name for dev, _, _ in run.ambiguous)
+            e2e.check(not strays or ambiguous, f"{name}: every conflict is an acknowledged mutation", [], strays)
+            wrong = []
+            for mid, conflict in self.conflicts[name].items():
+                if conflict["reason"] == "page_deleted":
+                    op = acked[mid]["op"] if mid in acked else {}
+                    target = op.get("database") if op.get("op") == "create_row" else conflict["page"]
+                    if target in self.b_pages and not self.b_pages[target]["deleted"]:
+                        wrong.append((mid, conflict))
+            e2e.check(not wrong, f"{name}: every page_deleted rejection names a page deleted on the broker", [], wrong)
+
+    def check_integrity(self):
+        run = self.run
+        run.integrity(run.broker.store, "the broker's store")
+        for name, d in run.devices.items():
+            run.integrity(d.store, f"{name}'s store")
+        e2e.ok("PRAGMA integrity_check is ok on every store")
+
+    def check_shows(self):
+        run = self.run
+        rejected = self.rejected
+        missing = []
+        for device, page, shown, seq in run.shows:
+            deleted_before = {a["op"]["block"] for a in run.acked[:seq] if a["op"]["op"] == "block_delete"}
+            for a in run.acked[:seq]:
+                op = a["op"]
+                if (a["device"] == device and op["op"] == "block_add" and op["page"] == page
+                        and (device, a["id"]) not in rejected and op["block"] not in deleted_before
+                        and op["block"] not in shown):
+                    missing.append((device, page, op["block"], f"shown after acknowledgement {seq}", shown))
+        e2e.check(not missing, f"{len(run.shows)} shows from the local store held every block their device added",
+                  [], missing)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("bin_dir")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--devices", type=int, default=3)
+    parser.add_argument("--print-plan", action="store_true")
+    options = parser.parse_args()
+    bin_dir = os.path.abspath(options.bin_dir)
+    e2e.BROKER_PROGRAM = os.path.join(bin_dir, "pagesync-broker")
+    e2e.DAEMON_PROGRAM = os.path.join(bin_dir, "pagesyncd")
+    e2e.CLI_PROGRAM = os.path.join(bin_dir, "pagesync")
+    plan = make_plan(options.seed, options.steps, options.devices)
+    replay = f"--seed {options.seed} --steps {options.steps} --devices {options.devices}"
+    if options.print_plan:
+        for index, event in enumerate(plan):
+            print(f"{index:4d} {describe(event)}")
+        return
+    faults = sum(1 for e in plan if "fault" in e)
+    print(f"=== faults {replay}: {len(plan)} events, {faults} faults", flush=True)
+    started = time.monotonic()
+    run = None
+    try:
+        with e2e.Scenario(f"faults-{options.seed}") as scenario:
+            run = Run(scenario, options.seed, options.devices)
+            run.execute(plan)
+            note(f"workload done in {time.monotonic() - started:.1f} s: {len(run.acked)} mutations acknowledged, "
+                 f"{len(run.ambiguous)} ambiguous; healing")
+            run.heal()
+            oracle = Oracle(run)
+            oracle.check_integrity()
+            oracle.check_exactly_once()
+            oracle.check_conflicts()
+            oracle.check_offline_pages()
+            oracle.check_forests()
+            oracle.check_shows()
+    except Exception as error:
+        print(f"FAILED faults {replay}", flush=True)
+        print("the plan (replay with the same options):", flush=True)
+        for index, event in enumerate(plan):
+            print(f"  {index:4d} {describe(event)}", flush=True)
+        if not isinstance(error, CheckFailed):
+            raise
+        print(f"FAILED faults {replay}: {str(error).splitlines()[0]}", flush=True)
+        sys.exit(1)
+    summary = ", ".join(f"{k if isinstance(k, str) else k[0] + ('' if k[1] else ' refused')} {v}"
+                        for k, v in sorted(run.counts.items(), key=lambda item: str(item[0])))
+    note(summary)
+    print(f"ALL OK faults {replay} in {time.monotonic() - started:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
