@@ -411,8 +411,9 @@ import Web
     var closedAfter = false
     // The server is closed once the request reached its handler and before the answer: in flight for certain,
     // however slow the machine (a timer here raced the request on a loaded one).
-    test.router.add(.GET, "/in-flight") { _, responder in
-      test.server.close()
+    // Weak: the router belongs to the server, and a strong capture would keep both alive (LeakSanitizer).
+    test.router.add(.GET, "/in-flight") { [weak server = test.server] _, responder in
+      server?.close()
       let timer = LoopTimer(loop: loop)
       timer.start(after: 30) {
         timer.close()
