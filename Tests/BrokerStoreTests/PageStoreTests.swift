@@ -238,6 +238,55 @@ private final class StoreFixture {
     #expect(try f.snapshot("theirs") == nil)
   }
 
+  /// The store applies mutations without a savepoint each: every rejection must be decided before its mutation
+  /// writes anything. One rejection of each kind that is decided late (after reads, block positions, cycle walks)
+  /// must leave the pages, blocks, properties and views exactly as they were.
+  @Test func everyRejectionLeavesTheStoreAsIfTheMutationWereAbsent() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "home", .createPage(parent: nil, title: "Home"))
+    try f.push("c1", "child", .createPage(parent: id("home"), title: "Child"))
+    try f.push("c1", "db", .createDatabase(parent: id("home"), title: "Tasks"))
+    try f.push("c1", "row", .createRow(database: id("db"), title: "Row", properties: ["s": .string("a")]))
+    for n in 1...3 {
+      let after: EntityID? = n == 1 ? nil : id("b\(n - 1)")
+      try f.push(
+        "c1", "home", .addBlock(block: id("b\(n)"), type: "text", text: "\(n)", after: after, attributes: [:])
+      )
+    }
+    try f.push(
+      "c9", [f.mutation("c9", "theirs", .createPage(parent: nil, title: "Theirs"))], user: "bob",
+      workspace: StoreFixture.other, workspaces: [StoreFixture.other, StoreFixture.workspace])
+    func dump() throws -> [[SQLiteValue]] {
+      try ["page", "property", "block", "view"].flatMap { table in
+        try f.store.connection.query("SELECT * FROM \(table) ORDER BY 1, 2")
+      }
+    }
+    let before = try dump()
+    let rejected: [(String, MutationAction, RejectionReason)] = [
+      ("new1", .createPage(parent: id("theirs"), title: "x"), .unknownPage),
+      ("new2", .createDatabase(parent: id("db"), title: "x"), .invalidParent),
+      ("new3", .createRow(database: id("child"), title: "x", properties: ["s": .string("b")]), .notADatabase),
+      ("row", .createRow(database: id("db"), title: "again", properties: [:]), .alreadyExists),
+      (
+        "home", .addBlock(block: id("b4"), type: "text", text: "x", after: id("nope"), attributes: [:]),
+        .unknownBlock
+      ),
+      (
+        "home", .addBlock(block: id("b1"), type: "text", text: "x", after: nil, attributes: [:]),
+        .alreadyExists
+      ),
+      ("home", .moveBlock(block: id("b1"), after: id("nope")), .unknownBlock),
+      ("child", .editBlock(block: id("b1"), text: "x", attributes: nil), .unknownBlock),
+      ("home", .movePage(parent: id("child")), .invalidParent),
+      ("db", .movePage(parent: id("theirs")), .unknownPage),
+      ("child", .setView(filter: nil, sort: nil), .notADatabase),
+    ]
+    let outcome = try f.push("c1", rejected.map { f.mutation("c1", $0.0, $0.1) })
+    #expect(outcome.results.map(\.reason) == rejected.map(\.2))
+    #expect(outcome.sequence == nil)
+    #expect(try dump() == before)
+  }
+
   @Test func movesThatWouldMakeACycleAreRefused() throws {
     let f = try StoreFixture()
     try f.push("c1", "a", .createPage(parent: nil, title: "A"))
