@@ -46,6 +46,9 @@ public struct TokenGrant: Sendable, Equatable {
 public struct BrokerLimits: Sendable, Equatable {
   /// Open connections (HTTP and WebSocket) at most.
   public var connections = 10_000
+  /// Open connections from one IP address at most, so that one client cannot take every connection (checked
+  /// at accept, before authentication). Devices behind one NAT share an address: raise it for them.
+  public var connectionsPerPeer = 1_000
   /// Pages one WebSocket may be subscribed to.
   public var subscriptionsPerConnection = 100_000
   /// Largest WebSocket message (a 10,000-page subscription is about 400 KB).
@@ -113,6 +116,8 @@ extension BrokerConfiguration {
     let limits = try document.table("limits")
     configuration.limits.connections = try limits.int(
       "connections", default: configuration.limits.connections, range: 1...1_000_000)
+    configuration.limits.connectionsPerPeer = try limits.int(
+      "connections_per_peer", default: configuration.limits.connectionsPerPeer, range: 1...1_000_000)
     configuration.limits.subscriptionsPerConnection = try limits.int(
       "subscriptions_per_connection", default: configuration.limits.subscriptionsPerConnection,
       range: 1...10_000_000)
@@ -157,6 +162,7 @@ extension BrokerConfiguration {
     plan.live("store.log_retention", logRetention, new.logRetention)
     plan.live("auth.tokens", tokens, new.tokens)
     plan.live("limits.connections", limits.connections, new.limits.connections)
+    plan.live("limits.connections_per_peer", limits.connectionsPerPeer, new.limits.connectionsPerPeer)
     plan.live(
       "limits.subscriptions_per_connection", limits.subscriptionsPerConnection,
       new.limits.subscriptionsPerConnection)

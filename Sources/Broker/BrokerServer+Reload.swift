@@ -17,6 +17,7 @@ extension BrokerServer {
     configuration = old.reloaded(from: new)
     logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
     http.configuration.maxConnections = configuration.limits.connections
+    http.configuration.maxConnectionsPerPeer = configuration.limits.connectionsPerPeer
     http.configuration.limits = HTTPParserLimits(
       maxHeaderBytes: http.configuration.limits.maxHeaderBytes, maxBodyBytes: configuration.limits.bodyBytes)
     if old.limits.frameBytes != configuration.limits.frameBytes

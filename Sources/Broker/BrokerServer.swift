@@ -80,6 +80,7 @@ public final class BrokerServer {
     var http = HTTPServerConfiguration()
     http.limits = HTTPParserLimits(maxHeaderBytes: 32 * 1024, maxBodyBytes: configuration.limits.bodyBytes)
     http.maxConnections = configuration.limits.connections
+    http.maxConnectionsPerPeer = configuration.limits.connectionsPerPeer
     http.serverName = "pagesync-broker"
     self.http = HTTPServer(loop: loop, configuration: http, router: HTTPRouter())
     addRoutes(self.http.router)

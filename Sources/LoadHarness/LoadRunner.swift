@@ -125,6 +125,9 @@ public final class LoadRunner {
       [store]
       path = "\(directory.path)/broker.sqlite"
       synchronous = "\(settings.synchronous)"
+      [limits]
+      # Every simulated device connects from 127.0.0.1.
+      connections_per_peer = 1000000
       [log]
       level = "info"
 

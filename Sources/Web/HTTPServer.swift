@@ -12,6 +12,10 @@ public struct HTTPServerConfiguration: Sendable {
   public var maxPipelinedRequests = 16
   /// Open connections at most; one more is accepted and closed at once.
   public var maxConnections = 10_000
+  /// Open connections from one peer address at most (TCP; counted before any request is read, so a client
+  /// that opens connections and sends nothing cannot take the whole `maxConnections` from the others). One more
+  /// from that address gets a 503 and is closed.
+  public var maxConnectionsPerPeer = Int.max
   /// Bytes of response data queued for a connection beyond which it stops reading requests until the peer
   /// reads (backpressure against a client that pipelines and never reads).
   public var maxQueuedResponseBytes = 4 << 20
@@ -73,10 +77,27 @@ public final class HTTPServer {
   /// Every open connection this server accepted: HTTP and upgraded.
   public var openConnectionCount: Int { connectionObjects.count + upgradedCount }
 
+  /// Open connections (HTTP and upgraded) per peer host, for `maxConnectionsPerPeer`.
+  private var peerConnections: [String: Int] = [:]
+
+  /// Open connections from `host` (an address as `SocketAddress` prints it, without the port).
+  public func openConnectionCount(fromPeer host: String) -> Int { peerConnections[host] ?? 0 }
+
   private func accept(_ stream: ByteStream) {
-    if closing || openConnectionCount >= configuration.maxConnections {
-      onEvent?(.connectionRefused(reason: closing ? "server closing" : "connection limit reached"))
-      let response = HTTPResponseError(.serviceUnavailable, "connection limit reached").response
+    let peer: String? = if case .inet(let host, _)? = stream.peerAddress { host } else { nil }
+    let refusal: String? =
+      if closing {
+        "server closing"
+      } else if openConnectionCount >= configuration.maxConnections {
+        "connection limit reached"
+      } else if let peer, openConnectionCount(fromPeer: peer) >= configuration.maxConnectionsPerPeer {
+        "too many connections from \(peer)"
+      } else {
+        nil
+      }
+    if let refusal {
+      onEvent?(.connectionRefused(reason: refusal))
+      let response = HTTPResponseError(.serviceUnavailable, refusal).response
       responseCounts.record(response.head.status.code)
       var bytes = ByteBuffer()
       var head = response.head
@@ -87,13 +108,15 @@ public final class HTTPServer {
       return
     }
     stream.setNoDelay(true)
-    let connection = HTTPServerConnection(server: self, stream: stream)
+    let connection = HTTPServerConnection(server: self, stream: stream, peer: peer)
+    if let peer { peerConnections[peer, default: 0] += 1 }
     connectionObjects[ObjectIdentifier(connection)] = connection
     connection.start()
   }
 
   func connectionDidClose(_ connection: HTTPServerConnection) {
     connectionObjects.removeValue(forKey: ObjectIdentifier(connection))
+    if let peer = connection.peer { forget(peer) }
     if closing && connectionObjects.isEmpty, let completion = closeCompletion {
       closeCompletion = nil
       completion()
@@ -117,9 +140,18 @@ public final class HTTPServer {
   var isClosing: Bool { closing }
 
   /// A connection handed its stream to a WebSocket: count it until the stream closes.
-  func connectionUpgraded(_ stream: ByteStream) {
+  func connectionUpgraded(_ stream: ByteStream, peer: String?) {
     upgradedCount += 1
-    stream.onClose = { [weak self] in self?.upgradedCount -= 1 }
+    if let peer { peerConnections[peer, default: 0] += 1 }
+    stream.onClose = { [weak self] in
+      self?.upgradedCount -= 1
+      if let peer { self?.forget(peer) }
+    }
+  }
+
+  private func forget(_ peer: String) {
+    let left = (peerConnections[peer] ?? 1) - 1
+    peerConnections[peer] = left > 0 ? left : nil
   }
 
   func recordResponse(_ status: HTTPStatus) { responseCounts.record(status.code) }

@@ -18,6 +18,8 @@
 final class HTTPServerConnection {
   private let server: HTTPServer
   let stream: ByteStream
+  /// The peer host, for the server's per-peer count (nil on a Unix socket).
+  let peer: String?
   private let decoder: HTTPRequestDecoder
   private let timer: LoopTimer
   private var timerMode = TimerMode.none
@@ -37,9 +39,10 @@ final class HTTPServerConnection {
 
   private enum TimerMode { case none, idle, reading }
 
-  init(server: HTTPServer, stream: ByteStream) {
+  init(server: HTTPServer, stream: ByteStream, peer: String?) {
     self.server = server
     self.stream = stream
+    self.peer = peer
     decoder = HTTPRequestDecoder(limits: server.configuration.limits)
     timer = LoopTimer(loop: server.loop)
   }
@@ -298,7 +301,7 @@ final class HTTPServerConnection {
   private func handOverToWebSocket() {
     guard let (request, route) = upgrade else { return }
     detach()
-    server.connectionUpgraded(stream)
+    server.connectionUpgraded(stream, peer: peer)
     let socket = WebSocket(
       stream: stream, role: .server, configuration: route.configuration, request: request,
       leftover: upgradeLeftover)

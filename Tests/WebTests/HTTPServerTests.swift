@@ -404,6 +404,46 @@ import Web
     try loop.close()
   }
 
+  @Test func onePeerIsRefusedPastItsOwnLimitAndGetsItsSlotsBackAsItCloses() throws {
+    let loop = try Loop()
+    var configuration = HTTPServerConfiguration()
+    configuration.maxConnections = 10
+    configuration.maxConnectionsPerPeer = 1
+    let test = try TestServer(loop: loop, configuration: configuration)
+    var serverSockets: [WebSocket] = []
+    test.router.webSocket("/ws", WebSocketRoute(onOpen: { serverSockets.append($0) }))
+    var whileOpen = ""
+    var countWhileOpen = -1
+    var afterClose = ""
+    WebSocketClient.connect(loop: loop, to: test.address, target: "/ws") { result in
+      guard case .success(let socket) = result else {
+        Issue.record("upgrade failed: \(result)")
+        test.server.close()
+        return
+      }
+      // The upgraded connection is this peer's only slot, with nine left on the server.
+      rawExchange(loop, test.address, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n") {
+        whileOpen = $0
+        countWhileOpen = test.server.openConnectionCount(fromPeer: "127.0.0.1")
+        socket.onClose = { _ in
+          serverSockets = []
+          rawExchange(loop, test.address, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n") {
+            afterClose = $0
+            test.server.close()
+          }
+        }
+        socket.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(statusCodes(whileOpen) == [503])
+    #expect(whileOpen.contains(#"{"error":503,"message":"too many connections from 127.0.0.1"}"#))
+    #expect(countWhileOpen == 1)
+    #expect(statusCodes(afterClose) == [200], "the peer's slot is free again once its WebSocket closed")
+    #expect(test.server.openConnectionCount(fromPeer: "127.0.0.1") == 0)
+    try loop.close()
+  }
+
   @Test func serverCloseFinishesInFlightResponsesThenCloses() throws {
     let loop = try Loop()
     let test = try TestServer(loop: loop)
