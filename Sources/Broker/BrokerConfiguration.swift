@@ -59,6 +59,8 @@ public struct BrokerLimits: Sendable, Equatable {
   public var batchMutations = 1_000
   /// Bytes queued to one WebSocket before the broker stops writing to it and lets notifications coalesce.
   public var pendingBytesPerConnection = 256 * 1024
+  /// Seconds a mutation's time may be ahead of the broker's wall clock (`clock_ahead` beyond).
+  public var clockAheadSeconds = 86_400
 
   public init() {}
 }
@@ -130,6 +132,8 @@ extension BrokerConfiguration {
     configuration.limits.pendingBytesPerConnection = try limits.int(
       "pending_bytes_per_connection", default: configuration.limits.pendingBytesPerConnection,
       range: 1024...(1 << 30))
+    configuration.limits.clockAheadSeconds = try limits.int(
+      "clock_ahead_seconds", default: configuration.limits.clockAheadSeconds, range: 1...315_360_000)
     try limits.rejectUnknownKeys()
 
     let log = try document.table("log")
@@ -163,6 +167,7 @@ extension BrokerConfiguration {
     plan.live("auth.tokens", tokens, new.tokens)
     plan.live("limits.connections", limits.connections, new.limits.connections)
     plan.live("limits.connections_per_peer", limits.connectionsPerPeer, new.limits.connectionsPerPeer)
+    plan.live("limits.clock_ahead_seconds", limits.clockAheadSeconds, new.limits.clockAheadSeconds)
     plan.live(
       "limits.subscriptions_per_connection", limits.subscriptionsPerConnection,
       new.limits.subscriptionsPerConnection)

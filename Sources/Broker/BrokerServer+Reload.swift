@@ -25,12 +25,18 @@ extension BrokerServer {
     {
       addStreamRoute(http.router)
     }
-    if old.limits.batchMutations != configuration.limits.batchMutations {
+    if old.limits.batchMutations != configuration.limits.batchMutations
+      || old.limits.clockAheadSeconds != configuration.limits.clockAheadSeconds
+    {
       let box = storeBox
       let limit = configuration.limits.batchMutations
+      let ahead = UInt64(configuration.limits.clockAheadSeconds) * 1000
       writer.submit(
-        on: loop, { _ in box.store.maxMutationsPerBatch = limit }, completion: { (_: Result<Void, Error>) in }
-      )
+        on: loop,
+        { _ in
+          box.store.maxMutationsPerBatch = limit
+          box.store.maxClockAheadMillis = ahead
+        }, completion: { (_: Result<Void, Error>) in })
     }
     if old.tokens != configuration.tokens {
       authenticator = Authenticator(tokens: configuration.tokens)

@@ -149,7 +149,9 @@ extension BrokerServer {
         case .success(.success(let outcome)):
           self.batchesApplied += 1
           self.countMutations(outcome)
-          if let newest = batch.mutations.map(\.time).max() {
+          // Only times the store accepted: a rejected one (`clock_ahead` above all) must not move the clock.
+          let applied = Set(outcome.results.lazy.filter { $0.status == .applied }.map(\.mutationId))
+          if let newest = batch.mutations.lazy.filter({ applied.contains($0.id) }).map(\.time).max() {
             self.clock.observe(newest, physicalMillis: UInt64(Date().timeIntervalSince1970 * 1000))
           }
           responder.respond(self.jsonResponse(outcome))

@@ -73,6 +73,7 @@ public final class BrokerServer {
     limits.maxTextBytes = min(limits.maxTextBytes, configuration.limits.bodyBytes)
     let store = try PageStore(connection: connection, limits: limits)
     store.maxMutationsPerBatch = configuration.limits.batchMutations
+    store.maxClockAheadMillis = UInt64(configuration.limits.clockAheadSeconds) * 1000
     epoch = store.epoch
     storeBox = StoreBox(store)
     writer = SQLiteWriter(connection: connection, name: "broker-writer")

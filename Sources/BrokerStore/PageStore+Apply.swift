@@ -72,6 +72,9 @@ extension PageStore {
       throw BatchError.gap(expected: last + 1, received: first.id)
     }
 
+    // A time far ahead would win every last-writer-wins field it touches for as long: refused.
+    let (latestTime, overflow) = nowMillis.addingReportingOverflow(maxClockAheadMillis)
+    let latest = overflow ? UInt64.max : latestTime
     let seq = try metaNumber("sequence") + 1
     var results: [MutationResult] = []
     var changes = ChangeSet()
@@ -93,6 +96,13 @@ extension PageStore {
         } else {
           results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .duplicate))
         }
+        continue
+      }
+      if mutation.time.millis > latest {
+        try recordRejection(of: mutation.id, client: batch.client, reason: .clockAhead)
+        results.append(
+          MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: .clockAhead)
+        )
         continue
       }
       if let reason = mutation.validate(limits) {

@@ -20,6 +20,8 @@ public final class PageStore {
   public var limits: MutationLimits
   /// Most mutations one batch may carry.
   public var maxMutationsPerBatch = 1000
+  /// How far (ms) a mutation's time may be ahead of the broker's wall clock; beyond it, `clock_ahead`.
+  public var maxClockAheadMillis: UInt64 = 86_400_000
 
   let encoder: JSONEncoder = {
     let encoder = JSONEncoder()

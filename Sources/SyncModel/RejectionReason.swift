@@ -29,10 +29,13 @@ public struct RejectionReason: Hashable, Sendable, Codable, CustomStringConverti
   public static let notADatabase = RejectionReason(code: 8, name: "not_a_database")
   /// The block does not exist on that page.
   public static let unknownBlock = RejectionReason(code: 9, name: "unknown_block")
+  /// The mutation's time is further ahead of the broker's clock than `[limits] clock_ahead_seconds`: a time
+  /// far in the future would win every last-writer-wins field it touches for as long.
+  public static let clockAhead = RejectionReason(code: 10, name: "clock_ahead")
 
   /// Every reason, by code.
   public static let all: [RejectionReason] = [
     .unknownPage, .forbidden, .invalidValue, .tooLarge, .pageDeleted, .alreadyExists, .invalidParent,
-    .notADatabase, .unknownBlock,
+    .notADatabase, .unknownBlock, .clockAhead,
   ]
 }

@@ -287,6 +287,36 @@ private final class StoreFixture {
     #expect(try dump() == before)
   }
 
+  @Test func aTimeTooFarAheadOfTheBrokerIsRejectedAndStaysRejected() throws {
+    let f = try StoreFixture()
+    f.store.maxClockAheadMillis = 60_000
+    try f.push("c1", "home", .createPage(parent: nil, title: "Home"))
+    let now = f.wall
+    let outcome = try f.push(
+      "c1",
+      [
+        f.mutation(
+          "c1", "home", .setTitle("half a minute ahead"), time: HLCTimestamp(millis: now + 30_000, counter: 0)
+        ),
+        f.mutation("c1", "home", .setTitle("forever"), time: HLCTimestamp(millis: now + 120_000, counter: 0)),
+        f.mutation("c1", "home", .setTitle("the end"), time: HLCTimestamp(millis: .max, counter: .max)),
+      ])
+    #expect(outcome.results.map(\.reason) == [nil, .clockAhead, .clockAhead])
+    #expect(try f.snapshot("home")?.title == "half a minute ahead")
+    // A re-send (its first answer lost) is rejected again, not acknowledged as a duplicate.
+    let batch = MutationBatch(
+      client: id("c1"), workspace: StoreFixture.workspace,
+      mutations: [
+        Mutation(
+          id: 3, page: id("home"), time: HLCTimestamp(millis: now + 120_000, counter: 0),
+          action: .setTitle("forever"))
+      ])
+    let again = try f.store.connection.transaction {
+      try f.store.apply(batch, user: id("alice"), workspaces: [StoreFixture.workspace], nowMillis: f.wall)
+    }
+    #expect(again.results.map(\.reason) == [.clockAhead])
+  }
+
   @Test func movesThatWouldMakeACycleAreRefused() throws {
     let f = try StoreFixture()
     try f.push("c1", "a", .createPage(parent: nil, title: "A"))

@@ -421,13 +421,14 @@ def table_broker_http(s):
         ("a catch-up from time 2**64-1", request("POST", "/v1/catchup", {"pages": {"home": BIG}}), 200,
          '"changed":{}', False, None),
         # Regression: the broker's clock merged a time of 2**64-1:2**32-1 and overflowed (after the commit, so
-        # every re-send crashed it again).
+        # every re-send crashed it again). Now such a time is refused (further ahead than clock_ahead_seconds), and
+        # stays refused when re-sent.
         ("the largest HLC time", request("POST", "/v1/batch", batch("alice-laptop", [
-            mutation(5, "home", time_=f"{BIG}:4294967295", title="far future")])), 200, '"status":"applied"',
-         True, None),
+            mutation(5, "home", time_=f"{BIG}:4294967295", title="far future")])), 200,
+         '"reason":{"code":10,"name":"clock_ahead"}', True, None),
         ("the largest HLC time again (a re-send)", request("POST", "/v1/batch", batch("alice-laptop", [
-            mutation(5, "home", time_=f"{BIG}:4294967295", title="far future")])), 200, '"status":"duplicate"',
-         False, None),
+            mutation(5, "home", time_=f"{BIG}:4294967295", title="far future")])), 200,
+         '"reason":{"code":10,"name":"clock_ahead"}', False, None),
     ]
     before = broker_fingerprint(broker)
     for what, data, status, fragment, writes, header in rows:

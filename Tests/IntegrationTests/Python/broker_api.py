@@ -6,6 +6,7 @@ Prints one "OK ..." line per check and "ALL OK" at the end; on the first mismatc
 import asyncio
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -106,14 +107,23 @@ async def main():
         check(True, "nothing is sent for pages nobody subscribed to")
 
         # The broker's clock (Pagesync-Clock) is after every mutation time it applied, even one from a device
-        # whose clock runs ahead: devices merge it, so their next edits order after what the broker has seen.
+        # whose clock runs ahead (here by an hour): devices merge it, so their next edits order after what the
+        # broker has seen.
         before = clock_header("/v1/pages/" + pages[0])
         future = Client("future-device")
-        status, _ = future.push([{"id": 1, "page": "from-the-future", "time": "4102444800000:7",
+        ahead = int(time.time() * 1000) + 3_600_000
+        status, _ = future.push([{"id": 1, "page": "from-the-future", "time": f"{ahead}:7",
                                   "type": "create_page", "title": "later"}])
         after = clock_header("/v1/pages/from-the-future")
-        check(status == 200 and before < (4102444800000, 7) < after,
+        check(status == 200 and before < (ahead, 7) < after,
               f"answers carry the broker's clock, merged with applied times ({before} then {after})")
+        # A time further ahead than [limits] clock_ahead_seconds (a day) would win every field it touches for
+        # as long: rejected, and the broker's clock does not follow it.
+        status, answer = future.push([{"id": 2, "page": "from-the-future", "time": "4102444800000:7",
+                                       "type": "set_title", "title": "forever"}])
+        latest = clock_header("/v1/pages/from-the-future")
+        check(status == 200 and answer["results"][0]["reason"] == {"code": 10, "name": "clock_ahead"}
+              and latest < (4102444800000, 0), f"a time years ahead is rejected clock_ahead ({latest})")
 
         # A re-sent batch is acknowledged again, applied once, and notifies nobody.
         batch = [alice.mutation(pages[0], "set_property", name="Count", value=1)]
