@@ -13,7 +13,8 @@ public func require(
 }
 
 /// A fresh directory for a target's files, on tmpfs when the machine has one (SQLite's fsyncs cost nothing
-/// there, so edits run at the fuzzer's pace), else under /tmp. Removed at exit by `removeAtExit`.
+/// there, so edits run at the fuzzer's pace), else under /tmp. The caller removes it at exit with
+/// `removeDirectory`; a run stopped by a finding leaves it, to be looked at.
 public func temporaryDirectory(_ name: String) -> String {
   let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
   var template = Array("\(base)/pagesync-\(name)-XXXXXX".utf8CString)
