@@ -5,7 +5,15 @@ FUZZ_SECONDS ?= 30
 FUZZ_BUILD := .build-fuzz
 ASAN_BUILD := .build-asan
 TSAN_BUILD := .build-tsan
-FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames
+FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames FuzzProtocolMessages FuzzMutationBatch FuzzLocalAPI FuzzConfig
+# The libFuzzer dictionary of each target that has one (Fuzz/Corpus/NAME.dict): tokens its inputs are made of.
+FUZZ_DICTS := FuzzProtocolMessages=json FuzzMutationBatch=json FuzzLocalAPI=json FuzzConfig=toml
+# Targets run without libFuzzer's per-input leak check: FuzzLocalAPI keeps one daemon across inputs (what it
+# holds is not a leak, and Swift's weak-reference side tables look like one to LeakSanitizer), and TOMLKit
+# leaks every parsed file (scripts/lsan.supp), which makes the check run after every input (45 runs/s).
+# `make sanitize` checks our code for leaks. (SWIFT_BACKTRACE=enable=no: libFuzzer reports a crash, not the
+# Swift runtime's backtracer, whose memory reads AddressSanitizer would report instead.)
+FUZZ_NO_LEAK_CHECK := FuzzLocalAPI FuzzConfig
 # `make faults`: the seeds to run (each a whole run of Tests/IntegrationTests/Python/faults.py), the workload
 # and fault steps per run, and the devices. 1 and 6 are regression seeds (bugs they found); add more, or
 # longer runs, by hand: `make faults FAULT_SEED="$$(seq 1 50)" FAULT_STEPS=400`. FAULT_REGRESSION=no skips
@@ -96,16 +104,23 @@ install-files:
 	install -m 0644 config/pagesync-broker.toml config/pagesyncd.toml $(DESTDIR)$(DATADIR)/
 	@scripts/install-configs.sh "$(DESTDIR)" "$(CONFDIR)" "$(SYSUSERSDIR)/pagesync.conf"
 
-# libFuzzer on the HTTP request decoder and the WebSocket frame decoder, with AddressSanitizer, each for
-# FUZZ_SECONDS, starting from the checked-in corpus. A crash leaves its input in fuzz-artifacts/.
+# libFuzzer with AddressSanitizer, each target for FUZZ_SECONDS, starting from the checked-in corpus: the HTTP
+# request and WebSocket frame decoders, every protocol message, batches applied to a page store, the daemon's
+# local API, and both configuration files (docs/architecture.md, "Testing"). A crash or a broken property leaves
+# its input in fuzz-artifacts/; replay it with `$(FUZZ_BUILD)/debug/TARGET fuzz-artifacts/FILE`.
 fuzz: deps
 	cd Fuzz && $(SWIFT) build --scratch-path ../$(FUZZ_BUILD) -Xswiftc -sanitize=fuzzer,address
 	@mkdir -p fuzz-artifacts
 	@for target in $(FUZZ_TARGETS); do \
 	  corpus=Fuzz/Corpus/$$target; work=$$(mktemp -d); cp $$corpus/* $$work/; \
+	  dict=""; for entry in $(FUZZ_DICTS); do \
+	    if [ "$${entry%%=*}" = $$target ]; then dict="-dict=Fuzz/Corpus/$${entry#*=}.dict"; fi; \
+	  done; \
+	  leaks=1; case " $(FUZZ_NO_LEAK_CHECK) " in *" $$target "*) leaks=0;; esac; \
 	  echo "fuzzing $$target for $(FUZZ_SECONDS)s"; \
-	  $(FUZZ_BUILD)/debug/$$target -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
-	    -artifact_prefix=fuzz-artifacts/$$target- $$work $$corpus > $$work.log 2>&1; status=$$?; \
+	  SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=$$leaks \
+	  $(FUZZ_BUILD)/debug/$$target -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 $$dict \
+	    -detect_leaks=$$leaks -artifact_prefix=fuzz-artifacts/$$target- $$work $$corpus > $$work.log 2>&1; status=$$?; \
 	  tail -n 12 $$work.log; rm -rf $$work $$work.log; \
 	  if [ $$status -ne 0 ]; then echo "$$target found a crash: see fuzz-artifacts/"; exit $$status; fi; \
 	done

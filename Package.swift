@@ -13,6 +13,14 @@ let package = Package(
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
     .library(name: "SQLiteStore", targets: ["SQLiteStore"]),
+    // What the libFuzzer targets in Fuzz/ (a package of its own) drive: the protocol's messages, the page
+    // store, both configurations, the daemon's local API and what pagesync reads from it.
+    .library(name: "BrokerStore", targets: ["BrokerStore"]),
+    .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
+    .library(name: "TOMLConfig", targets: ["TOMLConfig"]),
+    .library(name: "Broker", targets: ["Broker"]),
+    .library(name: "Daemon", targets: ["Daemon"]),
+    .library(name: "PagesyncCLI", targets: ["PagesyncCLI"]),
   ],
   dependencies: [
     // TOML parsing for the config files (toml++ underneath): worth its ~5 s of build over a parser of our own.

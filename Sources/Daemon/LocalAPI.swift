@@ -114,6 +114,9 @@ final class LocalAPI {
         return HTTPResponseError(.badRequest, "the edit breaks a rule: \(Self.explain(reason))").response
       case .pageExists(let page):
         return HTTPResponseError(.conflict, "page \(page) already exists").response
+      case .blockExists(let block):
+        // The client's mistake, as for a page (found by FuzzLocalAPI: it was a 500 "local store error").
+        return HTTPResponseError(.conflict, "block \(block) already exists").response
       default:
         logger.error("local store error", metadata: ["error": "\(error)"])
         return HTTPResponseError(.internalServerError, "local store error: \(error)").response

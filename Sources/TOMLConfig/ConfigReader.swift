@@ -36,6 +36,12 @@ public final class ConfigReader {
   public init(text: String, file: String) throws(ConfigError) {
     self.file = file
     lines = KeyLines(text)
+    if let (line, character) = TableHeaderCheck.firstBadHeader(in: text) {
+      throw ConfigError(
+        file: file, line: line, key: "",
+        message: "invalid table header: a key starts with a letter, a digit, _, - or a quote "
+          + "(saw '\(character.escaped(asASCII: false))')")
+    }
     do {
       root = try TOMLTable(string: text)
     } catch let error as TOMLParseError {

@@ -82,6 +82,44 @@ import Testing
     }
   }
 
+  /// Found by FuzzConfig: toml++ asserts that a header's key starts with a key character, so `[=]` aborted a
+  /// debug build of either program (and is undefined behaviour in a release build) instead of being an error.
+  @Test(arguments: [
+    ("[=]", 1, "="), ("[.a]", 1, "."), ("[[[1]]]", 1, "["), ("[é]", 1, "é"), ("x = 1\r\n[ ,]", 2, ","),
+    ("\u{FEFF}[#]", 1, "#"), ("[\u{FFFD}uth.tokens]]\ntoken = \"x\"", 1, "\u{FFFD}"),
+    ("s = '''\n[x]\n'''\n[?]", 4, "?"), ("[[\na", 1, "\\n"), ("[ \r\n", 1, "\\r"),
+  ])
+  func aTableHeaderWhoseKeyStartsWithNoKeyCharacterIsAnErrorNamingItsLine(
+    text: String, line: Int, character: String
+  ) {
+    do {
+      _ = try ConfigReader(text: text, file: "c.toml")
+      Issue.record("parsed")
+    } catch {
+      #expect(error.line == line)
+      #expect(error.message.contains("invalid table header"))
+      #expect(error.message.contains("'\(character)'"))
+    }
+  }
+
+  @Test func bracketsInsideValuesAreNotTableHeaders() throws {
+    let text = """
+      a = [
+        [+1],
+        [{ b = 2 }],
+      ]
+      s = \"\"\"
+      [=]
+      \"\"\"
+      t = '''
+      [.x]
+      '''
+      [ok] # a comment [=]
+      """
+    let document = try ConfigReader(text: text, file: "c.toml").document
+    #expect(try document.table("ok").path == "ok")
+  }
+
   @Test func choicesAreChecked() throws {
     let document = try ConfigReader(text: "level = \"loud\"\n", file: "c.toml").document
     #expect(

@@ -632,6 +632,9 @@ def table_local_api(s):
          "the edit breaks a rule: invalid_value (3)", False, None),
         ("a block without text", request("POST", "/v1/pages/home/blocks", {"id": "b2"}, token=None), 400,
          'missing field "text"', False, None),
+        # Found by FuzzLocalAPI: this was a 500 "local store error".
+        ("a block id taken here", request("POST", "/v1/pages/home/blocks", {"id": "b1", "text": "t"}, token=None),
+         409, "block b1 already exists", False, None),
         ("a block with a bad after", request("POST", "/v1/pages/home/blocks", {"id": "b2", "text": "t",
                                                                                "after": "no such"}, token=None),
          400, 'invalid after "no such"', False, None),

@@ -1,0 +1,133 @@
+import BrokerStore
+import EventLoop
+import FoundationEssentials
+import FuzzSupport
+import PagesyncCLI
+import SyncModel
+import SyncProtocol
+import Web
+
+// Every JSON message of docs/protocol.md that a process decodes from a peer, each decoded from every input the
+// way its reader decodes it: the broker's request bodies through `JSONBodies` (a 400 naming the problem), the
+// device stream's text frames and the daemon's answers through the same `JSONDecoder`, and the daemon's local
+// API answers as `pagesync` reads them (`JSONValue`). What decodes must survive its sender's encoding: decode,
+// encode, decode gives the same value (`==` where the type has it, the same bytes re-encoded where not).
+
+nonisolated(unsafe) private let bodies = JSONBodies()
+
+/// The same value after a trip through the sender's encoder and the reader's decoder.
+private func requireRoundTrip<T: Codable & Equatable>(_ value: T) {
+  let bytes = encoded(value)
+  let again = redecoded(T.self, bytes)
+  require(again == value, "\(T.self) changed on the round trip: \(value) became \(again)")
+}
+
+/// For types without `==`: the value re-encodes to the same bytes once decoded again.
+private func requireRoundTrip<T: Codable>(_ value: T) {
+  let bytes = encoded(value)
+  let again = encoded(redecoded(T.self, bytes))
+  require(
+    again == bytes,
+    "\(T.self) changed on the round trip: \(String(decoding: bytes, as: UTF8.self)) became "
+      + "\(String(decoding: again, as: UTF8.self))")
+}
+
+private func encoded(_ value: some Encodable) -> [UInt8] {
+  do {
+    return Array(try bodies.encoder.encode(value))
+  } catch {
+    preconditionFailure("property violated: a decoded \(type(of: value)) cannot be encoded: \(error)")
+  }
+}
+
+private func redecoded<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T {
+  do {
+    return try bodies.decoder.decode(type, from: Data(bytes))
+  } catch {
+    preconditionFailure(
+      "property violated: \(T.self) as its sender encodes it does not decode: \(error): "
+        + String(decoding: bytes, as: UTF8.self))
+  }
+}
+
+/// A request body as the broker decodes it: the value, or a 400 whose message says what is wrong.
+private func requestBody<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
+  let request = HTTPRequest(
+    head: HTTPRequestHead(method: .POST, target: "/v1/fuzz"), body: ByteBuffer(bytes: bytes))
+  switch bodies.decode(type, request) {
+  case .success(let value):
+    return value
+  case .failure(let error):
+    require(error.status == .badRequest, "a bad \(T.self) body got \(error.status), not 400")
+    let prefix = "invalid JSON body: "
+    require(
+      error.message.hasPrefix(prefix) && error.message.count > prefix.count,
+      "a bad \(T.self) body got a message that names nothing: \(error.message)")
+    return nil
+  }
+}
+
+/// A message as a stream reader or the daemon's broker link decodes it: the value, or a `DecodingError` that
+/// `JSONBodies.describe` turns into a line.
+private func message<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
+  do {
+    return try bodies.decoder.decode(type, from: Data(bytes))
+  } catch let error as DecodingError {
+    require(!JSONBodies.describe(error).isEmpty, "a bad \(T.self) gave an empty decoding error")
+    return nil
+  } catch {
+    preconditionFailure("property violated: a bad \(T.self) threw \(error), not a DecodingError")
+  }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+  let bytes = Array(UnsafeRawBufferPointer(start: data, count: size))
+
+  // The broker's request bodies: POST /v1/batch and /v1/sync, /v1/catchup, /v1/fetch.
+  if let batch = requestBody(MutationBatch.self, bytes) {
+    requireRoundTrip(batch)
+    // What the broker checks before the store: both must not trap on any decoded batch.
+    _ = batch.hasConsecutiveIDs
+    for mutation in batch.mutations { _ = mutation.validate() }
+  }
+  if let catchUp = requestBody(BrokerProtocol.CatchUpRequest.self, bytes) { requireRoundTrip(catchUp) }
+  if let fetch = requestBody(BrokerProtocol.FetchRequest.self, bytes) { requireRoundTrip(fetch) }
+
+  // The device stream, both ways: text frames are UTF-8 by the time they are read (WebSocketMessageAssembler).
+  let frame = Array(String(decoding: bytes, as: UTF8.self).utf8)
+  if let client = message(BrokerProtocol.ClientMessage.self, frame) { requireRoundTrip(client) }
+  if let subscribed = message(BrokerProtocol.Subscribed.self, frame) { requireRoundTrip(subscribed) }
+  if let unsubscribed = message(BrokerProtocol.Unsubscribed.self, frame) { requireRoundTrip(unsubscribed) }
+  if let changed = message(BrokerProtocol.Changed.self, frame) { requireRoundTrip(changed) }
+  if let revoked = message(BrokerProtocol.Revoked.self, frame) { requireRoundTrip(revoked) }
+  if let error = message(BrokerProtocol.StreamError.self, frame) { requireRoundTrip(error) }
+
+  // The broker's answers, as the daemon (and pagesync-load) decode them.
+  if let outcome = message(BatchOutcome.self, bytes) { requireRoundTrip(outcome) }
+  if let answer = message(BrokerProtocol.CatchUpResponse.self, bytes) { requireRoundTrip(answer) }
+  if let answer = message(BrokerProtocol.FetchResponse.self, bytes) { requireRoundTrip(answer) }
+  if let snapshot = message(PageSnapshot.self, bytes) { requireRoundTrip(snapshot) }
+  if let delta = message(PageDelta.self, bytes) { requireRoundTrip(delta) }
+  if let pull = message(BrokerProtocol.SyncPull.self, bytes) { requireRoundTrip(pull) }
+  if let metadata = message(BrokerProtocol.SyncMetadata.self, bytes) { requireRoundTrip(metadata) }
+  if let health = message(BrokerProtocol.Health.self, bytes) { requireRoundTrip(health) }
+
+  // The daemon's local API answers as pagesync reads them: printed (`--json` and tables read `jsonText`'s
+  // value), the text reads back as the same text.
+  do throws(JSONValue.ParseError) {
+    let value = try JSONValue(parsing: bytes)
+    let text = value.jsonText
+    do throws(JSONValue.ParseError) {
+      let again = try JSONValue(parsing: Array(text.utf8)).jsonText
+      require(again == text, "pagesync's JSON text changed on the round trip: \(text) became \(again)")
+    } catch {
+      preconditionFailure("property violated: pagesync's own JSON text does not parse: \(error): \(text)")
+    }
+  } catch {
+    require(!error.description.isEmpty, "a bad local API answer gave an empty parse error")
+  }
+  return 0
+}
+
+runLibFuzzer { data, size in fuzz(data ?? UnsafePointer(bitPattern: 1)!, size) }
