@@ -90,6 +90,8 @@ extension LocalStore {
             .integer(Int64(id)), .text(action.typeName), .text(page.rawValue), .text(try json(mutation)),
             .integer(Int64(nowMillis)),
           ])
+        // A test hook: the local copy edited and the mutation queued, the id and clock not yet advanced.
+        TestCrashPoint.reach("edit", inTransaction: true)
         mutations.append(mutation)
         id += 1
       }
@@ -159,6 +161,8 @@ extension LocalStore {
             """, [.integer(Int64(reason.code)), .text(reason.name), .text(reason.description), id])
         }
       }
+      // A test hook: the queue rows settled, the pages' sync status and download times not yet.
+      TestCrashPoint.reach("acknowledge", inTransaction: true)
       var settled = try connection.query(
         """
         SELECT id FROM local_page WHERE sync_status = 'pending'

@@ -20,6 +20,40 @@ import Testing
   /// used to keep it (the same holds for a row in a deleted database's `rows`).
   @Test func seed6ARejectedDatabaseLeavesItsPage() throws { try runFaults(seed: 6) }
 
+  /// The test hook the schedule's crash events use (`PAGESYNC_TEST_CRASH_AT`, `TestCrashPoint`): armed at
+  /// `commit:1`, the broker dies by SIGKILL before the COMMIT of its first writing transaction (its schema
+  /// migration), saying so on stderr; a malformed value refuses to start; unset, the same store opens fine.
+  @Test func anArmedCrashPointKillsTheBrokerInsideItsTransaction() throws {
+    let directory = ScratchDirectory()
+    defer { directory.remove() }
+    directory.write(
+      "broker.toml",
+      "[server]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"\(directory.path)/broker.sqlite\"\n")
+    let broker = builtProgram("pagesync-broker")
+    func run(_ crashAt: String) throws -> ProcessRun? {
+      let loop = try Loop()
+      var run: ProcessRun?
+      run = try ProcessRun(
+        loop: loop, "/usr/bin/env",
+        ["PAGESYNC_TEST_CRASH_AT=\(crashAt)", broker, "--config", directory.path + "/broker.toml"])
+      try loop.runUntilDone(timeout: 30_000)
+      try loop.close()
+      return run
+    }
+    let crashed = try run("commit:1")
+    #expect(crashed?.signal == SIGKILL, "\(crashed?.errorOutput.string ?? "")")
+    #expect(
+      crashed?.errorOutput.string.contains(
+        "pagesync test crash point: commit #1 reached, in a transaction: yes")
+        == true, "\(crashed?.errorOutput.string ?? "")")
+    let refused = try run("commit:0")
+    #expect(refused?.signal == 0 && refused?.status != 0)
+    #expect(refused?.errorOutput.string.contains("PAGESYNC_TEST_CRASH_AT=commit:0") == true)
+    let check = try runToCompletion(
+      "/usr/bin/sqlite3", [directory.path + "/broker.sqlite", "PRAGMA integrity_check"], timeout: 10_000)
+    #expect(check.output == "ok\n")
+  }
+
   /// Runs `faults.py BIN_DIR --seed S` (150 steps, 3 devices) and expects it to end with `ALL OK`.
   private func runFaults(seed: Int) throws {
     let loop = try Loop()
