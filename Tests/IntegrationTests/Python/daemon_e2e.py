@@ -244,6 +244,12 @@ class Broker:
         return sqlite_rows(self.store, query)
 
 
+def cut_note(stall, data):
+    cut = max(1, min(stall["bytes"], len(data) - 1))
+    return (f"{cut} of {len(data)} bytes forwarded, the rest held {stall['ms']} ms, then "
+            + ("a reset" if stall["reset"] else "resumed"))
+
+
 class Proxy:
     """A TCP relay between one device and the broker that the test can cut (every connection closed, new ones
     refused) and restore: a network partition of that device alone."""
@@ -302,13 +308,16 @@ class Proxy:
                 while from_broker and self.holding and not self.closed:
                     time.sleep(0.01)
                 stall = self.stall
-                if stall is not None and stall["from_broker"] == from_broker and len(data) > 1:
+                if stall is not None and (stall["from_broker"] != from_broker or len(data) < 2):
+                    stall = None  # not for this direction, or nothing to split
+                if stall is not None:
                     with self.lock:
                         if self.stall is stall:
                             self.stall = None
                         else:
                             stall = None  # another connection took it
                 if stall is not None:
+                    note(f"relay stalls {'from' if from_broker else 'towards'} the broker: {cut_note(stall, data)}")
                     cut = max(1, min(stall["bytes"], len(data) - 1))
                     destination.sendall(data[:cut])
                     self.stalls.append((from_broker, cut, len(data) - cut, stall["ms"], stall["reset"]))

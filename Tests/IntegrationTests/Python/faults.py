@@ -8,7 +8,18 @@ waits in its proxy (`holding`); of the broker a few milliseconds after an edit, 
 held; the broker down for a few steps; a device's proxy cut for a few steps; its answers delayed. Every SIGKILL is
 followed by `PRAGMA integrity_check` of the killed process's store.
 
-Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--print-plan]
+With --extra (comma separated; none by default, so that the plans of the classic seeds stay what they were):
+ - crash: a process (the broker or a daemon) is restarted with the test hook PAGESYNC_TEST_CRASH_AT=LABEL:N
+   (Sources/SQLiteStore/TestCrashPoint.swift: the n-th write statement, BEGIN, COMMIT, after COMMIT, or the
+   daemon's `edit`, `acknowledge` and `delta` points half-way through those transactions), edits run until it
+   dies there; the run checks it died by SIGKILL with the hook's line in its log, checks its store and restarts
+   it. The last line counts the crash points reached and how many landed inside a transaction;
+ - restore: a backup of the broker's store (online with `sqlite3 .backup`, or its files while stopped), restored
+   a few steps later as docs/operations.md says (stopped, files replaced, a new epoch, started);
+ - stall: a device's relay forwards only part of the next chunk in one direction (half a WebSocket frame or an
+   HTTP answer or request), holds the rest 0.2 to 12 s, then sends it or resets both connections.
+
+Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--extra crash,restore,stall] [--print-plan]
 
 The plan (every workload step and every fault) is a pure function of (seed, steps, devices): a failing run prints
 them and its plan, and `--seed S --steps N --devices D` replays it. Outcomes may still differ between runs by
@@ -32,7 +43,9 @@ The oracle:
  5. `PRAGMA integrity_check` is ok on every store (also after each SIGKILL, on the killed process's store);
  6. no page was shown incomplete: a `pagesync show` answered from the local store is never of an offline page with
     complete = 0, and holds every block the device itself added there (acknowledged, never rejected, not deleted
-    by anyone before the show): read-your-writes across kills and downloads.
+    by anyone before the show): read-your-writes across kills and downloads;
+ 7. after each restore, every mutation a device still held (queued) and every one the old store acknowledged
+    after the backup is on the broker (1 checks their effects): a restored store loses no edit a device keeps.
 """
 import argparse
 import json
