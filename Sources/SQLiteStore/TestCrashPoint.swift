@@ -15,7 +15,8 @@ import EventLoop
 ///
 /// The labels (each counts on its own, from process start):
 /// - `write`: before the n-th write statement (INSERT, UPDATE, DELETE, ...: `sqlite3_stmt_readonly` false) any
-///   connection of the process executes: "after n-1 statements", usually inside a transaction;
+///   connection of the process steps through `SQLiteStatement` (not `execute(_:)` scripts: schema and pragmas):
+///   "after n-1 statements", usually inside a transaction;
 /// - `begin`, `commit`, `committed`: before BEGIN, before COMMIT, after COMMIT returned (before the answer or
 ///   completion leaves) of a writing transaction: `SQLiteConnection.transaction` (not `.deferred`, the reads) and
 ///   `SQLiteWriter`'s group commit;
