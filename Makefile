@@ -16,11 +16,16 @@ FUZZ_DICTS := FuzzProtocolMessages=json FuzzMutationBatch=json FuzzLocalAPI=json
 FUZZ_NO_LEAK_CHECK := FuzzLocalAPI FuzzConfig
 # `make faults`: the seeds to run (each a whole run of Tests/IntegrationTests/Python/faults.py), the workload
 # and fault steps per run, and the devices. 1 and 6 are regression seeds (bugs they found); add more, or
-# longer runs, by hand: `make faults FAULT_SEED="$$(seq 1 50)" FAULT_STEPS=400`. FAULT_REGRESSION=no skips
-# the long regression run (seed 200, 400 steps, 4 devices) that follows them.
+# longer runs, by hand: `make faults FAULT_SEED="$$(seq 1 50)" FAULT_STEPS=400`. FAULT_EXTRA: the faults
+# beyond the classic ones (kills, restarts, cuts, delays) the seeds also get: crash (crash points armed with
+# the PAGESYNC_TEST_CRASH_AT test hook, so kills land inside commits), restore (the broker's store restored
+# from an older backup with a new epoch), stall (a relay forwards half a frame or answer, holds the rest, then
+# resumes or resets); FAULT_EXTRA= runs the classic plans. FAULT_REGRESSION=no skips the long regression
+# run (seed 200, 400 steps, 4 devices, classic) that follows them.
 FAULT_SEED ?= 1 2 3 4 5 6 7 8 9 10
 FAULT_STEPS ?= 150
 FAULT_DEVICES ?= 3
+FAULT_EXTRA ?= crash,restore,stall
 
 # Installation: `make install PREFIX=/usr/local DESTDIR=` (DESTDIR: a staging root, for packages).
 PREFIX ?= /usr/local
@@ -126,15 +131,17 @@ fuzz: deps
 	done
 
 # Fault injection with an oracle: for each FAULT_SEED, one broker and FAULT_DEVICES daemons under a seeded
-# workload and fault schedule (SIGKILL, restarts, cut and delayed connections), then the oracle. A failing run
-# prints its seed and its schedule: `make faults FAULT_SEED=S FAULT_STEPS=N FAULT_DEVICES=D` replays it.
+# workload and fault schedule (SIGKILL, restarts, cut and delayed connections; with FAULT_EXTRA also crash
+# points inside commits, restores of an older broker store, stalled relays), then the oracle. Each run's last
+# line counts the crash points reached and how many landed inside a transaction. A failing run prints its seed
+# and its schedule: `make faults FAULT_SEED=S FAULT_STEPS=N FAULT_DEVICES=D FAULT_EXTRA=X` replays it.
 faults: deps
 	$(SWIFT) build $(BUILD_FLAGS)
 	@mkdir -p fault-logs; bin="$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"; failed=""; \
 	for seed in $(FAULT_SEED); do \
 	  log=fault-logs/seed-$$seed.log; \
 	  if python3 Tests/IntegrationTests/Python/faults.py "$$bin" --seed $$seed --steps $(FAULT_STEPS) \
-	      --devices $(FAULT_DEVICES) > $$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
+	      --devices $(FAULT_DEVICES) --extra "$(FAULT_EXTRA)" > $$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
 	  else failed="$$failed $$seed"; grep -E '^FAILED faults .*:' $$log; echo "  whole output: $$log"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "faults: failing seeds:$$failed"; exit 1; fi

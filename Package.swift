@@ -100,8 +100,8 @@ let package = Package(
     .target(
       name: "Daemon",
       dependencies: [
-        "DaemonCore", "DaemonStore", "BrokerStore", "SyncModel", "SyncProtocol", "TOMLConfig", "Web",
-        "EventLoop", "ServiceManager",
+        "DaemonCore", "DaemonStore", "BrokerStore", "SQLiteStore", "SyncModel", "SyncProtocol", "TOMLConfig",
+        "Web", "EventLoop", "ServiceManager",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .executableTarget(

@@ -1,5 +1,6 @@
 import EventLoop
 import Logging
+import SQLiteStore
 import ServiceManager
 import TOMLConfig
 
@@ -26,6 +27,10 @@ public enum BrokerMain {
     LoggingSystem.bootstrap(StreamLogHandler.standardError)
     var logger = Logger(label: "pagesync.broker")
     logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+    // Only the fault-injection suite sets this (docs/architecture.md, "Testing"); never a config file.
+    if let armed = try TestCrashPoint.armFromEnvironment() {
+      logger.warning("TEST HOOK: a crash point is armed", metadata: ["crashAt": "\(armed)"])
+    }
     do {
       try FileSystem.makeParentDirectories(of: configuration.storePath)
     } catch {

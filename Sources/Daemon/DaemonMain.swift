@@ -1,5 +1,6 @@
 import EventLoop
 import Logging
+import SQLiteStore
 import ServiceManager
 import TOMLConfig
 
@@ -26,6 +27,10 @@ public enum DaemonMain {
     LoggingSystem.bootstrap(StreamLogHandler.standardError)
     var logger = Logger(label: "pagesync.daemon")
     logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+    // Only the fault-injection suite sets this (docs/architecture.md, "Testing"); never a config file.
+    if let armed = try TestCrashPoint.armFromEnvironment() {
+      logger.warning("TEST HOOK: a crash point is armed", metadata: ["crashAt": "\(armed)"])
+    }
     try FileSystem.makeParentDirectories(of: configuration.socketPath)
     let loop = try Loop()
     let driver = try SyncDriver(loop: loop, configuration: configuration, logger: logger)

@@ -381,13 +381,21 @@ final class SyncDriver {
             "changed": "\(answer.changed.count)", "gone": "\(answer.gone.count)",
             "epochChanged": "\(answer.epochChanged)",
           ])
+        var requeued = 0
         if answer.epochChanged {
           epochToAdopt = answer.epoch
+          // A replaced (restored) broker store may lack what it acknowledged: queue it again before the pages
+          // gone there are purged and the others refetched, so their copies keep showing those edits.
+          record { requeued = try store.requeueForRestoredBroker() }
+          logger.warning(
+            "the broker's store was replaced (new epoch): refetching every page, pushing again what it may lack",
+            metadata: ["epoch": "\(answer.epoch)", "requeued": "\(requeued)"])
         } else if request.epoch == nil {
           record { try store.setEpoch(answer.epoch) }
         }
         handle(
           .catchUpAnswered(changed: answer.changed, gone: answer.gone, epochChanged: answer.epochChanged))
+        if requeued > 0 { handle(.mutationsQueued) }
       }
     }
   }

@@ -90,6 +90,8 @@ extension LocalStore {
             .integer(Int64(id)), .text(action.typeName), .text(page.rawValue), .text(try json(mutation)),
             .integer(Int64(nowMillis)),
           ])
+        // A test hook: the local copy edited and the mutation queued, the id and clock not yet advanced.
+        TestCrashPoint.reach("edit", inTransaction: true)
         mutations.append(mutation)
         id += 1
       }
@@ -149,6 +151,13 @@ extension LocalStore {
         }
         switch result.status {
         case .applied, .duplicate:
+          // Kept (the newest `keptAcknowledged`) for a broker store restored from an older copy: see
+          // `requeueForRestoredBroker`.
+          try connection.execute(
+            """
+            INSERT OR REPLACE INTO sent_mutation (id, type, page_id, data, created_at_ms)
+            SELECT id, type, page_id, data, created_at_ms FROM mutation_queue WHERE id = ?
+            """, [id])
           try connection.execute("DELETE FROM mutation_queue WHERE id = ?", [id])
         case .rejected:
           let reason = result.reason ?? .invalidValue
@@ -159,6 +168,11 @@ extension LocalStore {
             """, [.integer(Int64(reason.code)), .text(reason.name), .text(reason.description), id])
         }
       }
+      try connection.execute(
+        "DELETE FROM sent_mutation WHERE id <= (SELECT max(id) FROM sent_mutation) - ?",
+        [.integer(Int64(Self.keptAcknowledged))])
+      // A test hook: the queue rows settled, the pages' sync status and download times not yet.
+      TestCrashPoint.reach("acknowledge", inTransaction: true)
       var settled = try connection.query(
         """
         SELECT id FROM local_page WHERE sync_status = 'pending'
@@ -189,6 +203,45 @@ extension LocalStore {
       // and leave pages fetched as deltas from another store's times.
       if try meta("epoch") == nil { try setMeta("epoch", outcome.epoch) }
       return settled
+    }
+  }
+
+  /// How many acknowledged mutations the store keeps (the newest), to push again to a restored broker store.
+  public static let keptAcknowledged = 10_000
+
+  /// The broker's store was replaced (its epoch changed: a restore from an older copy, docs/operations.md):
+  /// it may lack mutations it acknowledged before, which this device dropped from its queue. In one transaction,
+  /// every kept acknowledged mutation (`sent_mutation`, the newest `keptAcknowledged`) goes back into the queue
+  /// as pending, and so does every rejected one (the restored store may not hold that rejection, and its id must
+  /// be sent for the ids after it to continue without a gap). The next push sends them again in id order: the
+  /// broker answers `duplicate` (or the same rejection) for those it has, applies the others (last writer wins
+  /// by their original HLC times), so nothing this device still holds is lost. Returns how many went back.
+  ///
+  /// Idempotent (a restart before the new epoch is adopted calls it again). Only a restore older than the
+  /// kept window still loses edits: the push then gets a 409 (docs/operations.md, "What devices do").
+  @discardableResult
+  public func requeueForRestoredBroker() throws -> Int {
+    try connection.transaction(.immediate) {
+      try connection.execute(
+        """
+        UPDATE mutation_queue SET status = 'pending', rejection_code = NULL, rejection_name = NULL
+        WHERE status = 'rejected'
+        """, [])
+      let rejected = connection.changes
+      try connection.execute(
+        """
+        INSERT INTO mutation_queue (id, type, page_id, data, created_at_ms, status)
+        SELECT id, type, page_id, data, created_at_ms, 'pending' FROM sent_mutation
+        WHERE id NOT IN (SELECT id FROM mutation_queue)
+        """, [])
+      let sent = connection.changes
+      try connection.execute("DELETE FROM sent_mutation", [])
+      try connection.execute(
+        """
+        UPDATE local_page SET sync_status = 'pending'
+        WHERE id IN (SELECT page_id FROM mutation_queue WHERE status = 'pending')
+        """, [])
+      return rejected + sent
     }
   }
 

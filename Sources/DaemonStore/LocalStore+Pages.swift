@@ -60,6 +60,7 @@ extension LocalStore {
           try optionalJSON(snapshot.view), try optionalJSON(snapshot.rows),
           .integer(Int64(delta.lastUpdatedTime)),
         ])
+      TestCrashPoint.reach("delta", inTransaction: true)  // a test hook: the page written, not its blocks
       for block in delta.full ? snapshot.blocks : delta.blocks {
         if block.deleted {
           try connection.execute("DELETE FROM local_block WHERE id = ?", [.text(block.id.rawValue)])

@@ -8,7 +8,8 @@ extension LocalStore {
   /// position in the recent visits (0 = most recent), NULL when it is not a recent origin: restoring the forest
   /// needs that order, and `offline_action` rows cannot hold it. `offline_page.complete` is 0 until the page's
   /// first download is stored (a page is shown offline only when complete). `mutation_queue.id` is the client
-  /// mutation id; `data` is the mutation's JSON. `sync_meta` holds `client_id`, `next_mutation_id`, `hlc`,
+  /// mutation id; `data` is the mutation's JSON. `sent_mutation` keeps the newest acknowledged mutations (the
+  /// same columns), so that a broker store restored from an older copy can be given them again. `sync_meta` holds `client_id`, `next_mutation_id`, `hlc`,
   /// `epoch`, `lastMutationAt`, `lastSyncAttempt`, `lastSuccessfulSync` as text.
   static let migrations: [SQLiteMigration] = [
     SQLiteMigration(
@@ -74,6 +75,17 @@ extension LocalStore {
           key TEXT PRIMARY KEY,
           value TEXT NOT NULL
         ) WITHOUT ROWID;
-        """)
+        """),
+    SQLiteMigration(
+      version: 2, name: "acknowledged mutations, kept to push again to a restored broker store",
+      sql: """
+        CREATE TABLE sent_mutation (
+          id INTEGER PRIMARY KEY,
+          type TEXT NOT NULL,
+          page_id TEXT NOT NULL,
+          data TEXT NOT NULL,
+          created_at_ms INTEGER NOT NULL
+        );
+        """),
   ]
 }

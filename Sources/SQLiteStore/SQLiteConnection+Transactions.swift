@@ -5,6 +5,9 @@ extension SQLiteConnection {
   /// transaction is rolled back and the commit's `SQLiteError` is thrown. Must not be nested: use `savepoint`
   /// inside a transaction.
   public func transaction<R>(_ kind: TransactionKind = .immediate, _ body: () throws -> R) throws -> R {
+    // Test crash points (TestCrashPoint) of writing transactions: `.deferred` is what the stores read with.
+    let writing = kind != .deferred
+    if writing { TestCrashPoint.reach("begin", inTransaction: false) }
     try execute("BEGIN \(kind.rawValue) TRANSACTION", [])
     let result: R
     do {
@@ -13,12 +16,14 @@ extension SQLiteConnection {
       rollbackIfOpen()
       throw error
     }
+    if writing { TestCrashPoint.reach("commit", inTransaction: true) }
     do {
       try execute("COMMIT TRANSACTION", [])
     } catch {
       rollbackIfOpen()
       throw error
     }
+    if writing { TestCrashPoint.reach("committed", inTransaction: false) }
     return result
   }
 

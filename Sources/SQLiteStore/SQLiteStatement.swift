@@ -93,6 +93,7 @@ public final class SQLiteStatement {
 
   /// Runs the statement to its next row. Returns true when a row is available, false when it is done.
   public func step() throws(SQLiteError) -> Bool {
+    if TestCrashPoint.isArmed { TestCrashPoint.stepping(statement) }
     let result = sqlite3_step(statement)
     switch result {
     case SQLITE_ROW: return true

@@ -199,6 +199,7 @@ public final class SQLiteWriter: @unchecked Sendable {
   /// job whose failure made SQLite roll the whole transaction back (a full disk, an I/O error), which then run
   /// in a new transaction.
   private func runGroup(_ jobs: ArraySlice<Request>) -> ArraySlice<Request> {
+    TestCrashPoint.reach("begin", inTransaction: false)
     do {
       try connection.execute("BEGIN IMMEDIATE TRANSACTION", [])
     } catch {
@@ -226,6 +227,7 @@ public final class SQLiteWriter: @unchecked Sendable {
         return jobs[(index + 1)...]
       }
     }
+    TestCrashPoint.reach("commit", inTransaction: true)
     do {
       try connection.execute("COMMIT TRANSACTION", [])
     } catch {
@@ -234,6 +236,7 @@ public final class SQLiteWriter: @unchecked Sendable {
       deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
       return []
     }
+    TestCrashPoint.reach("committed", inTransaction: false)
     let succeeded = outcomes.count { if case .success = $0 { true } else { false } }
     lock.withLock {
       committedTransactionCount += 1

@@ -15,7 +15,7 @@ import Testing
     #expect(try store.synchronousSetting() == .integer(2))  // FULL
     store.close()
     #expect(permissions(file.path) == 0o600)
-    #expect(try sqlite3(file.path, "PRAGMA user_version") == "1")
+    #expect(try sqlite3(file.path, "PRAGMA user_version") == "2")
     #expect(try sqlite3(file.path, "PRAGMA journal_mode") == "wal")
     #expect(try sqlite3(file.path, "PRAGMA integrity_check") == "ok")
     #expect(
@@ -27,7 +27,8 @@ import Testing
     #expect(
       try sqlite3(file.path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         .split(separator: "\n") == [
-          "local_block", "local_page", "mutation_queue", "offline_action", "offline_page", "sync_meta",
+          "local_block", "local_page", "mutation_queue", "offline_action", "offline_page", "sent_mutation",
+          "sync_meta",
         ])
     // Owner-only, and a client id made once: reopening keeps it.
     #expect(try sqlite3(file.path, "SELECT count(*) FROM sync_meta WHERE key = 'client_id'") == "1")
@@ -35,7 +36,7 @@ import Testing
     let again = try LocalStore(path: file.path)
     #expect(again.clientID.rawValue == first)
     again.close()
-    #expect(try sqlite3(file.path, "PRAGMA user_version") == "1")
+    #expect(try sqlite3(file.path, "PRAGMA user_version") == "2")
   }
 
   @Test func forestRowsRoundTripThroughRestore() throws {
@@ -198,6 +199,55 @@ import Testing
     // A push answer from a broker with another epoch (a restored store) does not adopt it: only the catch-up's
     // full refetch may, once every page is fetched again.
     #expect(try store.epoch() == "e1")
+  }
+
+  /// Issue #7: a broker store restored from an older copy (new epoch) lacks what it acknowledged after the copy
+  /// was taken; the device had dropped those mutations from its queue, so they were lost (the next push got a
+  /// 409 gap). Acknowledged mutations are now kept and go back into the queue, with the rejected ones (their ids
+  /// must be sent too, or the next ones leave a gap), in id order.
+  @Test func acknowledgedMutationsGoBackToTheQueueForARestoredBroker() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    let first = try store.recordEdit(
+      page: id("P"), action: .createPage(parent: nil, title: "p"), nowMillis: 10)
+    let second = try store.recordEdit(page: id("Q"), action: .setTitle("q"), nowMillis: 11)
+    let third = try store.recordEdit(page: id("P"), action: .setTitle("p2"), nowMillis: 12)
+    let fourth = try store.recordEdit(page: id("P"), action: .setTitle("p3"), nowMillis: 13)
+    try store.acknowledge(
+      try decodeJSON(
+        BatchOutcome.self,
+        """
+        {"results": [
+          {"mutationId": 1, "page": "P", "status": "applied"},
+          {"mutationId": 2, "page": "Q", "status": "rejected", "reason": {"code": 5, "name": "page_deleted"}},
+          {"mutationId": 3, "page": "P", "status": "duplicate"}],
+         "pages": {"P": 7}, "sequence": 7, "lastMutationId": 3, "epoch": "e1"}
+        """), nowMillis: 99)
+    #expect(try store.pendingMutations(limit: 10) == [fourth])
+    #expect(try store.requeueForRestoredBroker() == 3)
+    #expect(try store.pendingMutations(limit: 10) == [first, second, third, fourth])
+    #expect(try store.conflicts().isEmpty)
+    let look = try file.inspect()
+    defer { look.close() }
+    #expect(try scalar(look, "SELECT sync_status FROM local_page WHERE id = 'P'") == .text("pending"))
+    // Again (a restart before the new epoch was adopted): nothing more to put back, nothing doubled.
+    #expect(try store.requeueForRestoredBroker() == 0)
+    #expect(try store.pendingMutations(limit: 10).map(\.id) == [1, 2, 3, 4])
+    // The restored broker answers: acknowledged again, they are kept again.
+    try store.acknowledge(
+      try decodeJSON(
+        BatchOutcome.self,
+        """
+        {"results": [
+          {"mutationId": 1, "page": "P", "status": "duplicate"},
+          {"mutationId": 2, "page": "Q", "status": "applied"},
+          {"mutationId": 3, "page": "P", "status": "applied"}, {"mutationId": 4, "page": "P", "status": "applied"}],
+         "pages": {"P": 3}, "sequence": 3, "lastMutationId": 4, "epoch": "e2"}
+        """), nowMillis: 100)
+    #expect(try store.pendingMutations(limit: 10).isEmpty)
+    #expect(try scalar(look, "SELECT count(*) FROM sent_mutation") == .integer(4))
   }
 
   @Test func applyDeltaFullThenPartialAdvancesTheDownloadTime() throws {

@@ -20,19 +20,73 @@ import Testing
   /// used to keep it (the same holds for a row in a deleted database's `rows`).
   @Test func seed6ARejectedDatabaseLeavesItsPage() throws { try runFaults(seed: 6) }
 
-  /// Runs `faults.py BIN_DIR --seed S` (150 steps, 3 devices) and expects it to end with `ALL OK`.
-  private func runFaults(seed: Int) throws {
+  /// The test hook the schedule's crash events use (`PAGESYNC_TEST_CRASH_AT`, `TestCrashPoint`): armed at
+  /// `commit:1`, the broker dies by SIGKILL before the COMMIT of its first writing transaction (its schema
+  /// migration), saying so on stderr; a malformed value refuses to start; unset, the same store opens fine.
+  @Test func anArmedCrashPointKillsTheBrokerInsideItsTransaction() throws {
+    let directory = ScratchDirectory()
+    defer { directory.remove() }
+    directory.write(
+      "broker.toml",
+      "[server]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"\(directory.path)/broker.sqlite\"\n")
+    let broker = builtProgram("pagesync-broker")
+    func run(_ crashAt: String) throws -> ProcessRun? {
+      let loop = try Loop()
+      var run: ProcessRun?
+      run = try ProcessRun(
+        loop: loop, "/usr/bin/env",
+        ["PAGESYNC_TEST_CRASH_AT=\(crashAt)", broker, "--config", directory.path + "/broker.toml"])
+      try loop.runUntilDone(timeout: 30_000)
+      try loop.close()
+      return run
+    }
+    let crashed = try run("commit:1")
+    #expect(crashed?.signal == SIGKILL, "\(crashed?.errorOutput.string ?? "")")
+    #expect(
+      crashed?.errorOutput.string.contains(
+        "pagesync test crash point: commit #1 reached, in a transaction: yes")
+        == true, "\(crashed?.errorOutput.string ?? "")")
+    let refused = try run("commit:0")
+    #expect(refused?.signal == 0 && refused?.status != 0)
+    #expect(refused?.errorOutput.string.contains("PAGESYNC_TEST_CRASH_AT=commit:0") == true)
+    let check = try runToCompletion(
+      "/usr/bin/sqlite3", [directory.path + "/broker.sqlite", "PRAGMA integrity_check"], timeout: 10_000)
+    #expect(check.output == "ok\n")
+  }
+
+  /// Seed 5 with the extra faults: crash points armed by the test hook kill the broker and the daemons inside
+  /// their commits (three inside a transaction, three right after a COMMIT), the broker's store is twice restored
+  /// from an older backup with a new epoch while devices hold queued edits (they were stuck behind a 409 gap and
+  /// the edits acknowledged after the backup were lost, before the daemon kept and re-pushed them), and relays
+  /// stall half-way through frames and answers, then resume or reset.
+  @Test func seed5CrashPointsRestoresAndStalls() throws {
+    let output = try runFaults(seed: 5, extra: "crash,restore,stall")
+    // "crash points: R of A reached, I inside a transaction": the schedule must hit commits in progress.
+    let inside = output.split(separator: "\n").first { $0.hasPrefix("ALL OK faults") }.flatMap { line in
+      line.split(separator: ";").first { $0.contains("inside a transaction") }
+    }
+    #expect(inside != nil && !inside!.contains(" 0 inside"), "\(inside ?? "no crash point counts")")
+  }
+
+  /// Runs `faults.py BIN_DIR --seed S` (150 steps, 3 devices; `--extra` when given) and expects it to end with
+  /// `ALL OK`. Returns its output.
+  @discardableResult
+  private func runFaults(seed: Int, extra: String = "") throws -> String {
     let loop = try Loop()
     let binDirectory = String(builtProgram("").dropLast())
     var script: ProcessRun?
     script = try ProcessRun(
       loop: loop, "python3",
-      [integrationResource("Python/faults.py"), binDirectory, "--seed", "\(seed)", "--steps", "150"])
+      [
+        integrationResource("Python/faults.py"), binDirectory, "--seed", "\(seed)", "--steps", "150",
+        "--extra", extra,
+      ])
     // A run takes 10 to 60 s; this only catches a hung harness.
     try loop.runUntilDone(timeout: 600_000)
     try loop.close()
     let output = (script?.output.string ?? "") + (script?.errorOutput.string ?? "")
     #expect(script?.status == 0, "\(output)")
     #expect(script?.output.string.contains("ALL OK faults") == true, script?.status == 0 ? "\(output)" : "")
+    return output
   }
 }

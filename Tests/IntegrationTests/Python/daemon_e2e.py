@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -148,10 +149,11 @@ class Scenario:
             shutil.rmtree(self.dir, ignore_errors=True)
         return False
 
-    def start(self, label, argv, log_path):
+    def start(self, label, argv, log_path, env=None):
+        """Starts `argv` with its output in `log_path`; `env`: variables added to this process's environment."""
         log = open(log_path, "w")
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   cwd=self.dir)
+                                   cwd=self.dir, env={**os.environ, **env} if env else None)
         log.close()
         self.processes.append((label, process))
         self.logs.append(log_path)
@@ -206,12 +208,13 @@ class Broker:
         self.process.send_signal(signal.SIGHUP)
         wait_until("the broker reloaded its configuration", lambda: (count() > before, count()))
 
-    def start(self):
+    def start(self, env=None):
         self.write_config()
         self.starts += 1
         log_path = os.path.join(self.scenario.dir, f"broker.{self.starts}.log")
+        self.log_path = log_path
         self.process = self.scenario.start(f"broker (start {self.starts})",
-                                           [BROKER_PROGRAM, "--config", self.config], log_path)
+                                           [BROKER_PROGRAM, "--config", self.config], log_path, env)
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
             with open(log_path, errors="replace") as log:
@@ -241,6 +244,12 @@ class Broker:
         return sqlite_rows(self.store, query)
 
 
+def cut_note(stall, data):
+    cut = max(1, min(stall["bytes"], len(data) - 1))
+    return (f"{cut} of {len(data)} bytes forwarded, the rest held {stall['ms']} ms, then "
+            + ("a reset" if stall["reset"] else "resumed"))
+
+
 class Proxy:
     """A TCP relay between one device and the broker that the test can cut (every connection closed, new ones
     refused) and restore: a network partition of that device alone."""
@@ -253,6 +262,11 @@ class Proxy:
         self.up = True
         self.closed = False
         self.holding = False  # while True, what the broker sends waits in the proxy (an answer that is late)
+        # A stall to play once: {"from_broker", "bytes", "ms", "reset"}: the next chunk read in that direction
+        # (of more than one byte) is forwarded only in part, `bytes` of it (half a frame or an answer); the rest
+        # waits `ms`, then follows (a stall that resumes) or both ends get a reset (RST) instead.
+        self.stall = None
+        self.stalls = []  # what each played stall did: (from_broker, forwarded, held, ms, reset)
         self.lock = threading.Lock()
         self.sockets = []
         scenario.proxies.append(self)
@@ -293,6 +307,27 @@ class Proxy:
                     break
                 while from_broker and self.holding and not self.closed:
                     time.sleep(0.01)
+                stall = self.stall
+                if stall is not None and (stall["from_broker"] != from_broker or len(data) < 2):
+                    stall = None  # not for this direction, or nothing to split
+                if stall is not None:
+                    with self.lock:
+                        if self.stall is stall:
+                            self.stall = None
+                        else:
+                            stall = None  # another connection took it
+                if stall is not None:
+                    note(f"relay stalls {'from' if from_broker else 'towards'} the broker: {cut_note(stall, data)}")
+                    cut = max(1, min(stall["bytes"], len(data) - 1))
+                    destination.sendall(data[:cut])
+                    self.stalls.append((from_broker, cut, len(data) - cut, stall["ms"], stall["reset"]))
+                    deadline = time.monotonic() + stall["ms"] / 1000
+                    while time.monotonic() < deadline and not self.closed:
+                        time.sleep(0.01)
+                    if stall["reset"]:
+                        self._reset(source, destination)
+                        return
+                    data = data[cut:]
                 destination.sendall(data)
         except OSError:
             pass
@@ -302,6 +337,19 @@ class Proxy:
                     end.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    @staticmethod
+    def _reset(*ends):
+        """Closes `ends` with a reset (SO_LINGER 0): the peers see ECONNRESET, not an orderly end. SHUT_RD first
+        wakes the other direction's thread out of its recv."""
+        for end in ends:
+            try:
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                end.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+        for end in ends:
+            end.close()
 
     def cut(self, quiet=False):
         self.up = False
@@ -359,14 +407,15 @@ class Device:
         with open(self.config, "w") as config:
             config.write("\n".join(lines) + "\n")
 
-    def start(self, wait_connected=True):
+    def start(self, wait_connected=True, env=None):
         self.write_config()
         self.starts += 1
         if os.path.exists(self.socket):
             os.unlink(self.socket)  # a killed daemon leaves its socket file: wait for the new one
         log_path = os.path.join(self.scenario.dir, f"{self.name}.{self.starts}.log")
+        self.log_path = log_path
         self.process = self.scenario.start(f"device {self.name} (start {self.starts})",
-                                           [DAEMON_PROGRAM, "--config", self.config], log_path)
+                                           [DAEMON_PROGRAM, "--config", self.config], log_path, env)
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
             if self.process.poll() is not None:

@@ -8,7 +8,18 @@ waits in its proxy (`holding`); of the broker a few milliseconds after an edit, 
 held; the broker down for a few steps; a device's proxy cut for a few steps; its answers delayed. Every SIGKILL is
 followed by `PRAGMA integrity_check` of the killed process's store.
 
-Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--print-plan]
+With --extra (comma separated; none by default, so that the plans of the classic seeds stay what they were):
+ - crash: a process (the broker or a daemon) is restarted with the test hook PAGESYNC_TEST_CRASH_AT=LABEL:N
+   (Sources/SQLiteStore/TestCrashPoint.swift: the n-th write statement, BEGIN, COMMIT, after COMMIT, or the
+   daemon's `edit`, `acknowledge` and `delta` points half-way through those transactions), edits run until it
+   dies there; the run checks it died by SIGKILL with the hook's line in its log, checks its store and restarts
+   it. The last line counts the crash points reached and how many landed inside a transaction;
+ - restore: a backup of the broker's store (online with `sqlite3 .backup`, or its files while stopped), restored
+   a few steps later as docs/operations.md says (stopped, files replaced, a new epoch, started);
+ - stall: a device's relay forwards only part of the next chunk in one direction (half a WebSocket frame or an
+   HTTP answer or request), holds the rest 0.2 to 12 s, then sends it or resets both connections.
+
+Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--extra crash,restore,stall] [--print-plan]
 
 The plan (every workload step and every fault) is a pure function of (seed, steps, devices): a failing run prints
 them and its plan, and `--seed S --steps N --devices D` replays it. Outcomes may still differ between runs by
@@ -32,13 +43,17 @@ The oracle:
  5. `PRAGMA integrity_check` is ok on every store (also after each SIGKILL, on the killed process's store);
  6. no page was shown incomplete: a `pagesync show` answered from the local store is never of an offline page with
     complete = 0, and holds every block the device itself added there (acknowledged, never rejected, not deleted
-    by anyone before the show): read-your-writes across kills and downloads.
+    by anyone before the show): read-your-writes across kills and downloads;
+ 7. after each restore, every mutation a device still held (queued) and every one the old store acknowledged
+    after the backup is on the broker (1 checks their effects): a restored store loses no edit a device keeps.
 """
 import argparse
 import json
 import os
 import random
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -54,12 +69,19 @@ PROPERTY_NAMES = ["Rank", "Status", "Note"]
 MUTATIONS = {"create_page", "create_database", "create_row", "set_title", "set_property", "unset_property",
              "block_add", "block_edit", "block_delete", "delete_page", "view_set"}
 ALLOWED_REJECTIONS = {"page_deleted", "unknown_page", "unknown_block"}
+# The faults of --extra (none by default, so the plans of older seeds stay what they were):
+EXTRAS = {"crash", "restore", "stall"}
+# crash: the test hook PAGESYNC_TEST_CRASH_AT=LABEL:N (TestCrashPoint), with N drawn up to these bounds.
+BROKER_POINTS = {"write": 60, "begin": 5, "commit": 5, "committed": 5}
+DAEMON_POINTS = {"write": 30, "begin": 10, "commit": 10, "committed": 10, "edit": 4, "acknowledge": 3, "delta": 6}
+CRASH_EDITS = 6  # workload edits run while a crash point is armed, until the process dies
+CRASH_LINE = "pagesync test crash point: "
 
 
 # The plan: a pure function of (seed, steps, devices).
 
 
-def make_plan(seed, steps, devices):
+def make_plan(seed, steps, devices, extra=frozenset()):
     rng = random.Random(seed)
     names = [chr(ord("A") + i) for i in range(devices)]
     counters = {name: 0 for name in names}
@@ -67,6 +89,7 @@ def make_plan(seed, steps, devices):
     plan = []
     pending = []  # (step, event): restores and restarts scheduled by a fault
     cut, down = set(), False
+    backup_taken = False  # a backup waits for its restore
 
     def fresh(device, kind):
         counters[device] += 1
@@ -161,6 +184,8 @@ def make_plan(seed, steps, devices):
                     cut.discard(event["device"])
                 if event["fault"] == "broker_up":
                     down = False
+                if event["fault"] == "restore_backup":
+                    backup_taken = False
             else:
                 still.append((due, event))
         pending = still
@@ -191,6 +216,28 @@ def make_plan(seed, steps, devices):
             pending.append((step + rng.randrange(3, 25), {"fault": "restore", "device": device}))
         elif r < 0.19:
             plan.append({"fault": "delay", "device": device, "ms": rng.randrange(100, 1500)})
+        elif "crash" in extra and r < 0.25:
+            # Restart a process with a crash point armed, run edits until it dies there (or give up), restart.
+            target = device if down or rng.random() < 0.5 else "broker"
+            points = BROKER_POINTS if target == "broker" else DAEMON_POINTS
+            point = rng.choice(sorted(points))
+            edits = []
+            for _ in range(CRASH_EDITS):
+                # A daemon's own edits hit its edit and acknowledge points; the others' its delta points.
+                who = device if target != "broker" and rng.random() < 0.7 else rng.choice(names)
+                edits.append(dict(edit(who, step), device=who))
+            plan.append({"fault": "crash_at", "target": target, "point": point,
+                         "n": rng.randrange(1, points[point] + 1), "edits": edits})
+        elif "restore" in extra and r < 0.265 and not down and not backup_taken:
+            # A backup of the broker's store now, restored (stopped, replaced, new epoch) a few steps later.
+            backup_taken = True
+            plan.append({"fault": "backup", "online": rng.random() < 0.7})
+            pending.append((step + rng.randrange(4, 30), {"fault": "restore_backup"}))
+        elif "stall" in extra and r < 0.30:
+            # The device's relay forwards part of the next chunk (half a frame or answer), holds the rest.
+            ms = rng.choice([rng.randrange(200, 2000), rng.randrange(2000, 12000)])
+            plan.append({"fault": "stall", "device": device, "from_broker": rng.random() < 0.6,
+                         "bytes": rng.randrange(1, 60), "ms": ms, "reset": rng.random() < 0.4})
         else:
             op = workload(device, step)
             op["device"] = device
@@ -228,6 +275,10 @@ class Run:
         self.timers = []
         self.counts = {}
         self.last_ack = 0.0
+        self.crashes = []  # (target, point, n, reached: None | "start" | "run", in a transaction)
+        self.backup = None  # the path of the broker store's backup waiting for its restore
+        self.held_at_restore = []  # per restore, per device: mutation ids queued (not acknowledged by the broker)
+        self.lost_at_restore = []  # per restore, per device: ids the broker acknowledged after the backup
 
     # Commands.
 
@@ -367,9 +418,151 @@ class Run:
         timer.start()
         self.timers.append(timer)
 
+    # Crash points (the test hook PAGESYNC_TEST_CRASH_AT), backups and restores, stalls.
+
+    def crash_at(self, event):
+        """Restarts the target armed with LABEL:N, runs the event's edits until the target dies at its crash
+        point, checks it died there (SIGKILL, the hook's line in its log) and its store, restarts it unarmed."""
+        target, spec = event["target"], f"{event['point']}:{event['n']}"
+        env = {"PAGESYNC_TEST_CRASH_AT": spec}
+        if target == "broker":
+            if not self.broker_up:
+                self.counts["crash_at skipped"] = self.counts.get("crash_at skipped", 0) + 1
+                return
+            self.kill_broker()
+            server, store, start = self.broker, self.broker.store, lambda: self.broker.start(env=env)
+        else:
+            server = self.devices[target]
+            store = server.store
+            code = server.stop(signal.SIGKILL)
+            if code != -signal.SIGKILL:
+                raise CheckFailed(f"{target}: pagesyncd exited {code} before SIGKILL reached it")
+            start = lambda: server.start(wait_connected=False, env=env)  # noqa: E731
+        reached = None
+        try:
+            start()
+            if target == "broker":
+                self.broker_up = True
+        except CheckFailed as error:
+            if server.process.poll() is None or CRASH_LINE not in self.log_of(server):
+                raise
+            reached = "start"
+            note(f"{target} died at {spec} while starting: {error}")
+        if reached is None:
+            for op in event["edits"]:
+                self.do(op["device"], op)
+                deadline = time.monotonic() + 0.7
+                while server.process.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                if server.process.poll() is not None:
+                    break
+            deadline = time.monotonic() + 2
+            while server.process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if server.process.poll() is not None:
+                reached = "run"
+        log = self.log_of(server)
+        if reached is None:
+            note(f"{target}: crash point {spec} not reached; SIGKILL instead")
+            self.crashes.append((target, event["point"], event["n"], None, None))
+            if target == "broker":
+                self.kill_broker()
+                self.start_broker()
+            else:
+                self.kill_daemon(target)
+            return
+        code = server.process.wait(timeout=15)
+        line = next((ln for ln in log.splitlines() if ln.startswith(CRASH_LINE)), None)
+        if code != -signal.SIGKILL or line is None:
+            raise CheckFailed(f"{target} armed with {spec} exited {code} without reaching its crash point:\n"
+                              + "\n".join(log.splitlines()[-20:]))
+        inside = line.endswith("in a transaction: yes")
+        self.crashes.append((target, event["point"], event["n"], reached, inside))
+        note(f"{target} died at crash point {spec} ({'inside a transaction' if inside else 'outside'})")
+        if target == "broker":
+            self.broker_up = False
+            self.integrity(store, "the broker's store after a crash point")
+            self.start_broker()
+        else:
+            self.integrity(store, f"{target}'s store after a crash point")
+            server.start(wait_connected=False)
+
+    @staticmethod
+    def log_of(server):
+        with open(server.log_path, errors="replace") as log:
+            return log.read()
+
+    def take_backup(self, event):
+        """A copy of the broker's store: online with `sqlite3 .backup`, or stopped (SIGTERM) as files."""
+        path = os.path.join(self.s.dir, "broker-backup.sqlite")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.unlink(path + suffix)
+        if event["online"] and self.broker_up:
+            run = subprocess.run(["sqlite3", "-cmd", ".timeout 5000", self.broker.store, f".backup {path}"],
+                                 capture_output=True, text=True, timeout=60)
+            if run.returncode != 0:
+                raise CheckFailed(f"sqlite3 .backup exited {run.returncode}: {run.stderr.strip()}")
+        else:
+            if self.broker_up:
+                self.broker.stop()
+                self.broker_up = False
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(self.broker.store + suffix):
+                    shutil.copy(self.broker.store + suffix, path + suffix)
+            self.start_broker()
+        self.integrity(path, "the backup of the broker's store")
+        self.backup = path
+        note(f"backup of the broker's store taken ({'online' if event['online'] else 'stopped'}) after "
+             f"{len(self.acked)} acknowledged mutations")
+
+    def restore_backup(self):
+        """docs/operations.md, "Restore": stop the broker, move its files away, put the backup in place, give it
+        a new epoch, start it. Records what each device still held (queued, not acknowledged by the broker)."""
+        if self.backup is None:
+            return
+        if self.broker_up:
+            self.broker.stop()
+            self.broker_up = False
+        replaced = os.path.join(self.s.dir, f"replaced-{len(self.held_at_restore)}")
+        os.makedirs(replaced)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.broker.store + suffix):
+                shutil.move(self.broker.store + suffix, replaced)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.backup + suffix):
+                shutil.move(self.backup + suffix, self.broker.store + suffix)
+        self.backup = None
+        self.integrity(self.broker.store, "the restored broker store")
+        e2e.sqlite_rows(self.broker.store, "UPDATE meta SET value = lower(hex(randomblob(16))) WHERE key = 'epoch'")
+        held, lost = {}, {}
+        for name, d in self.devices.items():
+            held[name] = [m["id"] for m in d.queue() if m["status"] == "pending"]
+            rows = self.broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{self.clients[name]}'")
+            restored_last = rows[0]["last_mutation_id"] if rows else 0
+            # Acknowledged by the broker before the restore, after the backup: the restored store lacks them.
+            lost[name] = [a["id"] for a in self.acked if a["device"] == name and a["id"] > restored_last
+                          and a["id"] not in held[name]]
+        self.held_at_restore.append(held)
+        self.lost_at_restore.append(lost)
+        self.start_broker()
+        note(f"the broker restored from its backup with a new epoch; queued on the devices: {held}; "
+             f"acknowledged after the backup (the restored store lacks them): {lost}")
+
+    def play_stall(self, event):
+        self.proxies[event["device"]].stall = {k: event[k] for k in ("from_broker", "bytes", "ms", "reset")}
+
     def fault(self, event):
         kind = event["fault"]
-        if kind == "kill_daemon":
+        if kind == "crash_at":
+            self.crash_at(event)
+        elif kind == "backup":
+            self.take_backup(event)
+        elif kind == "restore_backup":
+            self.restore_backup()
+        elif kind == "stall":
+            self.play_stall(event)
+        elif kind == "kill_daemon":
             self.kill_daemon(event["device"])
         elif kind in ("kill_daemon_in_flight", "kill_broker_in_flight"):
             device = event["device"]
@@ -442,6 +635,7 @@ class Run:
             timer.cancel()
         for proxy in self.proxies.values():
             proxy.holding = False
+            proxy.stall = None
             proxy.restore()
         if not self.broker_up:
             self.start_broker()
@@ -729,6 +923,25 @@ class Oracle:
             run.integrity(d.store, f"{name}'s store")
         e2e.ok("PRAGMA integrity_check is ok on every store")
 
+    def check_restores(self):
+        """(7) After a restored older broker store (new epoch), nothing a device held is lost: every mutation it
+        still had queued, and every one the old store had acknowledged after the backup (the daemon keeps what
+        was acknowledged and pushes it again when the epoch changes), is on the broker: its last id covers them,
+        none is pending, and the model check (1) found their effects, or they are conflicts. Lost ones would show
+        there too; this names them."""
+        run = self.run
+        for index, (held, lost) in enumerate(zip(run.held_at_restore, run.lost_at_restore)):
+            for name, d in run.devices.items():
+                ids = set(held[name]) | set(lost[name])
+                if not ids:
+                    continue
+                rows = self.broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{run.clients[name]}'")
+                last = rows[0]["last_mutation_id"] if rows else 0
+                pending = {m["id"] for m in d.queue() if m["status"] == "pending"}
+                missing = sorted(i for i in ids if i > last or i in pending)
+                e2e.check(not missing, f"restore {index + 1}, {name}: the {len(held[name])} mutations it held and "
+                          f"the {len(lost[name])} the restored store lacked are on the broker", [], missing)
+
     def check_shows(self):
         run = self.run
         rejected = self.rejected
@@ -751,14 +964,21 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--devices", type=int, default=3)
+    parser.add_argument("--extra", default="", help="faults beyond the classic ones, comma separated: "
+                        + ", ".join(sorted(EXTRAS)) + " (crash points, backup and restore, stalled relays)")
     parser.add_argument("--print-plan", action="store_true")
     options = parser.parse_args()
+    extra = frozenset(x for x in options.extra.split(",") if x)
+    if extra - EXTRAS:
+        parser.error(f"--extra: unknown {sorted(extra - EXTRAS)}; known: {sorted(EXTRAS)}")
     bin_dir = os.path.abspath(options.bin_dir)
     e2e.BROKER_PROGRAM = os.path.join(bin_dir, "pagesync-broker")
     e2e.DAEMON_PROGRAM = os.path.join(bin_dir, "pagesyncd")
     e2e.CLI_PROGRAM = os.path.join(bin_dir, "pagesync")
-    plan = make_plan(options.seed, options.steps, options.devices)
+    plan = make_plan(options.seed, options.steps, options.devices, extra)
     replay = f"--seed {options.seed} --steps {options.steps} --devices {options.devices}"
+    if extra:
+        replay += f" --extra {','.join(sorted(extra))}"
     if options.print_plan:
         for index, event in enumerate(plan):
             print(f"{index:4d} {describe(event)}")
@@ -781,6 +1001,7 @@ def main():
             oracle.check_offline_pages()
             oracle.check_forests()
             oracle.check_shows()
+            oracle.check_restores()
     except Exception as error:
         print(f"FAILED faults {replay}", flush=True)
         print("the plan (replay with the same options):", flush=True)
@@ -793,7 +1014,27 @@ def main():
     summary = ", ".join(f"{k if isinstance(k, str) else k[0] + ('' if k[1] else ' refused')} {v}"
                         for k, v in sorted(run.counts.items(), key=lambda item: str(item[0])))
     note(summary)
-    print(f"ALL OK faults {replay} in {time.monotonic() - started:.1f} s", flush=True)
+    extras = ""
+    if "crash" in extra:
+        reached = [c for c in run.crashes if c[3]]
+        inside = [c for c in reached if c[4]]
+        committed = [c for c in reached if c[1] == "committed"]
+        extras += (f"; crash points: {len(reached)} of {len(run.crashes)} reached, {len(inside)} inside a "
+                   f"transaction, {len(committed)} right after a commit")
+        by_label = {}
+        for target, point, _, where, within in reached:
+            key = f"{'broker' if target == 'broker' else 'daemon'} {point}"
+            by_label[key] = by_label.get(key, 0) + 1
+        note("crash points reached: " + ", ".join(f"{k} {v}" for k, v in sorted(by_label.items())))
+    if "restore" in extra:
+        lost = sum(len(ids) for restore in run.lost_at_restore for ids in restore.values())
+        held = sum(len(ids) for restore in run.held_at_restore for ids in restore.values())
+        extras += f"; restores: {len(run.held_at_restore)} ({held} mutations held, {lost} pushed again)"
+    if "stall" in extra:
+        played = [st for proxy in run.proxies.values() for st in proxy.stalls]
+        extras += (f"; stalls: {len(played)} played ({sum(1 for st in played if st[4])} reset, "
+                   f"{sum(1 for st in played if not st[0])} towards the broker)")
+    print(f"ALL OK faults {replay} in {time.monotonic() - started:.1f} s{extras}", flush=True)
 
 
 if __name__ == "__main__":
