@@ -51,7 +51,7 @@ def wait_for(what, predicate, seconds):
         value = predicate()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(0.5)
     sys.exit(f"timed out waiting for {what}")
 
 
@@ -118,12 +118,10 @@ def main():
 
         def synced():
             status = cli("status")
-            return status["offlinePages"] == pages and status["connected"] and status
-        wait_for(f"{pages} offline pages", synced, 600)
-        listed = cli("offline", "list")
-        incomplete = sum(1 for page in listed if not page["complete"])
-        if incomplete:
-            sys.exit(f"{incomplete} offline pages are incomplete")
+            if status["offlinePages"] != pages or not status["connected"]:
+                return False
+            return all(page["complete"] for page in cli("offline", "list"))
+        wait_for(f"{pages} complete offline pages", synced, 1200)
         sync_seconds = time.monotonic() - started
         time.sleep(2)  # let the last answers and writes settle
 
