@@ -117,8 +117,9 @@ def main():
         cli("offline", "add", "root")
 
         def synced():
+            # `status` is cheap; the list of 10,000 pages is not, so it is read only once every page was fetched.
             status = cli("status")
-            if status["offlinePages"] != pages or not status["connected"]:
+            if status["offlinePages"] != pages or status["fetchedPages"] < pages or not status["connected"]:
                 return False
             return all(page["complete"] for page in cli("offline", "list"))
         wait_for(f"{pages} complete offline pages", synced, 1200)
