@@ -13,7 +13,7 @@ public struct SlowConsumerOptions: Sendable {
   public var rate = 500.0
   /// Seconds of writing per phase; the slow device stalls for the second phase and its drain. Keep it under the
   /// broker's `ping_interval` (30 s): a device that answers no ping for that long is dropped as dead, by design.
-  public var seconds = 10.0
+  public var seconds = 20.0
   public var writers = 4
   public var drainSeconds = 10.0
   /// More pages in the slow device's subscription set (ids of 64 characters), written in the background in both

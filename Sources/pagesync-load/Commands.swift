@@ -155,7 +155,7 @@ struct Sizes: ParsableArguments {
     var options = SlowConsumerOptions()
     options.healthy = subscribers ?? 100
     options.rate = rate ?? 500
-    options.seconds = seconds ?? (quick ? 3 : 10)
+    options.seconds = seconds ?? (quick ? 3 : 20)
     options.writers = writers ?? 4
     options.drainSeconds = drainSeconds ?? 10
     options.coldPages = pages ?? 1000
