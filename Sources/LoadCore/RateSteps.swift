@@ -109,6 +109,30 @@ public enum GeneratorVerdict {
 
   public static func keptSchedule(lagP99Ms: Double) -> Bool { lagP99Ms <= keptScheduleMs }
 
+  /// One note for the steps of a multi-step run (B2, B5) instead of one per step: which steps fell behind their
+  /// schedule and by how much at worst, and which found the harness busy.
+  public static func notes(
+    steps: [(name: String, lagP99Ms: Double, harnessCPUPercent: Double)], target: String
+  )
+    -> [String]
+  {
+    var notes: [String] = []
+    let behind = steps.filter { !keptSchedule(lagP99Ms: $0.lagP99Ms) }
+    if let worst = behind.map(\.lagP99Ms).max() {
+      notes.append(
+        "the generator fell behind its schedule in \(behind.count) of \(steps.count) steps "
+          + "(\(behind.map(\.name).joined(separator: ", ")); lag p99 up to \(ReportValue.number(worst).json) ms): "
+          + "latencies include that lag")
+    }
+    let busy = steps.filter { $0.harnessCPUPercent >= busyHarnessPercent }
+    if !busy.isEmpty {
+      notes.append(
+        "the harness used \(Int(busyHarnessPercent))% or more of a core in \(busy.map(\.name).joined(separator: ", ")): "
+          + "it may be the bottleneck there, not the \(target) server")
+    }
+    return notes
+  }
+
   /// The notes a report carries about its own generator.
   public static func notes(lagP99Ms: Double, harnessCPUPercent: Double, closedLoop: Bool, target: String)
     -> [String]

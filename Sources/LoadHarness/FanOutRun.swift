@@ -46,6 +46,10 @@ final class FanOutRun: ScenarioRun {
     var rss: MemorySeries
     var fields: [(String, ReportValue)]
     var notes: [String]
+    /// The generator's own notes (lag, harness CPU), kept apart: a multi-step report summarizes them.
+    var generatorNotes: [String]
+    var lagP99Ms: Double
+    var harnessCPUPercent: Double
     var ok: Bool
   }
 
@@ -265,7 +269,7 @@ final class FanOutRun: ScenarioRun {
       rate: stepRate, scheduled: total, acked: acked, ackedPerSecond: ackedPerSecond,
       deliveredPerSecond: updatesPerSecond, p99Ms: latency.p99, settled: settled)
     let generator = window.generator(now: now, lag: tick.lag.summary, target: target.label)
-    var notes = generator.notes
+    var notes: [String] = []
     if lost > 0 {
       notes.append("\(lost) subscribers did not see the final state within \(options.drainSeconds) s")
     }
@@ -301,7 +305,10 @@ final class FanOutRun: ScenarioRun {
     ]
     let ok = lost == 0 && failed == 0 && ledger.unmatchedFrames == 0
     steps.append(
-      Step(name: stepName, result: result, latency: latency, rss: rss, fields: fields, notes: notes, ok: ok))
+      Step(
+        name: stepName, result: result, latency: latency, rss: rss, fields: fields, notes: notes,
+        generatorNotes: generator.notes, lagP99Ms: tick.lag.summary.p99,
+        harnessCPUPercent: window.harnessCPUPercent(now: now), ok: ok))
     if case .rising(var rates) = stepping {
       rates.record(result)
       stepping = .rising(rates)
@@ -335,11 +342,11 @@ final class FanOutRun: ScenarioRun {
           ("rate", .number(last.result.rate)), ("seconds", .number(options.seconds)),
           ("writers", .int(options.writers)),
         ] + last.fields
-      notes = last.notes
+      notes = last.generatorNotes + last.notes
       ok = last.ok
     case .fixed:
       body = [("seconds", .number(options.seconds)), ("writers", .int(options.writers))] + stepSections()
-      notes = steps.flatMap { step in step.notes.map { "\(step.name): \($0)" } }
+      notes = stepNotes()
       ok = steps.allSatisfy(\.ok)
     case .rising(let rates):
       body =
@@ -349,7 +356,7 @@ final class FanOutRun: ScenarioRun {
         ] + stepSections()
       // A step that did not keep up is what a rising run looks for (the last one): its lost deliveries are the
       // backlog the drain bound cut off. Any earlier step must be correct.
-      notes = steps.flatMap { step in step.notes.map { "\(step.name): \($0)" } }
+      notes = stepNotes()
       ok = steps.dropLast().allSatisfy(\.ok) && (last.ok || !last.result.keptUp)
     }
     finish(
@@ -358,6 +365,13 @@ final class FanOutRun: ScenarioRun {
           header + body + extra.fields + closing + [
             ("ok", .bool(ok && extra.ok)), ("notes", .string((notes + extra.notes).joined(separator: "; "))),
           ])))
+  }
+
+  /// One generator note for all steps, then each step's own notes under its name.
+  private func stepNotes() -> [String] {
+    GeneratorVerdict.notes(
+      steps: steps.map { ($0.name, $0.lagP99Ms, $0.harnessCPUPercent) }, target: target.label)
+      + steps.flatMap { step in step.notes.map { "\(step.name): \($0)" } }
   }
 
   private func stepSections() -> [(String, ReportValue)] {

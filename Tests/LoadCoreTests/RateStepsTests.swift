@@ -59,6 +59,15 @@ import Testing
     #expect(steps.lastKeptUp?.rate == 900)
   }
 
+  @Test func aMultiStepRunGetsOneNoteForItsLaggingSteps() {
+    let notes = GeneratorVerdict.notes(
+      steps: [("r250", 1, 10), ("r500", 5, 20), ("r1000", 12.5, 90)], target: "redis")
+    #expect(notes.count == 2)
+    #expect(notes[0].contains("2 of 3 steps (r500, r1000; lag p99 up to 12.5 ms)"))
+    #expect(notes[1].contains("in r1000"))
+    #expect(GeneratorVerdict.notes(steps: [("a", 1, 1)], target: "x").isEmpty)
+  }
+
   @Test func generatorVerdictNamesLagAndABusyHarness() {
     #expect(GeneratorVerdict.keptSchedule(lagP99Ms: 2))
     #expect(!GeneratorVerdict.keptSchedule(lagP99Ms: 2.1))
