@@ -85,6 +85,9 @@ struct Sizes: ParsableArguments {
   @Option(help: "B5: mutations per background batch (default 100).")
   var coldBatch = 100
 
+  @Flag(help: "B5: a control run, the 'slow' device keeps reading (what one more such device costs).")
+  var control = false
+
   @Option(
     help: "B6: idle device streams to open (default: as many as the descriptor limit allows; --quick 1000).")
   var connections: Int?
@@ -161,6 +164,7 @@ struct Sizes: ParsableArguments {
     options.coldPages = pages ?? 1000
     options.coldRate = coldRate
     options.coldBatch = coldBatch
+    options.control = control
     guard options.healthy >= 1, options.coldPages >= 0, options.coldRate >= 0,
       (1...1000).contains(options.coldBatch), options.rate > 0, options.seconds > 0, options.writers >= 1,
       options.drainSeconds > 0
