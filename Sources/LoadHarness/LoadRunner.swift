@@ -102,8 +102,7 @@ public final class LoadRunner {
     let budget = ConnectionBudget.plan(
       requested: options.connections, descriptorLimit: limit.soft, reserve: options.reserve)
     guard budget.connections > 0 else { throw LoadError.invalidOption("no descriptors left for connections") }
-    let config = "[limits]\nconnections = \(budget.connections + options.reserve)\n"
-    return try withBroker(extraConfig: config) { [self] endpoint, probe, done in
+    return try withBroker(extraLimits: "connections = \(budget.connections + options.reserve)\n") { [self] endpoint, probe, done in
       let run = IdleDensityRun(
         loop: loop, endpoint: endpoint, options: options, budget: budget, descriptorLimit: limit,
         server: probe,
@@ -142,8 +141,8 @@ public final class LoadRunner {
   typealias Body<Target> = (Target, ServerProbe, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
 
   /// Runs `body` against the broker at `settings.brokerURL`, or one started for it in a temporary directory.
-  /// `extraConfig` is appended to a harness-started broker's config (B6's `[limits]`).
-  func withBroker(extraConfig: String = "", _ body: @escaping Body<BrokerEndpoint>) throws -> ReportValue {
+  /// `extraLimits`: more `[limits]` keys for a harness-started broker (B6's `connections`).
+  func withBroker(extraLimits: String = "", _ body: @escaping Body<BrokerEndpoint>) throws -> ReportValue {
     if let url = settings.brokerURL {
       let parsed: HTTPURL
       do { parsed = try HTTPURL(parsing: url) } catch { throw LoadError.invalidOption("--broker: \(error)") }
@@ -161,13 +160,13 @@ public final class LoadRunner {
       [store]
       path = "\(directory.path)/broker.sqlite"
       synchronous = "\(settings.synchronous)"
+      [log]
+      level = "info"
       [limits]
       # Every simulated device connects from 127.0.0.1.
       connections_per_peer = 1000000
-      [log]
-      level = "info"
 
-      """ + extraConfig)
+      """ + extraLimits)
     let server = try ManagedServer(
       loop: loop, name: "pagesync-broker", executable: HostProcess.siblingProgram("pagesync-broker"),
       arguments: ["--config", directory.path + "/broker.toml"],
