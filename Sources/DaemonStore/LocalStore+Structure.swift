@@ -74,7 +74,8 @@ extension LocalStore: OfflineStructure {
     defer { structureReadError = nil }
     // One read transaction for the whole walk: one snapshot, and one WAL read lock rather than one per query
     // (a walk of 10,000 pages made 30,000 fcntl calls).
-    let result = try connection.isInTransaction
+    let result =
+      try connection.isInTransaction
       ? operation(self) : connection.transaction(.deferred) { try operation(self) }
     if let error = structureReadError { throw error }
     return result

@@ -102,7 +102,8 @@ public final class LoadRunner {
     let budget = ConnectionBudget.plan(
       requested: options.connections, descriptorLimit: limit.soft, reserve: options.reserve)
     guard budget.connections > 0 else { throw LoadError.invalidOption("no descriptors left for connections") }
-    return try withBroker(extraLimits: "connections = \(budget.connections + options.reserve)\n") { [self] endpoint, probe, done in
+    return try withBroker(extraLimits: "connections = \(budget.connections + options.reserve)\n") {
+      [self] endpoint, probe, done in
       let run = IdleDensityRun(
         loop: loop, endpoint: endpoint, options: options, budget: budget, descriptorLimit: limit,
         server: probe,
