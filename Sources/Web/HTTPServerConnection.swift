@@ -277,7 +277,10 @@ final class HTTPServerConnection {
     } else {
       mode = .none
     }
-    guard mode != timerMode else { return }
+    // Idle again after activity (a request answered within the callback that read it: the mode never left
+    // .idle) starts the idle time again; otherwise a busy keep-alive connection was closed idleTimeout after it
+    // opened. Every call here follows activity on the connection.
+    guard mode != timerMode || mode == .idle else { return }
     timerMode = mode
     switch mode {
     case .none:

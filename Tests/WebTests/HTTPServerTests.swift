@@ -259,6 +259,44 @@ import Web
     try loop.close()
   }
 
+  /// Regression: a request answered at once left the connection's timer in idle mode without restarting it, so a
+  /// keep-alive connection in steady use was closed `idleTimeout` after it opened (found by pagesync-load B7
+  /// scraping /metrics every second: closed at 60 s).
+  @Test func aKeepAliveConnectionInUseIsNotClosedForIdleness() throws {
+    let loop = try Loop()
+    var configuration = HTTPServerConfiguration()
+    configuration.idleTimeout = 1000
+    let test = try TestServer(loop: loop, configuration: configuration)
+    var statuses: [Int] = []
+    var failure: String?
+    HTTPClientConnection.connect(loop: loop, to: test.address) { result in
+      guard case .success(let connection) = result else {
+        failure = "\(result)"
+        return test.server.close()
+      }
+      // 25 requests 100 ms apart on one connection: 2.5 s of use, never 1 s idle.
+      let ticker = LoopTimer(loop: loop)
+      ticker.start(after: 100, repeatEvery: 100) {
+        connection.send(.GET, "/hello") { answer in
+          guard statuses.count < 25, failure == nil else { return }  // after the end: closed by us
+          switch answer {
+          case .success(let response): statuses.append(Int(response.head.status.code))
+          case .failure(let error): failure = failure ?? "request \(statuses.count + 1): \(error)"
+          }
+          if statuses.count == 25 || failure != nil {
+            ticker.close()
+            connection.close()
+            test.server.close()
+          }
+        }
+      }
+    }
+    try loop.runUntilDone(timeout: 30_000)
+    #expect(failure == nil)
+    #expect(statuses == Array(repeating: 200, count: 25))
+    try loop.close()
+  }
+
   @Test func http10ClosesUnlessKeepAliveIsAsked() throws {
     let loop = try Loop()
     let test = try TestServer(loop: loop)
