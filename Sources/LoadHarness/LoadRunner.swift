@@ -102,12 +102,68 @@ public final class LoadRunner {
     }
   }
 
+  /// B3 against the broker (a harness-started one allows the connections and subscriptions it needs).
+  public func density(_ options: DensityOptions) throws -> ReportValue {
+    try runDensity(options, connectionsPerDevice: 1) { [self] endpoint, probe, layout in
+      DensityRun(
+        loop: loop, endpoint: endpoint, options: options, layout: layout, server: probe,
+        progress: ProgressLine(enabled: settings.progress), nonce: nonce)
+    }
+  }
+
+  /// B4 against the broker.
+  public func reconnectStorm(_ options: ReconnectOptions) throws -> ReportValue {
+    try runDensity(options.density, connectionsPerDevice: 2) { [self] endpoint, probe, layout in
+      ReconnectRun(
+        loop: loop, endpoint: endpoint, options: options, layout: layout, server: probe,
+        progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
+    }
+  }
+
+  /// B7 against the broker.
+  public func soak(_ options: SoakOptions) throws -> ReportValue {
+    try runDensity(options.density, connectionsPerDevice: 2) { [self] endpoint, probe, layout in
+      SoakRun(
+        loop: loop, endpoint: endpoint, options: options, layout: layout, server: probe,
+        progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
+    }
+  }
+
+  /// Raises the descriptor limit (the broker inherits it), sizes a harness-started broker's `[limits]` for
+  /// `connectionsPerDevice` connections per device, and runs what `make` builds.
+  private func runDensity(
+    _ options: DensityOptions, connectionsPerDevice: Int,
+    _ make: @escaping (BrokerEndpoint, ServerProbe, DensityLayout) -> ScenarioRunDensity
+  ) throws -> ReportValue {
+    guard let layout = options.layout else {
+      throw LoadError.invalidOption(
+        "devices and pages must be positive, and a device's pages fit in the pool")
+    }
+    let descriptors = Descriptors.raiseSoftLimitToHard()
+    let connections = layout.devices * connectionsPerDevice + options.writers + 64
+    guard connections + 64 <= descriptors else {
+      throw LoadError.invalidOption(
+        "\(connections) connections need more than the descriptor limit \(descriptors)")
+    }
+    let limits = """
+      connections = \(connections)
+      subscriptions_per_connection = \(max(100_000, layout.pagesPerDevice))
+      frame_bytes = \(max(4 << 20, layout.pagesPerDevice * 128))
+
+      """
+    return try withBroker(limits: limits) { endpoint, probe, done in
+      let run = make(endpoint, probe, layout)
+      run.start { result in withExtendedLifetime(run) { done(result) } }
+    }
+  }
+
   // MARK: Servers
 
   typealias Body<Target> = (Target, ServerProbe, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
 
   /// Runs `body` against the broker at `settings.brokerURL`, or one started for it in a temporary directory.
-  func withBroker(_ body: @escaping Body<BrokerEndpoint>) throws -> ReportValue {
+  /// `limits` are more `[limits]` lines of a harness-started broker's config.
+  func withBroker(limits: String = "", _ body: @escaping Body<BrokerEndpoint>) throws -> ReportValue {
     if let url = settings.brokerURL {
       let parsed: HTTPURL
       do { parsed = try HTTPURL(parsing: url) } catch { throw LoadError.invalidOption("--broker: \(error)") }
@@ -128,7 +184,7 @@ public final class LoadRunner {
       [limits]
       # Every simulated device connects from 127.0.0.1.
       connections_per_peer = 1000000
-      [log]
+      \(limits)[log]
       level = "info"
 
       """)

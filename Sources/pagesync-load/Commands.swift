@@ -130,17 +130,23 @@ enum Scenario: String, ExpressibleByArgument, CaseIterable {
   case fanOut = "B1"
   case durableWrites = "W1"
   case catchUp = "C1"
+  case density = "B3"
+  case reconnectStorm = "B4"
+  case soak = "B7"
 }
 
 struct RunCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "run", abstract: "Run one scenario against the broker and print its figures.")
 
-  @Argument(help: "B1 (fan-out), W1 (durable writes) or C1 (catch-up).")
+  @Argument(
+    help: "B1 (fan-out), W1 (durable writes), C1 (catch-up), B3 (density), B4 (reconnect storm) or B7 (soak)."
+  )
   var scenario: Scenario
 
   @OptionGroup var common: CommonOptions
   @OptionGroup var sizes: Sizes
+  @OptionGroup(title: "Density (B3, B4, B7)") var density: DensitySizes
 
   func run() throws {
     let runner = try LoadRunner(settings: common.settings)
@@ -150,6 +156,9 @@ struct RunCommand: ParsableCommand {
     case .fanOut: report = try runner.fanOut(sizes.fanOut(quick: common.quick))
     case .durableWrites: report = try runner.writes(sizes.writes(quick: common.quick))
     case .catchUp: report = try runner.catchUp(sizes.catchUp(quick: common.quick))
+    case .density: report = try runner.density(density.density(sizes, quick: common.quick))
+    case .reconnectStorm: report = try runner.reconnectStorm(density.reconnect(sizes, quick: common.quick))
+    case .soak: report = try runner.soak(density.soak(sizes, quick: common.quick))
     }
     Output.print(report, json: common.json)
     if report["ok"].map({ if case .bool(false) = $0 { true } else { false } }) == true {
