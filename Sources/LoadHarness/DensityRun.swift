@@ -38,15 +38,11 @@ public struct DensityOptions: Sendable {
 /// Threading: the run's loop only.
 final class DensityRun: ScenarioRunDensity {
   private let loop: Loop
-  private let endpoint: BrokerEndpoint
+  private let target: DensityTarget
   private let options: DensityOptions
   private let layout: DensityLayout
   private let server: ServerProbe
   private let progress: ProgressLine
-  private let nonce: String
-  private let pages: DensityPages
-  private let writers: BrokerWriterPool
-  private var devices: [SubscribingDevice] = []
   private var ledger: DensityLedger
   private var schedule: OpenLoopSchedule?
   private var lag = LatencyRecorder()
@@ -65,48 +61,43 @@ final class DensityRun: ScenarioRunDensity {
   private var lastNotificationAt: UInt64 = 0
 
   init(
-    loop: Loop, endpoint: BrokerEndpoint, options: DensityOptions, layout: DensityLayout, server: ServerProbe,
-    progress: ProgressLine, nonce: String
+    loop: Loop, target: DensityTarget, options: DensityOptions, layout: DensityLayout, server: ServerProbe,
+    progress: ProgressLine
   ) {
     self.loop = loop
-    self.endpoint = endpoint
+    self.target = target
     self.options = options
     self.layout = layout
     self.server = server
     self.progress = progress
-    self.nonce = nonce
-    pages = DensityPages(prefix: "load-b3-\(nonce)", count: layout.pool)
-    writers = BrokerWriterPool(endpoint: endpoint)
     ledger = DensityLedger(layout: layout)
   }
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
     self.completion = completion
-    writers.open(loop: loop, count: options.writers, clientPrefix: "load-\(nonce)-b3") { [self] result in
+    progress.update("\(target.label) B3: preparing \(layout.pool) pages")
+    target.prepare { [self] result in
       if case .failure(let error) = result { return finish(.failure(error)) }
-      progress.update("pagesync B3: creating \(layout.pool) pages")
-      pages.create(through: writers) { result in
-        if case .failure(let error) = result { return self.finish(.failure(error)) }
-        self.connectDevices()
-      }
+      connectDevices()
     }
   }
 
   private func connectDevices() {
-    devices = (0..<layout.devices).map { _ in SubscribingDevice() }
     forEachConcurrently(
       layout.devices, concurrency: options.connectConcurrency,
       { [self] index, done in
-        let device = devices[index]
-        device.onChanged = { [weak self] id, time in
-          guard let self, let page = pages.index(of: id) else { return }
-          let now = HostProcess.now()
-          lastNotificationAt = now
-          ledger.received(device: index, page: page, token: time, at: now)
-        }
-        device.connect(loop: loop, endpoint: endpoint, done)
+        target.connect(
+          device: index,
+          onEntry: { [weak self] page, time in
+            guard let self else { return }
+            let now = HostProcess.now()
+            lastNotificationAt = now
+            ledger.received(device: index, page: page, token: time, at: now)
+          }, done)
       },
-      onProgress: { [self] count in progress.update("pagesync B3: connected \(count)/\(layout.devices)") },
+      onProgress: { [self] count in
+        progress.update("\(target.label) B3: connected \(count)/\(layout.devices)")
+      },
       then: { [self] result in
         if case .failure(let error) = result { return finish(.failure(error)) }
         bulkSubscribe()
@@ -115,22 +106,24 @@ final class DensityRun: ScenarioRunDensity {
 
   /// Every device sends its whole set in one frame, in one loop turn; timed until the last answer.
   private func bulkSubscribe() {
-    let messages = (0..<layout.devices).map { device in
-      SubscribingDevice.subscribeMessage(layout.pages(of: device).map(pages.id))
+    for device in 0..<layout.devices {
+      target.prepareSubscribe(device: device, pages: layout.pages(of: device))
     }
     let rssBefore = server.sample()
     var answered = 0
     var added = 0
     var failedSubscribe: LoadError?
     let sentAt = HostProcess.now()
-    for (index, device) in devices.enumerated() {
-      device.subscribe(message: messages[index]) { [self] result in
+    for index in 0..<layout.devices {
+      target.subscribe(device: index) { [self] result in
         switch result {
         case .failure(let error): failedSubscribe = failedSubscribe ?? error
         case .success(let count): added += count
         }
         answered += 1
-        if answered % 100 == 0 { progress.update("pagesync B3: subscribed \(answered)/\(layout.devices)") }
+        if answered % 100 == 0 {
+          progress.update("\(target.label) B3: subscribed \(answered)/\(layout.devices)")
+        }
         guard answered == layout.devices else { return }
         let answeredAt = HostProcess.now()
         if let failedSubscribe { return finish(.failure(failedSubscribe)) }
@@ -193,7 +186,7 @@ final class DensityRun: ScenarioRunDensity {
       if now - lastProgress >= 1_000_000_000 {
         lastProgress = now
         progress.update(
-          "pagesync B3 \(Int(Double(now - startedAt) / 1e9))s: sent \(schedule?.issued ?? 0) acked \(acked) "
+          "\(target.label) B3 \(Int(Double(now - startedAt) / 1e9))s: sent \(schedule?.issued ?? 0) acked \(acked) "
             + "notifications \(ledger.notifications) lag p99 \(ReportValue.number(lag.summary.p99).json) ms")
       }
     }
@@ -207,23 +200,14 @@ final class DensityRun: ScenarioRunDensity {
       let scheduledAt = schedule.scheduledTime(of: batch)
       lag.record(nanoseconds: now - min(now, scheduledAt))
       let page = batch % layout.pool
-      let id = pages.id(page)
-      guard let writer = writers.leastBusy else {
-        failed += 1
-        continue
-      }
-      let mutation = MutationFields.setProperty(
-        page: id, time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
-      writers.send([mutation], on: writer) { [weak self] result in
+      target.publish(batch: batch, page: page) { [weak self] result in
         guard let self else { return }
         let answeredAt = HostProcess.now()
         switch result {
-        case .success(let answer):
+        case .success(let token):
           acked += 1
           ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
-          if let token = answer.pages[id] {
-            ledger.acknowledged(token: token, page: page, scheduledAt: scheduledAt)
-          }
+          if let token { ledger.acknowledged(token: token, page: page, scheduledAt: scheduledAt) }
         case .failure(let error):
           failed += 1
           if firstFailure == nil { firstFailure = error.description }
@@ -273,7 +257,7 @@ final class DensityRun: ScenarioRunDensity {
     if failed > 0 { notes.append("\(failed) batches failed: \(firstFailure ?? "")") }
     let window = max(Double(lastNotificationAt > startedAt ? lastNotificationAt - startedAt : 0) / 1e9, 1e-9)
     let report = ReportValue.object([
-      ("scenario", .string("B3")), ("target", .string("pagesync")),
+      ("scenario", .string("B3")), ("target", .string(target.label)),
       ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
       ("page_pool", .int(layout.pool)), ("subscriptions", .int(layout.subscriptions)),
       ("subscribe", .object(subscribeFigures)),
@@ -308,8 +292,7 @@ final class DensityRun: ScenarioRunDensity {
       (
         "wire",
         .object([
-          ("bytes_sent", .int(writers.bytesSent + devices.reduce(0) { $0 + $1.bytesSent })),
-          ("bytes_received", .int(writers.bytesReceived + devices.reduce(0) { $0 + $1.bytesReceived })),
+          ("bytes_sent", .int(target.bytesSent)), ("bytes_received", .int(target.bytesReceived)),
         ])
       ),
       ("ok", .bool(stale == 0 && failed == 0 && ledger.unmatchedNotifications == 0 && ledger.strays == 0)),
@@ -324,8 +307,7 @@ final class DensityRun: ScenarioRunDensity {
     tick?.close()
     tick = nil
     progress.clear()
-    writers.close()
-    for device in devices { device.drop() }
+    target.closeAll()
     let completion = self.completion
     self.completion = nil
     completion?(result)

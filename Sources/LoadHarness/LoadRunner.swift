@@ -106,8 +106,23 @@ public final class LoadRunner {
   public func density(_ options: DensityOptions) throws -> ReportValue {
     try runDensity(options, connectionsPerDevice: 1) { [self] endpoint, probe, layout in
       DensityRun(
-        loop: loop, endpoint: endpoint, options: options, layout: layout, server: probe,
-        progress: ProgressLine(enabled: settings.progress), nonce: nonce)
+        loop: loop,
+        target: PagesyncDensity(
+          loop: loop, endpoint: endpoint, layout: layout, writers: options.writers, nonce: nonce),
+        options: options, layout: layout, server: probe, progress: ProgressLine(enabled: settings.progress))
+    }
+  }
+
+  /// B3 against a harness-started redis-server, with the same generator.
+  public func densityRedis(_ options: DensityOptions) throws -> ReportValue {
+    guard let layout = options.layout else { throw LoadError.invalidOption("B3 sizes") }
+    Descriptors.raiseSoftLimitToHard()
+    return try withRedis { [self] address, probe, done in
+      let run = DensityRun(
+        loop: loop,
+        target: RedisDensity(loop: loop, address: address, layout: layout, writers: options.writers),
+        options: options, layout: layout, server: probe, progress: ProgressLine(enabled: settings.progress))
+      run.start { result in withExtendedLifetime(run) { done(result) } }
     }
   }
 

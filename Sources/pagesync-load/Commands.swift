@@ -172,14 +172,16 @@ struct CompareCommand: ParsableCommand {
     commandName: "compare",
     abstract: "Run a scenario against the broker and against a local redis-server, with the same generator.")
 
-  @Argument(help: "B1 (fan-out).")
+  @Argument(help: "B1 (fan-out) or B3 (density).")
   var scenario: Scenario
 
   @OptionGroup var common: CommonOptions
   @OptionGroup var sizes: Sizes
+  @OptionGroup(title: "Density (B3)") var density: DensitySizes
 
   func run() throws {
-    guard scenario == .fanOut else { throw ValidationError("compare supports B1 so far") }
+    if scenario == .density { return try compareDensity() }
+    guard scenario == .fanOut else { throw ValidationError("compare supports B1 and B3 so far") }
     let runner = try LoadRunner(settings: common.settings)
     defer { Output.close(runner) }
     let options = try sizes.fanOut(quick: common.quick)

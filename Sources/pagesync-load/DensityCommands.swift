@@ -1,4 +1,5 @@
 import ArgumentParser
+import LoadCore
 import LoadHarness
 
 /// The density scenarios' sizes (B3, B4, B7), apart from `Sizes` so that each scenario's options stay together;
@@ -80,5 +81,21 @@ struct DensitySizes: ParsableArguments {
       throw ValidationError("B7: sizes and rates must be positive, --pool at least --pages-per-device")
     }
     return options
+  }
+}
+
+extension CompareCommand {
+  /// `compare B3`: the density run against the broker, then against redis-server, with the same generator.
+  func compareDensity() throws {
+    let runner = try LoadRunner(settings: common.settings)
+    defer { Output.close(runner) }
+    let options = try density.density(sizes, quick: common.quick)
+    let pagesync = try runner.density(options)
+    let redis = try runner.densityRedis(options)
+    if common.json {
+      Output.write(ComparisonReport.make(scenario: "B3", pagesync: pagesync, redis: redis).json + "\n")
+    } else {
+      Output.write(ComparisonReport.table(pagesync: pagesync, redis: redis))
+    }
   }
 }

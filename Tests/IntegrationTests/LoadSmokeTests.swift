@@ -128,6 +128,21 @@ extension LoadSmokeTests {
     #expect(bool(run, "ok") == true)
   }
 
+  /// The Redis side of `compare B3`: the same devices SUBSCRIBE their channels, each gets every message.
+  @Test(.enabled(if: LoadSmokeTests.hasRedis, "redis-server is not installed (.ci/run installs it)"))
+  func compareRunsTheSameDensityAgainstRedis() throws {
+    let run = try report([
+      "compare", "B3", "--devices", "10", "--pages-per-device", "20", "--updates", "1000", "--seconds", "1",
+    ])
+    let redis = try #require(run["redis"] as? [String: Any])
+    #expect(int(redis, "subscribe.added") == 200)
+    #expect(int(redis, "delivery.complete_devices") == 10, "\(redis)")
+    #expect(
+      int(redis, "delivery.notifications") == 10 * 100, "Redis does not coalesce: 100 messages to 10 devices")
+    #expect(bool(redis, "ok") == true)
+    #expect(bool(run["pagesync"] as? [String: Any] ?? [:], "ok") == true)
+  }
+
   @Test func reconnectStormTellsEveryDeviceExactlyItsChangedPages() throws {
     let run = try report([
       "run", "B4", "--devices", "20", "--pages-per-device", "50", "--pool", "200", "--changed-percent", "5",
