@@ -17,7 +17,8 @@ FIGURES = [
     "server.cpu_pct", "server.rss_after_bytes", "wire.bytes_received", "time.to_fresh_ms", "time.catchup_ms",
     "bytes.over_ideal", "bytes.total_wire", "machine.loadavg_1m_end",
     # B3, B4, B7
-    "subscribe.per_s", "subscribe.seconds", "subscribe.bytes_per_subscription", "delivery.notifications_per_s",
+    "subscribe.per_s", "subscribe.seconds", "subscribe.bytes_per_subscription", "subscribe.server_cpu_seconds",
+    "writes.ack_latency.p50_ms", "writes.ack_latency.p99_ms", "delivery.notifications_per_s",
     "delivery.stale_subscriptions", "time.all_resubscribed_ms", "time.all_restored_ms", "time.restored.p50_ms",
     "time.restored.p99_ms", "catchup.missed", "catchup.needless", "rss.first_bytes", "rss.last_bytes",
     "rss.slope_bytes_per_min", "rss.later_half_slope_bytes_per_min", "fds.first_fds", "fds.last_fds",

@@ -164,6 +164,8 @@ final class DensityRun: ScenarioRunDensity {
               subscriptions: layout.subscriptions))
         ),
       ]
+      // Over the subscribe and the settle: whether the server's CPU was the limit.
+      fields.append(("server_cpu_seconds", .number(after.cpuSeconds - before.cpuSeconds)))
     }
     subscribeFigures = fields
   }
