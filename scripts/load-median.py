@@ -15,7 +15,19 @@ FIGURES = [
     "delivery.frames_per_s", "delivery.latency.p50_ms", "delivery.latency.p99_ms", "delivery.latency.p999_ms",
     "delivery.latency.max_ms", "delivery.lost_subscribers", "generator.lag_p99_ms", "generator.harness_cpu_pct",
     "server.cpu_pct", "server.rss_after_bytes", "wire.bytes_received", "time.to_fresh_ms", "time.catchup_ms",
-    "bytes.over_ideal", "bytes.total_wire", "machine.loadavg_1m_end",
+    "bytes.over_ideal", "bytes.total_wire", "machine.loadavg_1m_start", "machine.loadavg_1m_end",
+    # B2
+    "saturation.updates_per_s_at_p99_limit", "saturation.rate_at_p99_limit", "saturation.updates_per_s_kept_up",
+    "saturation.rate_kept_up", "saturation.rate_not_kept_up",
+    # B5
+    "healthy_p99_ms.without_slow", "healthy_p99_ms.with_slow", "healthy_p99_ms.change_pct",
+    "slow.twin_bytes_while_stalled", "slow.bytes_after_resume", "slow.bytes_saved_by_coalescing",
+    "slow.caught_up_ms", "server_rss_growth.without_slow_bytes", "server_rss_growth.with_slow_bytes",
+    "server_rss_while_stalled.growth_bytes", "server_rss_while_stalled.late_growth_bytes",
+    # B6
+    "connections_opened", "connect_seconds", "memory.broker_bytes_per_connection",
+    "memory.broker_bytes_per_connection_from_start", "memory.harness_bytes_per_connection",
+    "memory.broker_rss_after_bytes",
     # B3, B4, B7
     "subscribe.per_s", "subscribe.seconds", "subscribe.bytes_per_subscription", "subscribe.server_cpu_seconds",
     "writes.ack_latency.p50_ms", "writes.ack_latency.p99_ms", "delivery.notifications_per_s",
@@ -23,8 +35,10 @@ FIGURES = [
     "time.restored.p99_ms", "catchup.missed", "catchup.needless", "rss.first_bytes", "rss.last_bytes",
     "rss.slope_bytes_per_min", "rss.later_half_slope_bytes_per_min", "fds.first_fds", "fds.last_fds",
     "fds.slope_fds_per_min", "subscriptions.harness", "subscriptions.broker", "subscriptions.leaked",
-    "churn.reconnects", "machine.loadavg_1m_start",
+    "churn.reconnects",
 ]
+# B2: each rate step's figures, for the steps a run reached (r250, r500, ...).
+STEP_FIGURES = ["delivery.updates_per_s", "delivery.latency.p99_ms", "batches.acked_per_s", "generator.lag_p99_ms"]
 
 
 def leaf(obj, path):
@@ -54,6 +68,19 @@ def main():
                 cells.append(f"{side or 'value'} {statistics.median(values):.3f} [{min(values):.3f}..{max(values):.3f}]")
         if len(cells) == len(sides):
             print(f"  {path:30} " + "   ".join(cells))
+    for side in sides:
+        names = []
+        for r in reports:
+            for name in ((r[side] if side else r).get("steps") or {}):
+                if name not in names:
+                    names.append(name)
+        for name in names:
+            for figure in STEP_FIGURES:
+                values = [leaf(r[side] if side else r, f"steps.{name}.{figure}") for r in reports]
+                values = [v for v in values if v is not None]
+                if values:
+                    print(f"  {side or 'value'} steps.{name}.{figure:26} {statistics.median(values):.3f} "
+                          f"[{min(values):.3f}..{max(values):.3f}] ({len(values)} runs)")
     for side in sides:
         oks = [(r[side] if side else r).get("ok") for r in reports]
         print(f"  ok ({side or 'run'}): {sum(1 for ok in oks if ok)} of {len(oks)} runs correct")

@@ -400,7 +400,8 @@ final class SyncDriver {
     }
   }
 
-  /// Fetches `pages` (paginated), stores each delta in its own transaction as it comes, prunes the forest by
+  /// Fetches `pages` (paginated), stores each answer's deltas as they come (one transaction per answer, a
+  /// savepoint per delta), prunes the forest by
   /// what they say, and reports `fetched`. `refetchAll`: every page whole (the broker's epoch changed).
   private func fetch(_ pages: [EntityID], refetchAll: Bool) {
     let current = generation
@@ -415,6 +416,7 @@ final class SyncDriver {
     }
     let epoch = refetchAll ? nil : (try? store.epoch()) ?? nil
     var stored: [EntityID] = []
+    var storedSet: Set<EntityID> = []
     var gone: [EntityID] = []
     func page(cursor: EntityID?) {
       let request = BrokerProtocol.FetchRequest(
@@ -427,22 +429,30 @@ final class SyncDriver {
         case .failure(let error):
           lastError = "fetch failed: \(error)"
           logger.warning("fetch failed", metadata: ["error": "\(error)", "pages": "\(pages.count)"])
-          finish(failed: pages.filter { !stored.contains($0) })
+          finish(failed: pages.filter { !storedSet.contains($0) })
         case .success(let answer):
-          for delta in answer.deltas {
-            do {
-              try store.applyDelta(delta)
+          // One transaction per answer (up to fetch_batch pages), a savepoint per delta.
+          let outcomes: [(any Error)?]
+          do {
+            outcomes = try store.applyDeltas(answer.deltas)
+          } catch {
+            outcomes = Array(repeating: error, count: answer.deltas.count)
+          }
+          for (delta, error) in zip(answer.deltas, outcomes) {
+            if let error {
+              logger.error("cannot store a delta", metadata: ["page": "\(delta.id)", "error": "\(error)"])
+            } else {
               fetchedPages += 1
               stored.append(delta.id)
-            } catch {
-              logger.error("cannot store a delta", metadata: ["page": "\(delta.id)", "error": "\(error)"])
+              storedSet.insert(delta.id)
             }
           }
           gone += answer.gone
           if let next = answer.nextCursor {
             page(cursor: next)
           } else {
-            finish(failed: pages.filter { !stored.contains($0) && !gone.contains($0) })
+            let goneSet = Set(gone)
+            finish(failed: pages.filter { !storedSet.contains($0) && !goneSet.contains($0) })
           }
         }
       }

@@ -18,7 +18,29 @@ extension LocalStore {
   /// keeps a database created or moved here, a database's `rows` a row created, moved, deleted or re-valued
   /// here (`refreshRows`). Rejected mutations are not re-applied: the broker's state stands.
   public func applyDelta(_ delta: PageDelta) throws {
+    try connection.transaction(.immediate) { try store(delta) }
+  }
+
+  /// Stores the deltas of one fetch answer as `applyDelta` does, but in ONE transaction (one fsync for the lot
+  /// instead of one per page: a first download of 10,000 pages was 10,000 commits), each delta in its own
+  /// savepoint, so one that cannot be stored is rolled back alone. Returns, in order, each delta's error or nil.
+  public func applyDeltas(_ deltas: [PageDelta]) throws -> [(any Error)?] {
     try connection.transaction(.immediate) {
+      try deltas.map { delta -> (any Error)? in
+        do {
+          try connection.savepoint("delta") { try store(delta) }
+          return nil
+        } catch let error as SQLiteError where !connection.isInTransaction {
+          throw error  // the transaction itself is gone (a full disk, an I/O error): nothing was stored
+        } catch {
+          return error
+        }
+      }
+    }
+  }
+
+  private func store(_ delta: PageDelta) throws {
+    do {
       let id = SQLiteValue.text(delta.id.rawValue)
       let snapshot = delta.page
       var properties: [String: PropertyValue]

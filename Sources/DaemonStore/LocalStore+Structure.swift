@@ -42,7 +42,7 @@ extension LocalStore: OfflineStructure {
       guard
         let value = try connection.query(
           "SELECT databases FROM local_page WHERE id = ?", [.text(page.rawValue)]
-        ).first?.first, value != .null
+        ).first?.first, value != .null, value != .text("[]")  // most pages hold no database
       else { return [] }
       let databases = try decode([EntityID].self, value, table: "local_page", column: "databases")
       let deleted = Set(
@@ -72,7 +72,11 @@ extension LocalStore: OfflineStructure {
   public func readingStructure<T>(_ operation: (LocalStore) throws -> T) throws -> T {
     structureReadError = nil
     defer { structureReadError = nil }
-    let result = try operation(self)
+    // One read transaction for the whole walk: one snapshot, and one WAL read lock rather than one per query
+    // (a walk of 10,000 pages made 30,000 fcntl calls).
+    let result =
+      try connection.isInTransaction
+      ? operation(self) : connection.transaction(.deferred) { try operation(self) }
     if let error = structureReadError { throw error }
     return result
   }

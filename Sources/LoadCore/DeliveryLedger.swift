@@ -13,20 +13,27 @@
 /// - `everyMessage` (Redis pub/sub): each published message reaches every subscriber. Complete means one message
 ///   per acknowledged batch.
 ///
-/// Tokens must be above 0 (0 means "nothing seen"). Times are nanoseconds on the harness's monotonic clock.
+/// Channels: subscriber `s` watches channel `s % channels` (B1: one channel, every subscriber on it; B2: a channel
+/// per page, one subscriber each). Each channel has its own final token; a subscriber is complete against its own.
+///
+/// Tokens must be above 0 (0 means "nothing seen") and distinct across channels (the broker's sequence, a batch
+/// number). Times are nanoseconds on the harness's monotonic clock.
 public struct DeliveryLedger: Sendable {
   /// How a subscriber's frames relate to the batches.
   public enum Mode: String, Sendable { case coalescing, everyMessage }
 
   public let mode: Mode
   public let subscribers: Int
+  public let channels: Int
+  private var finalTokens: [UInt64]
+  private var acknowledgedPerChannel: [Int]
   private var scheduled: [UInt64: UInt64] = [:]
   private var parked: [UInt64: [UInt64]] = [:]
   private var lastSeen: [UInt64]
   private var framesPerSubscriber: [Int]
   /// Batches acknowledged with a token.
   public private(set) var acknowledged = 0
-  /// The newest acknowledged token: what every subscriber must end up seeing.
+  /// The newest acknowledged token of any channel (with one channel: what every subscriber must end up seeing).
   public private(set) var finalToken: UInt64 = 0
   /// Notifications received, all subscribers together.
   public private(set) var frames = 0
@@ -35,17 +42,24 @@ public struct DeliveryLedger: Sendable {
   /// Delivery latency: receipt time minus the scheduled send time of the newest batch the frame stands for.
   public private(set) var latency = LatencyRecorder()
 
-  public init(mode: Mode, subscribers: Int) {
+  public init(mode: Mode, subscribers: Int, channels: Int = 1) {
+    precondition(channels >= 1, "a ledger needs a channel")
     self.mode = mode
     self.subscribers = subscribers
+    self.channels = channels
+    finalTokens = Array(repeating: 0, count: channels)
+    acknowledgedPerChannel = Array(repeating: 0, count: channels)
     lastSeen = Array(repeating: 0, count: subscribers)
     framesPerSubscriber = Array(repeating: 0, count: subscribers)
   }
 
-  /// The writer got the answer for the batch sent as `token`, which was scheduled at `scheduledAt`.
-  public mutating func acknowledged(token: UInt64, scheduledAt: UInt64) {
+  /// The writer got the answer for the batch sent as `token` on `channel`, which was scheduled at `scheduledAt`.
+  public mutating func acknowledged(token: UInt64, scheduledAt: UInt64, channel: Int = 0) {
     precondition(token > 0, "token 0 means nothing seen")
+    precondition(channel >= 0 && channel < channels, "no such channel")
     acknowledged += 1
+    acknowledgedPerChannel[channel] += 1
+    finalTokens[channel] = max(finalTokens[channel], token)
     scheduled[token] = scheduledAt
     if let waiting = parked.removeValue(forKey: token) {
       for receivedAt in waiting { latency.record(nanoseconds: receivedAt - min(receivedAt, scheduledAt)) }
@@ -83,12 +97,21 @@ public struct DeliveryLedger: Sendable {
   /// The subscribers that are not complete, by index (for a failure message).
   public var incompleteSubscribers: [Int] { (0..<subscribers).filter { !isComplete($0) } }
 
+  /// The newest acknowledged token of `channel` (0: none yet).
+  public func finalToken(of channel: Int) -> UInt64 { finalTokens[channel] }
+
+  /// The last token subscriber `subscriber` saw (0: none).
+  public func lastSeen(by subscriber: Int) -> UInt64 { lastSeen[subscriber] }
+
   private func isComplete(_ subscriber: Int) -> Bool {
     guard acknowledged > 0 else { return false }
+    let channel = subscriber % channels
+    let final = finalTokens[channel]
     switch mode {
-    case .coalescing: return lastSeen[subscriber] == finalToken
+    case .coalescing: return lastSeen[subscriber] == final
     case .everyMessage:
-      return framesPerSubscriber[subscriber] == acknowledged && lastSeen[subscriber] == finalToken
+      return framesPerSubscriber[subscriber] == acknowledgedPerChannel[channel]
+        && lastSeen[subscriber] == final
     }
   }
 }

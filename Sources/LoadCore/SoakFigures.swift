@@ -88,21 +88,3 @@ public struct SampleSeries: Sendable, Equatable {
       && zip(lhs.samples, rhs.samples).allSatisfy { $0.at == $1.at && $0.value == $1.value }
   }
 }
-
-/// Reads one sample of the Prometheus text exposition (format 0.0.4), as `GET /metrics` serves it.
-public enum PrometheusText {
-  /// The value of the first sample named exactly `name` (no labels, or any labels), nil if absent.
-  public static func value(of name: String, in text: String) -> Double? {
-    for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-      guard line.hasPrefix(name) else { continue }
-      let rest = line.dropFirst(name.count)
-      guard let next = rest.first, next == " " || next == "{" else { continue }
-      let afterLabels =
-        next == "{" ? rest[(rest.lastIndex(of: "}").map { rest.index(after: $0) } ?? rest.endIndex)...] : rest
-      if let valueText = afterLabels.split(separator: " ").first, let value = Double(valueText) {
-        return value
-      }
-    }
-    return nil
-  }
-}

@@ -19,7 +19,7 @@ public struct CatchUpOptions: Sendable {
 /// time until the device is fresh.
 ///
 /// Threading: the run's loop only.
-final class CatchUpRun {
+final class CatchUpRun: ScenarioRun {
   private let loop: Loop
   private let endpoint: BrokerEndpoint
   private let options: CatchUpOptions
@@ -106,9 +106,8 @@ final class CatchUpRun {
 
   /// The device returns: subscribe everything, one catch-up, fetch what changed. Timed from the first byte.
   private func comeBack(_ connection: HTTPClientConnection) {
-    let serverBefore = server.sample()
-    let machine = MachineProbe()
-    let started = HostProcess.now()
+    let window = MeasurementWindow(server: server)
+    let started = window.startedAt
     let device = DeviceStream()
     self.device = device
     // The device only needs the subscription in place before it catches up: its notifications are not used.
@@ -138,41 +137,38 @@ final class CatchUpRun {
             }.count
             let exact = missing.isEmpty && extra.isEmpty && wrongTime == 0 && gone == 0 && !epochChanged
             func ms(_ from: UInt64, _ to: UInt64) -> ReportValue { .number(Double(to - from) / 1e6) }
-            let report = ReportValue.object([
-              ("scenario", .string("C1")), ("target", .string("pagesync")),
-              ("pages", .int(self.options.pages)),
-              ("changed_expected", .int(self.expected.count)), ("changed_reported", .int(changed.count)),
-              ("missing", .int(missing.count)), ("extra", .int(extra.count)), ("wrong_time", .int(wrongTime)),
-              ("gone", .int(gone)), ("exact", .bool(exact)), ("catchup_requests", .int(1)),
-              ("fetch_requests", .int(fetched.requests)), ("deltas_fetched", .int(fetched.deltas)),
-              (
-                "bytes",
-                .object([
-                  ("timestamp_map", .int(request.utf8.count)), ("catchup_wire", .int(catchUpBytes)),
-                  ("fetch_wire", .int(totalBytes - catchUpBytes)), ("fetch_bodies", .int(fetched.bodyBytes)),
-                  ("total_wire", .int(totalBytes + device.bytesSent + device.bytesReceived)),
-                  (
-                    "over_ideal",
-                    .number(Double(totalBytes) / Double(max(request.utf8.count + fetched.bodyBytes, 1)))
-                  ),
-                ])
-              ),
-              (
-                "time",
-                .object([
-                  ("subscribe_ms", ms(started, subscribedAt)), ("catchup_ms", ms(subscribedAt, caughtUpAt)),
-                  ("fetch_ms", ms(caughtUpAt, freshAt)), ("to_fresh_ms", ms(started, freshAt)),
-                ])
-              ),
-              (
-                "server",
-                self.server.report(
-                  before: serverBefore, after: self.server.sample(),
-                  wallSeconds: Double(freshAt - started) / 1e9)
-              ),
-              ("machine", machine.report),
-              ("ok", .bool(exact && fetched.deltas == self.expected.count)),
-            ])
+            let report = ReportValue.object(
+              [
+                ("scenario", .string("C1")), ("target", .string("pagesync")),
+                ("pages", .int(self.options.pages)),
+                ("changed_expected", .int(self.expected.count)), ("changed_reported", .int(changed.count)),
+                ("missing", .int(missing.count)), ("extra", .int(extra.count)),
+                ("wrong_time", .int(wrongTime)),
+                ("gone", .int(gone)), ("exact", .bool(exact)), ("catchup_requests", .int(1)),
+                ("fetch_requests", .int(fetched.requests)), ("deltas_fetched", .int(fetched.deltas)),
+                (
+                  "bytes",
+                  .object([
+                    ("timestamp_map", .int(request.utf8.count)), ("catchup_wire", .int(catchUpBytes)),
+                    ("fetch_wire", .int(totalBytes - catchUpBytes)),
+                    ("fetch_bodies", .int(fetched.bodyBytes)),
+                    ("total_wire", .int(totalBytes + device.bytesSent + device.bytesReceived)),
+                    (
+                      "over_ideal",
+                      .number(Double(totalBytes) / Double(max(request.utf8.count + fetched.bodyBytes, 1)))
+                    ),
+                  ])
+                ),
+                (
+                  "time",
+                  .object([
+                    ("subscribe_ms", ms(started, subscribedAt)), ("catchup_ms", ms(subscribedAt, caughtUpAt)),
+                    ("fetch_ms", ms(caughtUpAt, freshAt)), ("to_fresh_ms", ms(started, freshAt)),
+                  ])
+                ),
+              ] + window.serverAndMachine(now: freshAt) + [
+                ("ok", .bool(exact && fetched.deltas == self.expected.count))
+              ])
             self.finish(.success(report))
           }
         }

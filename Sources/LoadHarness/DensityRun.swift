@@ -36,7 +36,7 @@ public struct DensityOptions: Sendable {
 /// run drains until every device knows the final time of every changed page it subscribes to.
 ///
 /// Threading: the run's loop only.
-final class DensityRun: ScenarioRunDensity {
+final class DensityRun: ScenarioRun {
   private let loop: Loop
   private let target: DensityTarget
   private let options: DensityOptions
@@ -314,9 +314,4 @@ final class DensityRun: ScenarioRunDensity {
     self.completion = nil
     completion?(result)
   }
-}
-
-/// A density scenario's run (B3, B4, B7): started once, completes once.
-protocol ScenarioRunDensity: AnyObject {
-  func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void)
 }

@@ -154,22 +154,8 @@ struct BrokerMetrics {
   }
 }
 
-/// This process's descriptor limit, and the open descriptors of another.
+/// The open descriptors of another process (the limit is `DescriptorLimit`).
 enum Descriptors {
-  /// Raises RLIMIT_NOFILE's soft limit to the hard one (a harness-started broker, a child, inherits it) and
-  /// returns the soft limit now in force.
-  @discardableResult
-  static func raiseSoftLimitToHard() -> Int {
-    var limit = rlimit()
-    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
-    if limit.rlim_cur < limit.rlim_max {
-      var raised = limit
-      raised.rlim_cur = limit.rlim_max
-      if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
-    }
-    return Int(clamping: limit.rlim_cur)
-  }
-
   /// Entries of /proc/PID/fd: the process's open descriptors; nil if it cannot be read.
   static func openCount(pid: Int32) -> Int? {
     guard let directory = opendir("/proc/\(pid)/fd") else { return nil }

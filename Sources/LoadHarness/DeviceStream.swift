@@ -11,10 +11,11 @@ final class DeviceStream {
   private var onSubscribed: ((Result<Void, LoadError>) -> Void)?
 
   /// Connects, subscribes `pages`, and calls `done` once the broker answered `subscribed`. Afterwards every
-  /// `changed` message naming `watched` calls `onTime` with its time.
+  /// `changed` message naming `watched` calls `onTime` with its time, and every message at all `onFrame`.
   func open(
     loop: Loop, endpoint: BrokerEndpoint, pages: [String], watched: String = "",
-    onTime: ((UInt64) -> Void)? = nil, _ done: @escaping (Result<Void, LoadError>) -> Void
+    onTime: ((UInt64) -> Void)? = nil, onFrame: ((String) -> Void)? = nil,
+    _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
     let target = endpoint.token.map { "/v1/stream?access_token=" + $0 } ?? "/v1/stream"
     WebSocketClient.connect(loop: loop, to: endpoint.address, target: target, handshakeTimeout: 30_000) {
@@ -27,6 +28,7 @@ final class DeviceStream {
         onSubscribed = done
         socket.onText = { [weak self] text in
           guard let self else { return }
+          onFrame?(text)
           if let time = ChangedFrame.time(of: watched, in: text) {
             onTime?(time)
           } else if text.contains(#""op":"subscribed""#), let done = onSubscribed {

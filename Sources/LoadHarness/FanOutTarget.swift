@@ -9,56 +9,64 @@ protocol FanOutTarget: AnyObject {
   var label: String { get }
   /// How the target's notifications relate to batches.
   var mode: DeliveryLedger.Mode { get }
+  /// Channels (pages) the run spreads over: B1 one, B2 one per subscriber.
+  var channels: Int { get }
   /// Creates what the run writes to, and opens the writers.
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void)
-  /// Opens subscriber `index`; `onToken` gets each notification's token; `done` once it is subscribed.
+  /// Opens subscriber `index` on `channel`; `onToken` gets each notification's token; `done` once it is subscribed.
   func subscribe(
-    index: Int, onToken: @escaping (UInt64) -> Void, _ done: @escaping (Result<Void, LoadError>) -> Void)
-  /// Sends batch `batch` (one update of the page); `done` gets the token subscribers will see for it (nil: the
-  /// batch changed nothing), once the target acknowledged it.
-  func publish(batch: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void)
+    index: Int, channel: Int, onToken: @escaping (UInt64) -> Void,
+    _ done: @escaping (Result<Void, LoadError>) -> Void)
+  /// Sends batch `batch` (one update of `channel`; batch numbers never repeat within a run); `done` gets the token
+  /// subscribers will see for it (nil: the batch changed nothing), once the target acknowledged it.
+  func publish(batch: Int, channel: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void)
   /// Bytes the harness wrote and read on every connection to the target.
   var bytesSent: Int { get }
   var bytesReceived: Int { get }
   func closeAll()
 }
 
-/// B1 against the broker: one page, device streams subscribed to it, one-mutation batches.
+/// B1, B2 and B5 against the broker: pages, device streams subscribed to one each, one-mutation batches.
 final class PagesyncFanOut: FanOutTarget {
   let label = "pagesync"
   let mode = DeliveryLedger.Mode.coalescing
+  let endpoint: BrokerEndpoint
   private let loop: Loop
-  private let endpoint: BrokerEndpoint
-  private let page: String
+  let pages: [String]
   private let writers: BrokerWriterPool
   private let writerCount: Int
   private let nonce: String
   private var devices: [DeviceStream] = []
 
-  init(loop: Loop, endpoint: BrokerEndpoint, page: String, writers: Int, nonce: String) {
+  init(loop: Loop, endpoint: BrokerEndpoint, pages: [String], writers: Int, nonce: String) {
     self.loop = loop
     self.endpoint = endpoint
-    self.page = page
+    self.pages = pages
     self.writers = BrokerWriterPool(endpoint: endpoint)
     writerCount = writers
     self.nonce = nonce
   }
 
+  var channels: Int { pages.count }
+
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void) {
     writers.open(loop: loop, count: writerCount, clientPrefix: "load-\(nonce)-w") { [self] result in
       guard case .success = result else { return done(result) }
-      // The page may exist from an earlier run on the same broker: `already_exists` is fine.
-      writers.send([.createPage(page: page, time: writers.nextTime(), title: "B1")]) { result in
-        done(result.map { _ in () })
+      // A page may exist from an earlier run on the same broker: `already_exists` is fine.
+      let creates = pages.map {
+        MutationFields.createPage(page: $0, time: writers.nextTime(), title: "fan-out")
       }
+      BatchChunks.send(creates, chunk: 1000, through: writers) { result in done(result.map { _ in () }) }
     }
   }
 
   func subscribe(
-    index: Int, onToken: @escaping (UInt64) -> Void, _ done: @escaping (Result<Void, LoadError>) -> Void
+    index: Int, channel: Int, onToken: @escaping (UInt64) -> Void,
+    _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
     let device = DeviceStream()
     devices.append(device)
+    let page = pages[channel]
     device.open(loop: loop, endpoint: endpoint, pages: [page], watched: page, onTime: onToken, done)
   }
 
@@ -66,14 +74,15 @@ final class PagesyncFanOut: FanOutTarget {
   /// one connection are applied in order, but not across connections: with one shared register (the title) a
   /// batch overtaken by a newer one from another connection would lose last-writer-wins, change nothing and
   /// notify no one, and the run would count fewer updates than it sent.
-  func publish(batch: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
+  func publish(batch: Int, channel: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
     guard let writer = writers.leastBusy else {
       return done(.failure(.connectFailed("no writer connection")))
     }
+    let page = pages[channel]
     let mutation = MutationFields.setProperty(
       page: page, time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
     writers.send([mutation], on: writer) { result in
-      done(result.map { $0.pages[self.page] ?? $0.sequence })
+      done(result.map { $0.pages[page] ?? $0.sequence })
     }
   }
 
@@ -86,24 +95,26 @@ final class PagesyncFanOut: FanOutTarget {
   }
 }
 
-/// B1 against redis-server: SUBSCRIBE on N connections to one channel, PUBLISH of the same `changed` text the
-/// broker would send, the batch number as its time.
+/// B1 and B2 against redis-server: SUBSCRIBE on one connection per subscriber to its channel (a page), PUBLISH of
+/// the same `changed` text the broker would send, the batch number as its time.
 final class RedisFanOut: FanOutTarget {
   let label = "redis"
   let mode = DeliveryLedger.Mode.everyMessage
   private let loop: Loop
   private let address: SocketAddress
-  private let channel: String
+  private let names: [String]
   private let writerCount: Int
   private var publishers: [RedisConnection] = []
   private var subscribers: [RedisConnection] = []
 
-  init(loop: Loop, address: SocketAddress, channel: String, writers: Int) {
+  init(loop: Loop, address: SocketAddress, channels: [String], writers: Int) {
     self.loop = loop
     self.address = address
-    self.channel = channel
+    names = channels
     writerCount = writers
   }
+
+  var channels: Int { names.count }
 
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void) {
     var remaining = writerCount
@@ -125,9 +136,10 @@ final class RedisFanOut: FanOutTarget {
   }
 
   func subscribe(
-    index: Int, onToken: @escaping (UInt64) -> Void, _ done: @escaping (Result<Void, LoadError>) -> Void
+    index: Int, channel: Int, onToken: @escaping (UInt64) -> Void,
+    _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
-    let channel = channel
+    let channel = names[channel]
     RedisConnection.connect(loop: loop, to: address) { [self] result in
       switch result {
       case .failure(let error): done(.failure(error))
@@ -143,7 +155,8 @@ final class RedisFanOut: FanOutTarget {
     }
   }
 
-  func publish(batch: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
+  func publish(batch: Int, channel: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
+    let channel = names[channel]
     guard let publisher = publishers.min(by: { $0.pendingReplies < $1.pendingReplies }) else {
       return done(.failure(.connectFailed("no redis publisher")))
     }

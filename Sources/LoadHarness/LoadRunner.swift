@@ -24,6 +24,11 @@ public struct RunSettings: Sendable {
   public init() {}
 }
 
+/// A scenario's run on the loop: it opens what it needs, drives the load, closes all and completes once.
+protocol ScenarioRun: AnyObject {
+  func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void)
+}
+
 /// Runs scenarios on one loop: starts the servers it needs, drives the load, stops them by pid.
 ///
 /// Threading: call from a nonisolated context (not `@MainActor`): the loop's C callbacks are created here.
@@ -46,33 +51,64 @@ public final class LoadRunner {
     try loop.close()
   }
 
-  /// B1 against the broker.
-  public func fanOut(_ options: FanOutOptions) throws -> ReportValue {
+  /// B1 or B2 (`options.pages`, `options.rising`) against the broker.
+  public func fanOut(_ options: FanOutOptions, scenario: String = "B1") throws -> ReportValue {
     try withBroker { [self] endpoint, probe, done in
+      let pages =
+        options.pages == 1
+        ? ["load-b1-s\(settings.seed)"] : (0..<options.pages).map { "load-b2-\(nonce)-\($0)" }
       let target = PagesyncFanOut(
-        loop: loop, endpoint: endpoint, page: "load-b1-s\(settings.seed)", writers: options.writers,
-        nonce: nonce)
-      let run = FanOutRun(
-        loop: loop, target: target, options: options, server: probe,
-        progress: ProgressLine(enabled: settings.progress))
-      run.start { result in
-        _ = run  // kept alive until it completes
-        done(result)
-      }
+        loop: loop, endpoint: endpoint, pages: pages, writers: options.writers, nonce: nonce)
+      runFanOut(target: target, options: options, scenario: scenario, probe: probe, done)
     }
   }
 
-  /// B1 against a harness-started redis-server, with the same generator.
-  public func fanOutRedis(_ options: FanOutOptions) throws -> ReportValue {
+  /// B1 or B2 against a harness-started redis-server, with the same generator (a channel per page).
+  public func fanOutRedis(_ options: FanOutOptions, scenario: String = "B1") throws -> ReportValue {
     try withRedis { [self] address, probe, done in
-      let target = RedisFanOut(loop: loop, address: address, channel: "load-b1", writers: options.writers)
-      let run = FanOutRun(
+      let channels = options.pages == 1 ? ["load-b1"] : (0..<options.pages).map { "load-b2-\($0)" }
+      let target = RedisFanOut(loop: loop, address: address, channels: channels, writers: options.writers)
+      runFanOut(target: target, options: options, scenario: scenario, probe: probe, done)
+    }
+  }
+
+  private func runFanOut(
+    target: FanOutTarget, options: FanOutOptions, scenario: String, probe: ServerProbe,
+    _ done: @escaping (Result<ReportValue, LoadError>) -> Void
+  ) {
+    let run = FanOutRun(
+      loop: loop, target: target, options: options, scenario: scenario,
+      stepping: FanOutRun.stepping(for: options), server: probe,
+      progress: ProgressLine(enabled: settings.progress))
+    launch(run, done)
+  }
+
+  /// B5 against the broker.
+  public func slowConsumer(_ options: SlowConsumerOptions) throws -> ReportValue {
+    try withBroker { [self] endpoint, probe, done in
+      let target = PagesyncFanOut(
+        loop: loop, endpoint: endpoint, pages: ["load-b5-\(nonce)"], writers: options.writers, nonce: nonce)
+      let run = SlowConsumerRun(
         loop: loop, target: target, options: options, server: probe,
         progress: ProgressLine(enabled: settings.progress))
-      run.start { result in
-        _ = run
-        done(result)
-      }
+      launch(run, done)
+    }
+  }
+
+  /// B6 against the broker: raises this process's descriptor limit first (the broker it starts inherits it) and
+  /// tells a harness-started broker to accept that many connections.
+  public func idleDensity(_ options: IdleDensityOptions) throws -> ReportValue {
+    let limit = DescriptorLimit.raiseToHard()
+    let budget = ConnectionBudget.plan(
+      requested: options.connections, descriptorLimit: limit.soft, reserve: options.reserve)
+    guard budget.connections > 0 else { throw LoadError.invalidOption("no descriptors left for connections") }
+    return try withBroker(extraLimits: "connections = \(budget.connections + options.reserve)\n") {
+      [self] endpoint, probe, done in
+      let run = IdleDensityRun(
+        loop: loop, endpoint: endpoint, options: options, budget: budget, descriptorLimit: limit,
+        server: probe,
+        progress: ProgressLine(enabled: settings.progress), nonce: nonce)
+      launch(run, done)
     }
   }
 
@@ -82,10 +118,7 @@ public final class LoadRunner {
       let run = WriteRun(
         loop: loop, endpoint: endpoint, options: options, server: probe,
         progress: ProgressLine(enabled: settings.progress), nonce: nonce)
-      run.start { result in
-        _ = run
-        done(result)
-      }
+      launch(run, done)
     }
   }
 
@@ -95,10 +128,7 @@ public final class LoadRunner {
       let run = CatchUpRun(
         loop: loop, endpoint: endpoint, options: options, server: probe,
         progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
-      run.start { result in
-        _ = run
-        done(result)
-      }
+      launch(run, done)
     }
   }
 
@@ -116,13 +146,13 @@ public final class LoadRunner {
   /// B3 against a harness-started redis-server, with the same generator.
   public func densityRedis(_ options: DensityOptions) throws -> ReportValue {
     guard let layout = options.layout else { throw LoadError.invalidOption("B3 sizes") }
-    Descriptors.raiseSoftLimitToHard()
+    _ = DescriptorLimit.raiseToHard()
     return try withRedis { [self] address, probe, done in
       let run = DensityRun(
         loop: loop,
         target: RedisDensity(loop: loop, address: address, layout: layout, writers: options.writers),
         options: options, layout: layout, server: probe, progress: ProgressLine(enabled: settings.progress))
-      run.start { result in withExtendedLifetime(run) { done(result) } }
+      launch(run, done)
     }
   }
 
@@ -148,13 +178,13 @@ public final class LoadRunner {
   /// `connectionsPerDevice` connections per device, and runs what `make` builds.
   private func runDensity(
     _ options: DensityOptions, connectionsPerDevice: Int,
-    _ make: @escaping (BrokerEndpoint, ServerProbe, DensityLayout) -> ScenarioRunDensity
+    _ make: @escaping (BrokerEndpoint, ServerProbe, DensityLayout) -> ScenarioRun
   ) throws -> ReportValue {
     guard let layout = options.layout else {
       throw LoadError.invalidOption(
         "devices and pages must be positive, and a device's pages fit in the pool")
     }
-    let descriptors = Descriptors.raiseSoftLimitToHard()
+    let descriptors = DescriptorLimit.raiseToHard().soft
     let connections = layout.devices * connectionsPerDevice + options.writers + 64
     guard connections + 64 <= descriptors else {
       throw LoadError.invalidOption(
@@ -166,10 +196,14 @@ public final class LoadRunner {
       frame_bytes = \(max(4 << 20, layout.pagesPerDevice * 128))
 
       """
-    return try withBroker(limits: limits) { endpoint, probe, done in
-      let run = make(endpoint, probe, layout)
-      run.start { result in withExtendedLifetime(run) { done(result) } }
+    return try withBroker(extraLimits: limits) { [self] endpoint, probe, done in
+      launch(make(endpoint, probe, layout), done)
     }
+  }
+
+  /// Starts `run` and keeps it alive until it completes.
+  private func launch(_ run: ScenarioRun, _ done: @escaping (Result<ReportValue, LoadError>) -> Void) {
+    run.start { result in withExtendedLifetime(run) { done(result) } }
   }
 
   // MARK: Servers
@@ -177,8 +211,8 @@ public final class LoadRunner {
   typealias Body<Target> = (Target, ServerProbe, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
 
   /// Runs `body` against the broker at `settings.brokerURL`, or one started for it in a temporary directory.
-  /// `limits` are more `[limits]` lines of a harness-started broker's config.
-  func withBroker(limits: String = "", _ body: @escaping Body<BrokerEndpoint>) throws -> ReportValue {
+  /// `extraLimits`: more `[limits]` keys for a harness-started broker (B6's `connections`).
+  func withBroker(extraLimits: String = "", _ body: @escaping Body<BrokerEndpoint>) throws -> ReportValue {
     if let url = settings.brokerURL {
       let parsed: HTTPURL
       do { parsed = try HTTPURL(parsing: url) } catch { throw LoadError.invalidOption("--broker: \(error)") }
@@ -196,13 +230,13 @@ public final class LoadRunner {
       [store]
       path = "\(directory.path)/broker.sqlite"
       synchronous = "\(settings.synchronous)"
+      [log]
+      level = "info"
       [limits]
       # Every simulated device connects from 127.0.0.1.
       connections_per_peer = 1000000
-      \(limits)[log]
-      level = "info"
 
-      """)
+      """ + extraLimits)
     let server = try ManagedServer(
       loop: loop, name: "pagesync-broker", executable: HostProcess.siblingProgram("pagesync-broker"),
       arguments: ["--config", directory.path + "/broker.toml"],

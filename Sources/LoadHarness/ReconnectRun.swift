@@ -24,7 +24,7 @@ public struct ReconnectOptions: Sendable {
 /// not change, a fetch the device would make for nothing).
 ///
 /// Threading: the run's loop only.
-final class ReconnectRun: ScenarioRunDensity {
+final class ReconnectRun: ScenarioRun {
   private let loop: Loop
   private let endpoint: BrokerEndpoint
   private let options: ReconnectOptions

@@ -31,7 +31,7 @@ public struct SoakOptions: Sendable {
 /// a dropped stream's subscriptions must all go.
 ///
 /// Threading: the run's loop only.
-final class SoakRun: ScenarioRunDensity {
+final class SoakRun: ScenarioRun {
   private let loop: Loop
   private let endpoint: BrokerEndpoint
   private let options: SoakOptions

@@ -24,7 +24,7 @@ public struct WriteOptions: Sendable {
 /// Every answer comes after the batch is durable (the broker's group commit), so this measures durable writes.
 ///
 /// Threading: the run's loop only.
-final class WriteRun {
+final class WriteRun: ScenarioRun {
   private let loop: Loop
   private let endpoint: BrokerEndpoint
   private let options: WriteOptions
@@ -32,21 +32,16 @@ final class WriteRun {
   private let progress: ProgressLine
   private let nonce: String
   private let writers: BrokerWriterPool
-  private var schedule: OpenLoopSchedule?
-  private var lag = LatencyRecorder()
+  private var tick: LoadTick?
+  private var window: MeasurementWindow?
   private var ackLatency = LatencyRecorder()
   private var sent = 0
   private var acked = 0
   private var failed = 0
   private var rejected = 0
   private var firstFailure: String?
-  private var tick: LoopTimer?
-  private var startedAt: UInt64 = 0
   private var endsAt: UInt64 = 0
   private var lastAnswerAt: UInt64 = 0
-  private var cpuBefore = 0.0
-  private var serverBefore: ProcessSample?
-  private var machine = MachineProbe()
   private var nextPage = 0
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
 
@@ -80,40 +75,32 @@ final class WriteRun {
   }
 
   private func startWriting() {
-    serverBefore = server.sample()
-    machine = MachineProbe()
-    cpuBefore = HostProcess.ownCPUSeconds()
-    startedAt = HostProcess.now()
-    endsAt = startedAt + UInt64(options.seconds * 1e9)
-    var lastProgress = startedAt
-    let timer = LoopTimer(loop: loop)
-    tick = timer
+    let window = MeasurementWindow(server: server)
+    self.window = window
+    endsAt = window.startedAt + UInt64(options.seconds * 1e9)
+    let tick = LoadTick(
+      schedule: options.saturate
+        ? nil
+        : OpenLoopSchedule(
+          rate: options.rate, start: window.startedAt + 2_000_000, duration: endsAt - window.startedAt))
+    self.tick = tick
     if options.saturate {
       for _ in 0..<(options.writers * options.depth) { sendClosedLoop() }
-    } else {
-      schedule = OpenLoopSchedule(
-        rate: options.rate, start: startedAt + 2_000_000, duration: endsAt - startedAt)
     }
-    timer.start(after: 1, repeatEvery: 1) { [weak self] in
-      guard let self else { return }
-      let now = HostProcess.now()
-      if var schedule {
-        for batch in schedule.take(now: now) {
-          let scheduledAt = schedule.scheduledTime(of: batch)
-          lag.record(nanoseconds: now - min(now, scheduledAt))
-          send(measuredFrom: scheduledAt)
-        }
-        self.schedule = schedule
-      }
-      if now - lastProgress >= 1_000_000_000 {
-        lastProgress = now
+    tick.start(
+      loop: loop,
+      due: { [weak self] _, scheduledAt in self?.send(measuredFrom: scheduledAt) },
+      tick: { [weak self] now in
+        guard let self else { return }
+        let writingDone = options.saturate ? now >= endsAt : tick.isFinished
+        if writingDone, acked + failed == sent { complete(now: now) }
+      },
+      everySecond: { [weak self] now in
+        guard let self else { return }
         progress.update(
-          "pagesync W1 \(Int(Double(now - startedAt) / 1e9))s: sent \(sent) acked \(acked) "
+          "pagesync W1 \(Int(window.seconds(until: now)))s: sent \(sent) acked \(acked) "
             + "p99 \(ReportValue.number(ackLatency.summary.p99).json) ms")
-      }
-      let writingDone = options.saturate ? now >= endsAt : schedule?.isFinished ?? true
-      if writingDone, acked + failed == sent { complete(now: now) }
-    }
+      })
   }
 
   private func sendClosedLoop() {
@@ -145,57 +132,37 @@ final class WriteRun {
   }
 
   private func complete(now: UInt64) {
-    let serverAfter = server.sample()
-    let wall = Double(now - startedAt) / 1e9
-    let window = max(Double(lastAnswerAt - min(lastAnswerAt, startedAt)) / 1e9, 1e-9)
-    let cpu = HostProcess.ownCPUSeconds() - cpuBefore
-    let harnessCPU = cpu / max(wall, 1e-9) * 100
-    let lagSummary = lag.summary
-    let keptSchedule = options.saturate || lagSummary.p99 <= 2
-    var notes: [String] = []
-    if options.saturate {
-      notes.append(
-        "closed loop: latency from the actual send, throughput is the broker's ceiling at this depth")
-    } else if !keptSchedule {
-      notes.append(
-        "the generator fell behind its schedule (lag p99 \(ReportValue.number(lagSummary.p99).json) ms)")
-    }
-    if harnessCPU >= 85 {
-      notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
-    }
+    guard let window, let tick else { return }
+    let elapsed = max(Double(lastAnswerAt - min(lastAnswerAt, window.startedAt)) / 1e9, 1e-9)
+    let generator = window.generator(
+      now: now, lag: options.saturate ? nil : tick.lag.summary, target: "pagesync",
+      closedLoop: options.saturate)
+    var notes = generator.notes
     if failed > 0 { notes.append("\(failed) batches failed: \(firstFailure ?? "")") }
     if rejected > 0 { notes.append("\(rejected) mutations rejected") }
-    let report = ReportValue.object([
-      ("scenario", .string("W1")), ("target", .string("pagesync")),
-      ("mode", .string(options.saturate ? "saturation" : "open-loop")),
-      ("rate", .number(options.saturate ? 0 : options.rate)), ("batch_size", .int(options.batchSize)),
-      ("pages", .int(options.pages)), ("seconds", .number(options.seconds)),
-      ("writers", .int(options.writers)),
-      (
-        "batches",
-        .object([
-          ("sent", .int(sent)), ("acked", .int(acked)), ("failed", .int(failed)),
-          ("acked_per_s", .number(Double(acked) / window)),
-          ("mutations_per_s", .number(Double(acked * options.batchSize) / window)),
-          ("rejected_mutations", .int(rejected)), ("ack_latency", ackLatency.summary.reportValue),
+    let report = ReportValue.object(
+      [
+        ("scenario", .string("W1")), ("target", .string("pagesync")),
+        ("mode", .string(options.saturate ? "saturation" : "open-loop")),
+        ("rate", .number(options.saturate ? 0 : options.rate)), ("batch_size", .int(options.batchSize)),
+        ("pages", .int(options.pages)), ("seconds", .number(options.seconds)),
+        ("writers", .int(options.writers)),
+        (
+          "batches",
+          .object([
+            ("sent", .int(sent)), ("acked", .int(acked)), ("failed", .int(failed)),
+            ("acked_per_s", .number(Double(acked) / elapsed)),
+            ("mutations_per_s", .number(Double(acked * options.batchSize) / elapsed)),
+            ("rejected_mutations", .int(rejected)), ("ack_latency", ackLatency.summary.reportValue),
+          ])
+        ),
+        generator.section,
+      ]
+        + window.closingSections(now: now, bytesSent: writers.bytesSent, bytesReceived: writers.bytesReceived)
+        + [
+          ("ok", .bool(failed == 0 && rejected == 0 && acked == sent)),
+          ("notes", .string(notes.joined(separator: "; "))),
         ])
-      ),
-      (
-        "generator",
-        .object([
-          ("lag_p99_ms", .number(lagSummary.p99)), ("lag_max_ms", .number(lagSummary.max)),
-          ("kept_schedule", .bool(keptSchedule)), ("harness_cpu_pct", .number(harnessCPU)),
-        ])
-      ),
-      ("server", server.report(before: serverBefore, after: serverAfter, wallSeconds: wall)),
-      ("machine", machine.report),
-      (
-        "wire",
-        .object([("bytes_sent", .int(writers.bytesSent)), ("bytes_received", .int(writers.bytesReceived))])
-      ),
-      ("ok", .bool(failed == 0 && rejected == 0 && acked == sent)),
-      ("notes", .string(notes.joined(separator: "; "))),
-    ])
     finish(.success(report))
   }
 

@@ -18,12 +18,38 @@ public struct HLCTimestamp: Hashable, Comparable, Sendable, CustomStringConverti
 
   /// Parses `MILLIS:COUNTER`.
   public init(parsing text: String) throws(SyncModelError) {
-    let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-    guard parts.count == 2,
-      parts.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }),
-      let millis = UInt64(parts[0]), let counter = UInt32(parts[1])
-    else { throw .invalidTimestamp(String(text.prefix(80))) }
-    self.init(millis: millis, counter: counter)
+    // One pass over the bytes (every mutation of every batch comes through here): digits, one colon, digits;
+    // each number within its type.
+    var millis: UInt64 = 0
+    var counter: UInt64 = 0
+    var digits = (millis: 0, counter: 0)
+    var seenColon = false
+    var valid = true
+    for byte in text.utf8 {
+      if byte == UInt8(ascii: ":") && !seenColon {
+        seenColon = true
+      } else if byte >= 0x30 && byte <= 0x39 {
+        let digit = UInt64(byte - 0x30)
+        if seenColon {
+          counter = counter * 10 + digit
+          digits.counter += 1
+          if counter > UInt64(UInt32.max) { valid = false }
+        } else {
+          let (times10, overflow1) = millis.multipliedReportingOverflow(by: 10)
+          let (sum, overflow2) = times10.addingReportingOverflow(digit)
+          millis = sum
+          digits.millis += 1
+          if overflow1 || overflow2 { valid = false }
+        }
+      } else {
+        valid = false
+      }
+      if !valid { break }
+    }
+    guard valid, seenColon, digits.millis > 0, digits.counter > 0 else {
+      throw .invalidTimestamp(String(text.prefix(80)))
+    }
+    self.init(millis: millis, counter: UInt32(counter))
   }
 
   public static func < (lhs: HLCTimestamp, rhs: HLCTimestamp) -> Bool {

@@ -120,6 +120,19 @@ public final class WebSocket {
     }
   }
 
+  /// Stops reading from the connection: the kernel's buffers fill and the peer is flow-controlled (how a load test
+  /// plays a device that stopped reading). Nothing is delivered, pings included, until `resumeReading()`.
+  public func pauseReading() { stream.stopReading() }
+
+  /// Reads again after `pauseReading()`.
+  public func resumeReading() {
+    guard state != .closed else { return }
+    stream.startReading()
+  }
+
+  /// The connection's socket descriptor (for socket options), nil once closed.
+  public var fileDescriptor: Int32? { stream.fileDescriptor }
+
   /// The loop this socket runs on.
   public var loop: Loop { stream.loop }
   /// Whether messages can still be sent.

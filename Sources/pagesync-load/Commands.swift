@@ -50,26 +50,60 @@ struct CommonOptions: ParsableArguments {
 
 /// Every scenario's sizes; each scenario reads the ones it uses (defaults per scenario in the help).
 struct Sizes: ParsableArguments {
-  @Option(help: "B1: subscribers (device streams) of the page (default 1000; --quick 200).")
+  @Option(
+    help:
+      "B1, B2: subscribers (device streams) (default 1000; --quick 200); B5: healthy devices (default 100).")
   var subscribers: Int?
 
-  @Option(help: "B1, W1: batches per second, open loop (default 1000).")
-  var rate = 1000.0
+  @Option(
+    help:
+      "B1, W1, B5: batches per second, open loop (default 1000; B5 500); B2: the first step's (default 250).")
+  var rate: Double?
 
-  @Option(help: "B1, W1: seconds of writing (default 10; --quick 3).")
+  @Option(help: "B2: each step's rate over the previous one's (default 2).")
+  var factor = 2.0
+
+  @Option(help: "B2: the highest rate tried (default 64000; --quick 4000).")
+  var maxRate: Double?
+
+  @Option(
+    help: "B1, W1, B5: seconds of writing (default 10; --quick 3); B2: per step (default 5; --quick 2).")
   var seconds: Double?
 
-  @Option(help: "B1, W1: writer connections, each a client of its own (default B1 4, W1 8).")
+  @Option(help: "B1, B2, W1, B5: writer connections, each a client of its own (default 4; W1 8).")
   var writers: Int?
 
-  @Option(help: "B1: seconds after the last batch for every subscriber to see the final state (default 10).")
-  var drainSeconds = 10.0
+  @Option(
+    help:
+      "B1, B2, B5: seconds after the last batch for every subscriber to see the final state (default 10; B2 5)."
+  )
+  var drainSeconds: Double?
+
+  @Option(help: "B5: background batches per second over the slow device's other pages (default 20; 0: none).")
+  var coldRate = 20.0
+
+  @Option(help: "B5: mutations per background batch (default 100).")
+  var coldBatch = 100
+
+  @Flag(help: "B5: a control run, the 'slow' device keeps reading (what one more such device costs).")
+  var control = false
+
+  @Option(
+    help: "B6: idle device streams to open (default: as many as the descriptor limit allows; --quick 1000).")
+  var connections: Int?
+
+  @Option(help: "B6: seconds with every stream open before the memory is read (default 2).")
+  var settleSeconds = 2.0
 
   @Option(help: "W1: mutations per batch (default 10).")
   var batchSize = 10
 
   @Option(
-    help: "W1: pages written (default 100); C1: the device's offline pages (default 10000; --quick 2000).")
+    help: """
+      W1: pages written (default 100); C1: the device's offline pages (default 10000; --quick 2000); \
+      B2: pages the subscribers spread over (default: one per subscriber); B5: the slow device's pages \
+      besides the hot one, written in the background (default 1000).
+      """)
   var pages: Int?
 
   @Flag(help: "W1: closed loop at saturation instead of a fixed rate.")
@@ -85,9 +119,9 @@ struct Sizes: ParsableArguments {
     var options = FanOutOptions()
     options.subscribers = subscribers ?? (quick ? 200 : 1000)
     options.seconds = seconds ?? (quick ? 3 : 10)
-    options.rate = rate
+    options.rate = rate ?? 1000
     options.writers = writers ?? 4
-    options.drainSeconds = drainSeconds
+    options.drainSeconds = drainSeconds ?? 10
     guard options.subscribers >= 1, options.rate > 0, options.seconds > 0, options.writers >= 1,
       options.drainSeconds > 0
     else {
@@ -97,9 +131,66 @@ struct Sizes: ParsableArguments {
     return options
   }
 
+  /// B2: B1's generator over one page per subscriber, at rising rates.
+  func spread(quick: Bool) throws -> FanOutOptions {
+    var options = FanOutOptions()
+    options.subscribers = subscribers ?? (quick ? 200 : 1000)
+    options.pages = pages ?? options.subscribers
+    options.seconds = seconds ?? (quick ? 2 : 5)
+    options.rate = rate ?? 250
+    options.writers = writers ?? 4
+    options.drainSeconds = drainSeconds ?? 5
+    options.rising = true
+    options.factor = factor
+    options.maximumRate = maxRate ?? (quick ? 4000 : 64_000)
+    guard options.subscribers >= 1, (1...options.subscribers).contains(options.pages), options.rate > 0,
+      options.seconds > 0, options.writers >= 1, options.drainSeconds > 0, options.factor > 1,
+      options.maximumRate >= options.rate
+    else {
+      throw ValidationError(
+        "B2: sizes must be positive, --pages at most --subscribers, --factor above 1, --max-rate at least --rate"
+      )
+    }
+    return options
+  }
+
+  func slowConsumer(quick: Bool) throws -> SlowConsumerOptions {
+    var options = SlowConsumerOptions()
+    options.healthy = subscribers ?? 100
+    options.rate = rate ?? 500
+    options.seconds = seconds ?? (quick ? 3 : 20)
+    options.writers = writers ?? 4
+    options.drainSeconds = drainSeconds ?? 10
+    options.coldPages = pages ?? 1000
+    options.coldRate = coldRate
+    options.coldBatch = coldBatch
+    options.control = control
+    guard options.healthy >= 1, options.coldPages >= 0, options.coldRate >= 0,
+      (1...1000).contains(options.coldBatch), options.rate > 0, options.seconds > 0, options.writers >= 1,
+      options.drainSeconds > 0
+    else {
+      throw ValidationError("B5 sizes must be positive")
+    }
+    guard options.seconds <= 25 else {
+      throw ValidationError(
+        "B5: --seconds at most 25: the broker drops a device that answers no ping for 30 s (ping_interval)")
+    }
+    return options
+  }
+
+  func idleDensity(quick: Bool) throws -> IdleDensityOptions {
+    var options = IdleDensityOptions()
+    options.connections = connections ?? (quick ? 1000 : nil)
+    options.settleSeconds = settleSeconds
+    guard (options.connections ?? 1) >= 1, options.settleSeconds >= 0 else {
+      throw ValidationError("B6: --connections must be positive")
+    }
+    return options
+  }
+
   func writes(quick: Bool) throws -> WriteOptions {
     var options = WriteOptions()
-    options.rate = rate
+    options.rate = rate ?? 1000
     options.seconds = seconds ?? (quick ? 3 : 10)
     options.writers = writers ?? 8
     options.batchSize = batchSize
@@ -128,6 +219,9 @@ struct Sizes: ParsableArguments {
 /// The scenarios, by the names docs/benchmarks.md gives them.
 enum Scenario: String, ExpressibleByArgument, CaseIterable {
   case fanOut = "B1"
+  case spread = "B2"
+  case slowConsumer = "B5"
+  case idleDensity = "B6"
   case durableWrites = "W1"
   case catchUp = "C1"
   case density = "B3"
@@ -140,7 +234,10 @@ struct RunCommand: ParsableCommand {
     commandName: "run", abstract: "Run one scenario against the broker and print its figures.")
 
   @Argument(
-    help: "B1 (fan-out), W1 (durable writes), C1 (catch-up), B3 (density), B4 (reconnect storm) or B7 (soak)."
+    help: """
+      B1 (fan-out), B2 (spread), B3 (density), B4 (reconnect storm), B5 (slow consumer), B6 (idle density), \
+      B7 (soak), W1 (durable writes) or C1 (catch-up).
+      """
   )
   var scenario: Scenario
 
@@ -154,6 +251,9 @@ struct RunCommand: ParsableCommand {
     let report: ReportValue
     switch scenario {
     case .fanOut: report = try runner.fanOut(sizes.fanOut(quick: common.quick))
+    case .spread: report = try runner.fanOut(sizes.spread(quick: common.quick), scenario: "B2")
+    case .slowConsumer: report = try runner.slowConsumer(sizes.slowConsumer(quick: common.quick))
+    case .idleDensity: report = try runner.idleDensity(sizes.idleDensity(quick: common.quick))
     case .durableWrites: report = try runner.writes(sizes.writes(quick: common.quick))
     case .catchUp: report = try runner.catchUp(sizes.catchUp(quick: common.quick))
     case .density: report = try runner.density(density.density(sizes, quick: common.quick))
@@ -172,7 +272,7 @@ struct CompareCommand: ParsableCommand {
     commandName: "compare",
     abstract: "Run a scenario against the broker and against a local redis-server, with the same generator.")
 
-  @Argument(help: "B1 (fan-out) or B3 (density).")
+  @Argument(help: "B1 (fan-out), B2 (spread) or B3 (density).")
   var scenario: Scenario
 
   @OptionGroup var common: CommonOptions
@@ -181,12 +281,15 @@ struct CompareCommand: ParsableCommand {
 
   func run() throws {
     if scenario == .density { return try compareDensity() }
-    guard scenario == .fanOut else { throw ValidationError("compare supports B1 and B3 so far") }
+    guard scenario == .fanOut || scenario == .spread else {
+      throw ValidationError("compare supports B1, B2 and B3")
+    }
     let runner = try LoadRunner(settings: common.settings)
     defer { Output.close(runner) }
-    let options = try sizes.fanOut(quick: common.quick)
-    let pagesync = try runner.fanOut(options)
-    let redis = try runner.fanOutRedis(options)
+    let options =
+      scenario == .fanOut ? try sizes.fanOut(quick: common.quick) : try sizes.spread(quick: common.quick)
+    let pagesync = try runner.fanOut(options, scenario: scenario.rawValue)
+    let redis = try runner.fanOutRedis(options, scenario: scenario.rawValue)
     if common.json {
       Output.write(
         ComparisonReport.make(scenario: scenario.rawValue, pagesync: pagesync, redis: redis).json + "\n")

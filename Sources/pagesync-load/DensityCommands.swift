@@ -41,8 +41,7 @@ struct DensitySizes: ParsableArguments {
     options.updatesPerSecond = updates
     options.seconds = sizes.seconds ?? (quick ? 3 : 10)
     options.writers = sizes.writers ?? 4
-    // `--drain-seconds` may become optional in `Sizes` (a default per scenario): this reads it either way.
-    options.drainSeconds = [sizes.drainSeconds].compactMap { $0 }.first ?? 10
+    options.drainSeconds = sizes.drainSeconds ?? 10
     guard options.devices >= 1, options.pagesPerDevice >= 1,
       (pool ?? options.pagesPerDevice) >= options.pagesPerDevice,
       options.updatesPerSecond > 0, options.seconds > 0, options.writers >= 1

@@ -81,6 +81,38 @@ import Testing
     #expect(bool(run, "exact") == true)
   }
 
+  /// B2: a page per subscriber; in the first step every subscriber ends on its own page's final time.
+  @Test func spreadDeliversEachPagesFinalStateToItsSubscriber() throws {
+    let run = try report([
+      "run", "B2", "--subscribers", "50", "--rate", "100", "--max-rate", "200", "--seconds", "1",
+    ])
+    #expect(int(run, "pages") == 50)
+    #expect(int(run, "steps.r100.batches.scheduled") == 100)
+    #expect(int(run, "steps.r100.batches.acked") == 100)
+    #expect(int(run, "steps.r100.delivery.complete_subscribers") == 50, "\(run)")
+    #expect(int(run, "steps.r100.delivery.unmatched_frames") == 0)
+    #expect((run["saturation"] as? [String: Any])?["stopped_by"] is String)
+  }
+
+  /// B5: the device that stopped reading ends on the hot page's final time once it reads again.
+  @Test func aSlowConsumerEndsCorrectOnceItReadsAgain() throws {
+    let run = try report(["run", "B5", "--subscribers", "20", "--rate", "100", "--seconds", "2"])
+    #expect(bool(run, "slow.correct") == true, "\(run)")
+    #expect(int(run, "slow.last_time_seen") == int(run, "slow.final_time"))
+    #expect(int(run, "steps.with_slow.delivery.complete_subscribers") == 20)
+    #expect(int(run, "steps.without_slow.delivery.complete_subscribers") == 20)
+    #expect((int(run, "server_rss_while_stalled.peak_bytes") ?? 0) > 0)
+  }
+
+  /// B6: every idle stream opens, stays open, and the broker counts it.
+  @Test func idleStreamsAreAllOpenAndCounted() throws {
+    let run = try report(["run", "B6", "--connections", "200", "--settle-seconds", "0"])
+    #expect(int(run, "connections_opened") == 200)
+    #expect(int(run, "connections_open_at_end") == 200)
+    #expect(int(run, "broker_counted_streams") == 200, "\(run)")
+    #expect((int(run, "memory.broker_rss_after_bytes") ?? 0) > 0)
+  }
+
   /// The Redis side of compare, with the same generator: every subscriber gets every message.
   @Test(.enabled(if: LoadSmokeTests.hasRedis, "redis-server is not installed (.ci/run installs it)"))
   func compareRunsTheSameFanOutAgainstRedis() throws {

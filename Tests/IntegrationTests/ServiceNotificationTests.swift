@@ -196,8 +196,12 @@ import Testing
             logAtReady = started.log
             let connection = connectNow(path: socket)
             connectedAtReady = connection >= 0
-            if connectedAtReady { close(connection) } else { stopBoth() }
-          } else if !reloadSent, datagram.contains("STATUS=connected to http://\(address):") {
+            if connectedAtReady { close(connection) } else { return stopBoth() }
+            // The link may be up before the API is (READY=1 then says "connected"): no later STATUS= would
+            // repeat it, so this datagram is the one to go on from.
+            guard datagram.contains("STATUS=connected to http://\(address):") else { return }
+          }
+          if !reloadSent, datagram.contains("STATUS=connected to http://\(address):") {
             // `systemctl reload`: with no change in the file, RELOADING=1 then READY=1, and nothing else happens.
             reloadSent = true
             try? started.process.kill(SIGHUP)

@@ -90,3 +90,43 @@ import Testing
     #expect(ChangedFrame.parse(#"{"op":"changed","pages":{}}"#)?.isEmpty == true)
   }
 }
+
+@Suite struct DeliveryLedgerChannelTests {
+  @Test func eachSubscriberIsCompleteAgainstItsOwnChannel() {
+    // Subscriber i watches channel i % 2: B2's spread, a page each.
+    var ledger = DeliveryLedger(mode: .coalescing, subscribers: 4, channels: 2)
+    ledger.acknowledged(token: 5, scheduledAt: 0, channel: 0)
+    ledger.acknowledged(token: 6, scheduledAt: 0, channel: 1)
+    ledger.acknowledged(token: 7, scheduledAt: 0, channel: 0)
+    #expect(ledger.finalToken(of: 0) == 7)
+    #expect(ledger.finalToken(of: 1) == 6)
+    ledger.received(subscriber: 0, token: 7, at: 1)
+    ledger.received(subscriber: 1, token: 6, at: 1)
+    ledger.received(subscriber: 2, token: 5, at: 1)
+    ledger.received(subscriber: 3, token: 6, at: 1)
+    #expect(ledger.incompleteSubscribers == [2])
+    ledger.received(subscriber: 2, token: 7, at: 2)
+    #expect(ledger.isSettled)
+    #expect(ledger.lastSeen(by: 2) == 7)
+  }
+
+  @Test func everyMessageCountsTheMessagesOfTheSubscribersChannel() {
+    var ledger = DeliveryLedger(mode: .everyMessage, subscribers: 2, channels: 2)
+    ledger.acknowledged(token: 1, scheduledAt: 0, channel: 0)
+    ledger.acknowledged(token: 2, scheduledAt: 0, channel: 1)
+    ledger.acknowledged(token: 3, scheduledAt: 0, channel: 0)
+    ledger.received(subscriber: 0, token: 3, at: 1)
+    ledger.received(subscriber: 1, token: 2, at: 1)
+    #expect(ledger.incompleteSubscribers == [0], "channel 0 had two messages")
+    ledger.received(subscriber: 0, token: 1, at: 1)
+    #expect(ledger.isSettled, "both of channel 0's messages arrived, the older one late")
+    #expect(ledger.regressions == 1)
+  }
+
+  @Test func aChannelNobodyWroteLeavesItsSubscribersComplete() {
+    var ledger = DeliveryLedger(mode: .coalescing, subscribers: 2, channels: 2)
+    ledger.acknowledged(token: 9, scheduledAt: 0, channel: 0)
+    ledger.received(subscriber: 0, token: 9, at: 1)
+    #expect(ledger.isSettled)
+  }
+}

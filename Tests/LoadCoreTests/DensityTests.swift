@@ -3,7 +3,7 @@ import Testing
 @testable import LoadCore
 
 /// B3, B4 and B7's pure logic with plain numbers: layout, figures, the density ledger, catch-up checks, the churn
-/// schedule, slopes and the metrics text. No clock, no sleep.
+/// schedule and slopes. No clock, no sleep.
 @Suite struct DensityLayoutTests {
   @Test func aPoolAsLargeAsOneSetMeansEveryDeviceSubscribesTheSamePages() throws {
     let layout = try #require(DensityLayout(devices: 3, pagesPerDevice: 4, pool: 4))
@@ -170,24 +170,5 @@ import Testing
     #expect(series.slopePerMinute == 0)
     series.record(at: 5, value: 1)
     #expect(series.slopePerMinute == 0)
-  }
-}
-
-@Suite struct PrometheusTextTests {
-  let text = """
-    # HELP pagesync_broker_subscriptions page subscriptions across every device stream
-    # TYPE pagesync_broker_subscriptions gauge
-    pagesync_broker_subscriptions 1000000
-    pagesync_broker_subscriptions_other 3
-    pagesync_broker_device_streams 1000
-    pagesync_broker_http_refused_total{status="503"} 2
-
-    """
-
-  @Test func aSampleIsReadByItsExactName() {
-    #expect(PrometheusText.value(of: "pagesync_broker_subscriptions", in: text) == 1_000_000)
-    #expect(PrometheusText.value(of: "pagesync_broker_device_streams", in: text) == 1000)
-    #expect(PrometheusText.value(of: "pagesync_broker_http_refused_total", in: text) == 2)
-    #expect(PrometheusText.value(of: "pagesync_broker_connections", in: text) == nil)
   }
 }

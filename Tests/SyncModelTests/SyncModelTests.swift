@@ -90,7 +90,18 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     #expect(try JSONDecoder().decode([HLCTimestamp].self, from: json) == [stamp])
   }
 
-  @Test(arguments: ["", "1", "1:", ":1", "1:2:3", "-1:2", "1:-2", "a:1", "1:99999999999", " 1:2"])
+  @Test func theLargestTimesParse() throws {
+    #expect(
+      try HLCTimestamp(parsing: "18446744073709551615:4294967295")
+        == HLCTimestamp(millis: .max, counter: .max))
+    #expect(try HLCTimestamp(parsing: "0:0") == HLCTimestamp(millis: 0, counter: 0))
+    #expect(try HLCTimestamp(parsing: "007:01") == HLCTimestamp(millis: 7, counter: 1))
+  }
+
+  @Test(arguments: [
+    "", "1", "1:", ":1", "1:2:3", "-1:2", "1:-2", "a:1", "1:99999999999", " 1:2", "1:2 ", "+1:2", "1::2",
+    "18446744073709551616:0", "1:4294967296", "\u{661}:2", "1:2\u{0}",
+  ])
   func refusesMalformedTimestamps(_ text: String) {
     #expect(throws: SyncModelError.invalidTimestamp(text)) { try HLCTimestamp(parsing: text) }
   }
