@@ -258,7 +258,7 @@ struct RunCommand: ParsableCommand {
     case .catchUp: report = try runner.catchUp(sizes.catchUp(quick: common.quick))
     case .density: report = try runner.density(density.density(sizes, quick: common.quick))
     case .reconnectStorm: report = try runner.reconnectStorm(density.reconnect(sizes, quick: common.quick))
-    case .soak: report = try runner.soak(density.soak(sizes, quick: common.quick))
+    case .soak: report = try runner.soak(density.soak(sizes, quick: common.quick, timeout: common.timeout))
     }
     Output.print(report, json: common.json)
     if report["ok"].map({ if case .bool(false) = $0 { true } else { false } }) == true {

@@ -62,7 +62,8 @@ struct DensitySizes: ParsableArguments {
     return options
   }
 
-  func soak(_ sizes: Sizes, quick: Bool) throws -> SoakOptions {
+  /// `timeout`: `--timeout`, which bounds the whole run: a soak that cannot end within it is refused at once.
+  func soak(_ sizes: Sizes, quick: Bool, timeout: Int) throws -> SoakOptions {
     var options = SoakOptions()
     options.density.devices = devices ?? (quick ? 100 : 1000)
     options.density.pagesPerDevice = pagesPerDevice ?? 100
@@ -78,6 +79,12 @@ struct DensitySizes: ParsableArguments {
       churnPercent >= 0, sampleSeconds > 0
     else {
       throw ValidationError("B7: sizes and rates must be positive, --pool at least --pages-per-device")
+    }
+    // Setting up (pages, streams) and settling take time too: a minute and a half at the default sizes here.
+    guard Double(timeout) >= options.density.seconds + 180 else {
+      throw ValidationError(
+        "B7: --timeout \(timeout) leaves too little time for --seconds \(Int(options.density.seconds)) "
+          + "(give --timeout at least --seconds + 180)")
     }
     return options
   }
