@@ -143,7 +143,10 @@ let package = Package(
       name: "BrokerStoreTests",
       dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
     .testTarget(
-      name: "BrokerTests", dependencies: ["Broker", "EventLoop", "SyncModel", "TOMLConfig", "Web"]),
+      name: "BrokerTests",
+      dependencies: [
+        "Broker", "EventLoop", "EventLoopTestKit", "SyncModel", "SyncProtocol", "TOMLConfig", "Web",
+      ]),
     .testTarget(name: "DaemonCoreTests", dependencies: ["DaemonCore", "SyncModel", "EventLoopTestKit"]),
     .testTarget(
       name: "DaemonStoreTests",

@@ -176,7 +176,7 @@ final class StreamSession {
       _ = queue.drain(max: StreamSession.pagesPerFrame, into: &drainBuffer)
       var pages: [String: UInt64] = [:]
       for entry in drainBuffer { pages[broker.channels.pageID(for: entry.page)] = entry.lastUpdatedTime }
-      socket.send(text: broker.jsonText(BrokerProtocol.Changed(pages: pages)))
+      socket.send(text: BrokerProtocol.Changed(pages: pages).jsonText)
       broker.notificationsSent += drainBuffer.count
     }
   }

@@ -49,34 +49,3 @@ extension BatchOutcome {
     return out
   }
 }
-
-/// JSON text pieces as Foundation's encoder writes them.
-enum JSONText {
-  static func appendNumber(_ value: some BinaryInteger, to out: inout [UInt8]) {
-    out.append(contentsOf: String(value).utf8)
-  }
-
-  /// A JSON string: `"` and `\` escaped, control characters as their short escapes or `\u00XX`, the rest
-  /// (slashes and non-ASCII included) as is.
-  static func appendString(_ text: String, to out: inout [UInt8]) {
-    out.append(UInt8(ascii: "\""))
-    for byte in text.utf8 {
-      switch byte {
-      case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
-      case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
-      case 0x08: out.append(contentsOf: #"\b"#.utf8)
-      case 0x0C: out.append(contentsOf: #"\f"#.utf8)
-      case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-      case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-      case 0x09: out.append(contentsOf: #"\t"#.utf8)
-      case 0x00..<0x20:
-        let hex = Array("0123456789abcdef".utf8)
-        out.append(contentsOf: #"\u00"#.utf8)
-        out.append(hex[Int(byte >> 4)])
-        out.append(hex[Int(byte & 0x0F)])
-      default: out.append(byte)
-      }
-    }
-    out.append(UInt8(ascii: "\""))
-  }
-}

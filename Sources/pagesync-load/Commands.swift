@@ -60,11 +60,17 @@ struct Sizes: ParsableArguments {
       "B1, W1, B5: batches per second, open loop (default 1000; B5 500); B2: the first step's (default 250).")
   var rate: Double?
 
-  @Option(help: "B2: each step's rate over the previous one's (default 2).")
+  @Option(help: "B2, B1 --sweep: each step's rate over the previous one's (default 2).")
   var factor = 2.0
 
-  @Option(help: "B2: the highest rate tried (default 64000; --quick 4000).")
+  @Option(help: "B2, B1 --sweep: the highest rate tried (default 64000; B1 8000; --quick 4000).")
   var maxRate: Double?
+
+  @Flag(
+    help: """
+      B1: rising rates from --rate (default 100 with --sweep), × --factor a step, until the broker stops keeping       up: the highest deliveries/s at p99 ≤ 25 ms, the form of B1's target.
+      """)
+  var sweep = false
 
   @Option(
     help: "B1, W1, B5: seconds of writing (default 10; --quick 3); B2: per step (default 5; --quick 2).")
@@ -122,11 +128,21 @@ struct Sizes: ParsableArguments {
     options.rate = rate ?? 1000
     options.writers = writers ?? 4
     options.drainSeconds = drainSeconds ?? 10
+    if sweep {
+      options.rising = true
+      options.rate = rate ?? 100
+      options.factor = factor
+      options.maximumRate = maxRate ?? (quick ? 4000 : 8000)
+      options.seconds = seconds ?? (quick ? 2 : 5)
+      options.drainSeconds = drainSeconds ?? 5
+    }
     guard options.subscribers >= 1, options.rate > 0, options.seconds > 0, options.writers >= 1,
-      options.drainSeconds > 0
+      options.drainSeconds > 0, !sweep || (options.factor > 1 && options.maximumRate >= options.rate)
     else {
       throw ValidationError(
-        "--subscribers, --rate, --seconds, --writers and --drain-seconds must be positive")
+        """
+        --subscribers, --rate, --seconds, --writers and --drain-seconds must be positive; with --sweep, --factor         above 1 and --max-rate at least --rate
+        """)
     }
     return options
   }

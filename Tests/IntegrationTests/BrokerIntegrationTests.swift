@@ -10,29 +10,7 @@ import Testing
 /// and curl.
 @Suite(.serialized) struct BrokerIntegrationTests {
   @Test func devicesUseTheHTTPAndStreamAPIAsDocumented() throws {
-    let loop = try Loop()
-    let directory = ScratchDirectory()
-    defer { directory.remove() }
-    let broker = try BrokerProcess(loop: loop, directory: directory)
-    var script: ProcessRun?
-    var stopped: (Int64, Int32)?
-    broker.whenListening { base in
-      do {
-        script = try ProcessRun(
-          loop: loop, "python3",
-          [integrationResource("Python/broker_api.py"), base, TestTokens.alice, TestTokens.bob]
-        ) { _ in broker.stop { stopped = ($0, $1) } }
-      } catch {
-        Issue.record("python3: \(error)")
-        broker.stop { _, _ in }
-      }
-    }
-    try loop.runUntilDone(timeout: 60_000)
-    try loop.close()
-    #expect(
-      script?.status == 0, "\(script?.output.string ?? "")\(script?.errorOutput.string ?? "")\n\(broker.log)")
-    #expect(script?.output.string.hasSuffix("ALL OK\n") == true)
-    #expect(stopped?.0 == 0, "SIGTERM drains and exits 0: \(broker.log)")
+    try expectBrokerScriptPasses("broker_api.py", [TestTokens.alice, TestTokens.bob])
   }
 
   @Test func curlSeesTheSeedGuideAPIAndItsErrors() throws {

@@ -12,28 +12,7 @@ import Testing
 /// exactly what was done.
 @Suite(.serialized) struct BrokerMetricsIntegrationTests {
   @Test func metricsMoveByWhatTheBrokerDid() throws {
-    let loop = try Loop()
-    let directory = ScratchDirectory()
-    defer { directory.remove() }
-    let broker = try BrokerProcess(loop: loop, directory: directory)
-    var script: ProcessRun?
-    var stopped: (Int64, Int32)?
-    broker.whenListening { base in
-      do {
-        script = try ProcessRun(
-          loop: loop, "python3", [integrationResource("Python/broker_metrics.py"), base, TestTokens.alice]
-        ) { _ in broker.stop { stopped = ($0, $1) } }
-      } catch {
-        Issue.record("python3: \(error)")
-        broker.stop { _, _ in }
-      }
-    }
-    try loop.runUntilDone(timeout: 60_000)
-    try loop.close()
-    #expect(
-      script?.status == 0, "\(script?.output.string ?? "")\(script?.errorOutput.string ?? "")\n\(broker.log)")
-    #expect(script?.output.string.hasSuffix("ALL OK\n") == true)
-    #expect(stopped?.0 == 0, "SIGTERM drains and exits 0: \(broker.log)")
+    try expectBrokerScriptPasses("broker_metrics.py", [TestTokens.alice])
   }
 
   /// curl, a client nobody here wrote, gets the exposition without a token from a broker that has tokens.
@@ -64,34 +43,10 @@ import Testing
 /// limit (Python/broker_flood.py, the flooder on 127.0.0.1, the other client on 127.0.0.2).
 @Suite(.serialized) struct BrokerFloodIntegrationTests {
   @Test func oneFloodingClientDoesNotStarveAnother() throws {
-    let loop = try Loop()
-    let directory = ScratchDirectory()
-    defer { directory.remove() }
     let perPeer = 20
-    let broker = try BrokerProcess(
-      loop: loop, directory: directory,
-      extraConfig: "[limits]\nconnections = \(perPeer * 4)\nconnections_per_peer = \(perPeer)\n")
-    var script: ProcessRun?
-    var stopped: (Int64, Int32)?
-    broker.whenListening { base in
-      do {
-        script = try ProcessRun(
-          loop: loop, "python3",
-          [
-            integrationResource("Python/broker_flood.py"), base, TestTokens.alice, TestTokens.bob,
-            "\(perPeer)",
-          ]
-        ) { _ in broker.stop { stopped = ($0, $1) } }
-      } catch {
-        Issue.record("python3: \(error)")
-        broker.stop { _, _ in }
-      }
-    }
-    try loop.runUntilDone(timeout: 90_000)
-    try loop.close()
-    #expect(
-      script?.status == 0, "\(script?.output.string ?? "")\(script?.errorOutput.string ?? "")\n\(broker.log)")
-    #expect(script?.output.string.hasSuffix("ALL OK\n") == true)
-    #expect(stopped?.0 == 0, "SIGTERM drains and exits 0: \(broker.log)")
+    try expectBrokerScriptPasses(
+      "broker_flood.py", [TestTokens.alice, TestTokens.bob, "\(perPeer)"],
+      extraConfig: "[limits]\nconnections = \(perPeer * 4)\nconnections_per_peer = \(perPeer)\n",
+      timeout: 90_000)
   }
 }

@@ -122,3 +122,37 @@ final class BrokerProcess {
     if let onExit, let exitStatus { onExit(exitStatus.status, exitStatus.signal) }
   }
 }
+
+/// Runs `Python/SCRIPT` against a fresh broker (`extraConfig` appended to its configuration) with the broker's
+/// base URL and `arguments`, then stops the broker with SIGTERM, and checks what every such script promises:
+/// exit 0, "ALL OK" last, and a broker that drained and exited 0.
+func expectBrokerScriptPasses(
+  _ script: String, _ arguments: [String], extraConfig: String = "", timeout: UInt64 = 60_000,
+  sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+  let loop = try Loop()
+  let directory = ScratchDirectory()
+  defer { directory.remove() }
+  let broker = try BrokerProcess(loop: loop, directory: directory, extraConfig: extraConfig)
+  var run: ProcessRun?
+  var stopped: (Int64, Int32)?
+  broker.whenListening { base in
+    do {
+      run = try ProcessRun(
+        loop: loop, "python3", [integrationResource("Python/" + script), base] + arguments
+      ) {
+        _ in broker.stop { stopped = ($0, $1) }
+      }
+    } catch {
+      Issue.record("python3: \(error)", sourceLocation: sourceLocation)
+      broker.stop { _, _ in }
+    }
+  }
+  try loop.runUntilDone(timeout: timeout)
+  try loop.close()
+  #expect(
+    run?.status == 0, "\(run?.output.string ?? "")\(run?.errorOutput.string ?? "")\n\(broker.log)",
+    sourceLocation: sourceLocation)
+  #expect(run?.output.string.hasSuffix("ALL OK\n") == true, sourceLocation: sourceLocation)
+  #expect(stopped?.0 == 0, "SIGTERM drains and exits 0: \(broker.log)", sourceLocation: sourceLocation)
+}
