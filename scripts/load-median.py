@@ -28,6 +28,14 @@ FIGURES = [
     "connections_opened", "connect_seconds", "memory.broker_bytes_per_connection",
     "memory.broker_bytes_per_connection_from_start", "memory.harness_bytes_per_connection",
     "memory.broker_rss_after_bytes",
+    # B3, B4, B7
+    "subscribe.per_s", "subscribe.seconds", "subscribe.bytes_per_subscription", "subscribe.server_cpu_seconds",
+    "writes.ack_latency.p50_ms", "writes.ack_latency.p99_ms", "delivery.notifications_per_s",
+    "delivery.stale_subscriptions", "time.all_resubscribed_ms", "time.all_restored_ms", "time.restored.p50_ms",
+    "time.restored.p99_ms", "catchup.missed", "catchup.needless", "rss.first_bytes", "rss.last_bytes",
+    "rss.slope_bytes_per_min", "rss.later_half_slope_bytes_per_min", "fds.first_fds", "fds.last_fds",
+    "fds.slope_fds_per_min", "subscriptions.harness", "subscriptions.broker", "subscriptions.leaked",
+    "churn.reconnects",
 ]
 # B2: each rate step's figures, for the steps a run reached (r250, r500, ...).
 STEP_FIGURES = ["delivery.updates_per_s", "delivery.latency.p99_ms", "batches.acked_per_s", "generator.lag_p99_ms"]

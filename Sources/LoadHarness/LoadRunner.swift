@@ -132,6 +132,75 @@ public final class LoadRunner {
     }
   }
 
+  /// B3 against the broker (a harness-started one allows the connections and subscriptions it needs).
+  public func density(_ options: DensityOptions) throws -> ReportValue {
+    try runDensity(options, connectionsPerDevice: 1) { [self] endpoint, probe, layout in
+      DensityRun(
+        loop: loop,
+        target: PagesyncDensity(
+          loop: loop, endpoint: endpoint, layout: layout, writers: options.writers, nonce: nonce),
+        options: options, layout: layout, server: probe, progress: ProgressLine(enabled: settings.progress))
+    }
+  }
+
+  /// B3 against a harness-started redis-server, with the same generator.
+  public func densityRedis(_ options: DensityOptions) throws -> ReportValue {
+    guard let layout = options.layout else { throw LoadError.invalidOption("B3 sizes") }
+    _ = DescriptorLimit.raiseToHard()
+    return try withRedis { [self] address, probe, done in
+      let run = DensityRun(
+        loop: loop,
+        target: RedisDensity(loop: loop, address: address, layout: layout, writers: options.writers),
+        options: options, layout: layout, server: probe, progress: ProgressLine(enabled: settings.progress))
+      launch(run, done)
+    }
+  }
+
+  /// B4 against the broker.
+  public func reconnectStorm(_ options: ReconnectOptions) throws -> ReportValue {
+    try runDensity(options.density, connectionsPerDevice: 2) { [self] endpoint, probe, layout in
+      ReconnectRun(
+        loop: loop, endpoint: endpoint, options: options, layout: layout, server: probe,
+        progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
+    }
+  }
+
+  /// B7 against the broker.
+  public func soak(_ options: SoakOptions) throws -> ReportValue {
+    try runDensity(options.density, connectionsPerDevice: 2) { [self] endpoint, probe, layout in
+      SoakRun(
+        loop: loop, endpoint: endpoint, options: options, layout: layout, server: probe,
+        progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
+    }
+  }
+
+  /// Raises the descriptor limit (the broker inherits it), sizes a harness-started broker's `[limits]` for
+  /// `connectionsPerDevice` connections per device, and runs what `make` builds.
+  private func runDensity(
+    _ options: DensityOptions, connectionsPerDevice: Int,
+    _ make: @escaping (BrokerEndpoint, ServerProbe, DensityLayout) -> ScenarioRun
+  ) throws -> ReportValue {
+    guard let layout = options.layout else {
+      throw LoadError.invalidOption(
+        "devices and pages must be positive, and a device's pages fit in the pool")
+    }
+    let descriptors = DescriptorLimit.raiseToHard().soft
+    let connections = layout.devices * connectionsPerDevice + options.writers + 64
+    guard connections + 64 <= descriptors else {
+      throw LoadError.invalidOption(
+        "\(connections) connections need more than the descriptor limit \(descriptors)")
+    }
+    let limits = """
+      connections = \(connections)
+      subscriptions_per_connection = \(max(100_000, layout.pagesPerDevice))
+      frame_bytes = \(max(4 << 20, layout.pagesPerDevice * 128))
+
+      """
+    return try withBroker(extraLimits: limits) { [self] endpoint, probe, done in
+      launch(make(endpoint, probe, layout), done)
+    }
+  }
+
   /// Starts `run` and keeps it alive until it completes.
   private func launch(_ run: ScenarioRun, _ done: @escaping (Result<ReportValue, LoadError>) -> Void) {
     run.start { result in withExtendedLifetime(run) { done(result) } }

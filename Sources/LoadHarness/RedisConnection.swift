@@ -48,6 +48,26 @@ final class RedisConnection {
     stream.write(ByteBuffer(bytes: RESPEncoder.command(command)))
   }
 
+  /// Sends `command`, which Redis answers with `replies` replies (a SUBSCRIBE of N channels: N confirmations);
+  /// `reply` gets the last one, or the first failure.
+  func send(_ command: [String], replies: Int, reply: @escaping (Result<RESPValue, LoadError>) -> Void) {
+    if let failure {
+      reply(.failure(failure))
+      return
+    }
+    var failed = false
+    for _ in 1..<max(replies, 1) {
+      waiting.append { result in
+        if case .failure = result, !failed {
+          failed = true
+          reply(result)
+        }
+      }
+    }
+    waiting.append { result in if !failed { reply(result) } }
+    stream.write(ByteBuffer(bytes: RESPEncoder.command(command)))
+  }
+
   var pendingReplies: Int { waiting.count - waitingHead }
   var bytesSent: Int { stream.bytesWritten }
   var bytesReceived: Int { stream.bytesRead }

@@ -240,6 +240,9 @@ enum Scenario: String, ExpressibleByArgument, CaseIterable {
   case idleDensity = "B6"
   case durableWrites = "W1"
   case catchUp = "C1"
+  case density = "B3"
+  case reconnectStorm = "B4"
+  case soak = "B7"
 }
 
 struct RunCommand: ParsableCommand {
@@ -247,13 +250,16 @@ struct RunCommand: ParsableCommand {
     commandName: "run", abstract: "Run one scenario against the broker and print its figures.")
 
   @Argument(
-    help:
-      "B1 (fan-out), B2 (spread), B5 (slow consumer), B6 (idle density), W1 (durable writes) or C1 (catch-up)."
+    help: """
+      B1 (fan-out), B2 (spread), B3 (density), B4 (reconnect storm), B5 (slow consumer), B6 (idle density), \
+      B7 (soak), W1 (durable writes) or C1 (catch-up).
+      """
   )
   var scenario: Scenario
 
   @OptionGroup var common: CommonOptions
   @OptionGroup var sizes: Sizes
+  @OptionGroup(title: "Density (B3, B4, B7)") var density: DensitySizes
 
   func run() throws {
     let runner = try LoadRunner(settings: common.settings)
@@ -266,6 +272,9 @@ struct RunCommand: ParsableCommand {
     case .idleDensity: report = try runner.idleDensity(sizes.idleDensity(quick: common.quick))
     case .durableWrites: report = try runner.writes(sizes.writes(quick: common.quick))
     case .catchUp: report = try runner.catchUp(sizes.catchUp(quick: common.quick))
+    case .density: report = try runner.density(density.density(sizes, quick: common.quick))
+    case .reconnectStorm: report = try runner.reconnectStorm(density.reconnect(sizes, quick: common.quick))
+    case .soak: report = try runner.soak(density.soak(sizes, quick: common.quick, timeout: common.timeout))
     }
     Output.print(report, json: common.json)
     if report["ok"].map({ if case .bool(false) = $0 { true } else { false } }) == true {
@@ -279,15 +288,17 @@ struct CompareCommand: ParsableCommand {
     commandName: "compare",
     abstract: "Run a scenario against the broker and against a local redis-server, with the same generator.")
 
-  @Argument(help: "B1 (fan-out) or B2 (spread).")
+  @Argument(help: "B1 (fan-out), B2 (spread) or B3 (density).")
   var scenario: Scenario
 
   @OptionGroup var common: CommonOptions
   @OptionGroup var sizes: Sizes
+  @OptionGroup(title: "Density (B3)") var density: DensitySizes
 
   func run() throws {
+    if scenario == .density { return try compareDensity() }
     guard scenario == .fanOut || scenario == .spread else {
-      throw ValidationError("compare supports B1 and B2")
+      throw ValidationError("compare supports B1, B2 and B3")
     }
     let runner = try LoadRunner(settings: common.settings)
     defer { Output.close(runner) }

@@ -140,3 +140,66 @@ struct LoadRunFailed: Error, CustomStringConvertible {
     "pagesync-load \(command.joined(separator: " ")) exited \(status.map(String.init) ?? "abnormally"): \(output)"
   }
 }
+
+/// B3, B4 and B7 in small sizes: correctness only (every subscription answered, every device notified, exactly
+/// the changed pages caught up, no subscription leaked), never a time.
+extension LoadSmokeTests {
+  @Test func densityAnswersEverySubscriptionAndNotifiesEveryDevice() throws {
+    let run = try report([
+      "run", "B3", "--devices", "20", "--pages-per-device", "50", "--updates", "2000", "--seconds", "2",
+    ])
+    #expect(int(run, "subscriptions") == 1000)
+    #expect(int(run, "subscribe.added") == 1000, "every subscription answered")
+    #expect(int(run, "writes.acked") == int(run, "writes.scheduled"))
+    #expect(int(run, "writes.failed") == 0)
+    #expect(int(run, "delivery.complete_devices") == 20, "\(run)")
+    #expect(int(run, "delivery.stale_subscriptions") == 0)
+    #expect(int(run, "delivery.unmatched") == 0)
+    #expect(int(run, "delivery.strays") == 0)
+    #expect((int(run, "delivery.notifications") ?? 0) >= 1000)
+    #expect(bool(run, "ok") == true)
+  }
+
+  /// The Redis side of `compare B3`: the same devices SUBSCRIBE their channels, each gets every message.
+  @Test(.enabled(if: LoadSmokeTests.hasRedis, "redis-server is not installed (.ci/run installs it)"))
+  func compareRunsTheSameDensityAgainstRedis() throws {
+    let run = try report([
+      "compare", "B3", "--devices", "10", "--pages-per-device", "20", "--updates", "1000", "--seconds", "1",
+    ])
+    let redis = try #require(run["redis"] as? [String: Any])
+    #expect(int(redis, "subscribe.added") == 200)
+    #expect(int(redis, "delivery.complete_devices") == 10, "\(redis)")
+    #expect(
+      int(redis, "delivery.notifications") == 10 * 100, "Redis does not coalesce: 100 messages to 10 devices")
+    #expect(bool(redis, "ok") == true)
+    #expect(bool(run["pagesync"] as? [String: Any] ?? [:], "ok") == true)
+  }
+
+  @Test func reconnectStormTellsEveryDeviceExactlyItsChangedPages() throws {
+    let run = try report([
+      "run", "B4", "--devices", "20", "--pages-per-device", "50", "--pool", "200", "--changed-percent", "5",
+      "--seed", "3",
+    ])
+    #expect(int(run, "changed_pages") == 10)
+    #expect(int(run, "catchup.requests") == 20)
+    #expect(int(run, "catchup.exact_devices") == 20, "\(run)")
+    #expect(int(run, "catchup.missed") == 0)
+    #expect(int(run, "catchup.needless") == 0)
+    #expect(int(run, "catchup.wrong_time") == 0)
+    #expect(int(run, "catchup.expected_changed") == int(run, "catchup.reported_changed"))
+    #expect(bool(run, "ok") == true)
+  }
+
+  @Test func soakEndsWithTheBrokerHoldingExactlyTheHarnessSubscriptions() throws {
+    let run = try report([
+      "run", "B7", "--devices", "20", "--pages-per-device", "20", "--pool", "100", "--seconds", "3",
+      "--churn-percent", "600", "--write-rate", "50",
+    ])
+    #expect(int(run, "churn.reconnects") ?? 0 > 0)
+    #expect(int(run, "subscriptions.harness") == 400)
+    #expect(int(run, "subscriptions.broker") == 400, "\(run)")
+    #expect(int(run, "subscriptions.leaked") == 0)
+    #expect(int(run, "writes.failed") == 0)
+    #expect(bool(run, "ok") == true)
+  }
+}

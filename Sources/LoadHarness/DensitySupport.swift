@@ -1,0 +1,212 @@
+import EventLoop
+import Foundation
+import LoadCore
+import Web
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A simulated device of the density scenarios (B3, B4, B7): one `/v1/stream` WebSocket, connected first and
+/// subscribed later (so a bulk subscribe can be timed apart from the connections), reporting every page entry of
+/// every `changed` message.
+///
+/// Threading: the run's loop only.
+final class SubscribingDevice {
+  private(set) var socket: WebSocket?
+  private var onSubscribed: ((Result<Int, LoadError>) -> Void)?
+  /// Each `(page id, time)` of each `changed` message, as it arrives.
+  var onChanged: ((Substring, UInt64) -> Void)?
+  /// The stream closed (by the broker or the network) after it opened.
+  var onLost: ((String) -> Void)?
+
+  var isOpen: Bool { socket?.isOpen ?? false }
+  var bytesSent: Int { socket?.bytesWritten ?? 0 }
+  var bytesReceived: Int { socket?.bytesRead ?? 0 }
+
+  /// Opens the stream; `done` once the WebSocket handshake completed.
+  func connect(loop: Loop, endpoint: BrokerEndpoint, _ done: @escaping (Result<Void, LoadError>) -> Void) {
+    let target = endpoint.token.map { "/v1/stream?access_token=" + $0 } ?? "/v1/stream"
+    WebSocketClient.connect(loop: loop, to: endpoint.address, target: target, handshakeTimeout: 30_000) {
+      [self] result in
+      switch result {
+      case .failure(let error):
+        done(.failure(.connectFailed("device stream: \(error)")))
+      case .success(let socket):
+        self.socket = socket
+        socket.onText = { [weak self] text in self?.received(text) }
+        socket.onClose = { [weak self] info in
+          guard let self else { return }
+          if let done = onSubscribed {
+            onSubscribed = nil
+            done(.failure(.connectFailed("device stream closed before subscribing: \(info)")))
+          } else {
+            onLost?("\(info)")
+          }
+        }
+        done(.success(()))
+      }
+    }
+  }
+
+  /// The subscribe message for `pages`: built ahead so that a timed bulk subscribe does not time its encoding.
+  static func subscribeMessage(_ pages: [String]) -> String {
+    var text = #"{"op":"subscribe","pages":["#
+    text.reserveCapacity(pages.count * 32 + 40)
+    for (index, page) in pages.enumerated() {
+      if index > 0 { text += "," }
+      text += "\"" + page + "\""
+    }
+    return text + "]}"
+  }
+
+  /// Sends `message` (from `subscribeMessage`); `done` gets the broker's `added` count once it answered
+  /// `subscribed`, or a failure when it denied a page or the stream closed first.
+  func subscribe(message: String, _ done: @escaping (Result<Int, LoadError>) -> Void) {
+    guard let socket, socket.isOpen else { return done(.failure(.connectFailed("device stream is closed"))) }
+    onSubscribed = done
+    socket.send(text: message)
+  }
+
+  private func received(_ text: String) {
+    if let entries = ChangedFrame.parse(text) {
+      for entry in entries { onChanged?(entry.id, entry.time) }
+      return
+    }
+    guard text.contains(#""op":"subscribed""#), let done = onSubscribed else { return }
+    onSubscribed = nil
+    let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+    let denied = (object["denied"] as? [Any])?.count ?? 0
+    let added = (object["added"] as? NSNumber)?.intValue ?? 0
+    if denied > 0 {
+      done(.failure(.setupFailed("the broker denied \(denied) subscriptions: \(text.prefix(300))")))
+    } else {
+      done(.success(added))
+    }
+  }
+
+  /// Drops the stream at once (no close handshake), as a device that loses its network does.
+  func drop() {
+    onSubscribed = nil
+    socket?.onClose = nil
+    socket?.onText = nil
+    socket?.abort(reason: "load device dropped")
+  }
+}
+
+/// Runs `body` for indices `0..<count` with at most `concurrency` in flight (0: all at once); `done` once every
+/// one completed, or at the first failure.
+func forEachConcurrently(
+  _ count: Int, concurrency: Int,
+  _ body: @escaping (Int, @escaping (Result<Void, LoadError>) -> Void) -> Void,
+  onProgress: ((Int) -> Void)? = nil,
+  then done: @escaping (Result<Void, LoadError>) -> Void
+) {
+  guard count > 0 else { return done(.success(())) }
+  var next = 0
+  var completed = 0
+  var failed = false
+  func launch() {
+    guard !failed, next < count else { return }
+    let index = next
+    next += 1
+    body(index) { result in
+      guard !failed else { return }
+      if case .failure(let error) = result {
+        failed = true
+        return done(.failure(error))
+      }
+      completed += 1
+      onProgress?(completed)
+      if completed == count { done(.success(())) } else { launch() }
+    }
+  }
+  for _ in 0..<(concurrency > 0 ? min(concurrency, count) : count) { launch() }
+}
+
+/// The broker's own figures, from `GET /metrics` (docs/operations.md, "Metrics").
+struct BrokerMetrics {
+  var subscriptions: Int?
+  var deviceStreams: Int?
+  var connections: Int?
+
+  /// Reads them on `connection` (kept open by the caller so that it does not count as a new descriptor).
+  static func read(
+    _ connection: HTTPClientConnection, _ done: @escaping (Result<BrokerMetrics, LoadError>) -> Void
+  ) {
+    connection.send(.GET, "/metrics") { result in
+      switch result {
+      case .failure(let error): done(.failure(.setupFailed("GET /metrics: \(error)")))
+      case .success(let response):
+        guard response.head.status.code == 200 else {
+          return done(.failure(.setupFailed("GET /metrics: \(response.head.status.code)")))
+        }
+        let text = String(decoding: response.body.readableBytesArray, as: UTF8.self)
+        func int(_ name: String) -> Int? { PrometheusText.value(of: name, in: text).map { Int($0) } }
+        done(
+          .success(
+            BrokerMetrics(
+              subscriptions: int("pagesync_broker_subscriptions"),
+              deviceStreams: int("pagesync_broker_device_streams"),
+              connections: int("pagesync_broker_connections"))))
+      }
+    }
+  }
+}
+
+/// The open descriptors of another process (the limit is `DescriptorLimit`).
+enum Descriptors {
+  /// Entries of /proc/PID/fd: the process's open descriptors; nil if it cannot be read.
+  static func openCount(pid: Int32) -> Int? {
+    guard let directory = opendir("/proc/\(pid)/fd") else { return nil }
+    defer { closedir(directory) }
+    var count = 0
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+      }
+      if name != "." && name != ".." { count += 1 }
+    }
+    return count
+  }
+}
+
+/// The pages of a density run: `count` pages named `PREFIX-INDEX`, created in batches of 1,000; the index is read
+/// back from a notification's id without a dictionary.
+struct DensityPages {
+  let prefix: String
+  let count: Int
+
+  func id(_ index: Int) -> String { "\(prefix)-\(index)" }
+
+  /// The pool index of `id`, nil for a page of another run.
+  func index(of id: Substring) -> Int? {
+    guard id.hasPrefix(prefix), let dash = id.lastIndex(of: "-"),
+      let index = Int(id[id.index(after: dash)...]),
+      index >= 0, index < count
+    else { return nil }
+    return index
+  }
+
+  /// Creates every page; `done` gets each page's time (by index) and the store's epoch.
+  func create(
+    through writers: BrokerWriterPool, _ done: @escaping (Result<([UInt64], String), LoadError>) -> Void
+  ) {
+    let creates = (0..<count).map {
+      MutationFields.createPage(page: id($0), time: writers.nextTime(), title: "D")
+    }
+    BatchChunks.send(creates, chunk: 1000, through: writers) { result in
+      switch result {
+      case .failure(let error): done(.failure(error))
+      case .success(let answer):
+        guard answer.rejected == 0, answer.pages.count == count else {
+          return done(
+            .failure(
+              .setupFailed("creating \(count) pages: \(answer.rejected) rejected, \(answer.pages.count) made")
+            ))
+        }
+        done(.success(((0..<count).map { answer.pages[id($0)] ?? 0 }, answer.epoch)))
+      }
+    }
+  }
+}

@@ -1,0 +1,410 @@
+import EventLoop
+import LoadCore
+import Web
+
+/// Sizes of a soak (B7).
+public struct SoakOptions: Sendable {
+  /// The devices and their pages; `seconds` is the soak's length, `writers` the writer connections.
+  public var density: DensityOptions = {
+    var options = DensityOptions()
+    options.pagesPerDevice = 100
+    options.pool = 10_000
+    options.seconds = 60
+    return options
+  }()
+  /// Batches per second (one page change each), open loop, for the whole soak.
+  public var writeRate = 100.0
+  /// Percent of the devices that disconnect and come back per minute.
+  public var churnPercentPerMinute = 10.0
+  /// Seconds between two readings of the broker's RSS and descriptors.
+  public var sampleSeconds = 1.0
+  /// After the soak, how long the broker may take to hold exactly the harness's subscriptions.
+  public var settleSeconds = 10.0
+
+  public init() {}
+}
+
+/// B7: devices subscribed, a steady open-loop write rate, and churn: on a seeded schedule (`ChurnSchedule`) a
+/// device drops its stream and comes back at once with a new one, subscribing its set again. The broker's RSS
+/// and open descriptors (/proc/PID/fd) are sampled throughout; their slopes say whether they stay flat. At the
+/// end the broker's `pagesync_broker_subscriptions` (GET /metrics) must equal the subscriptions the harness holds:
+/// a dropped stream's subscriptions must all go.
+///
+/// Threading: the run's loop only.
+final class SoakRun: ScenarioRun {
+  private let loop: Loop
+  private let endpoint: BrokerEndpoint
+  private let options: SoakOptions
+  private let layout: DensityLayout
+  private let server: ServerProbe
+  private let progress: ProgressLine
+  private let nonce: String
+  private let pages: DensityPages
+  private let writers: BrokerWriterPool
+  private let churn: ChurnSchedule
+  private var nextChurn = 0
+  private var devices: [SubscribingDevice] = []
+  /// Whether device i's current stream answered `subscribed`.
+  private var subscribed: [Bool] = []
+  private var metrics: HTTPClientConnection?
+  private var schedule: OpenLoopSchedule?
+  private var tick: LoopTimer?
+  private var rss = SampleSeries()
+  private var descriptors = SampleSeries()
+  private var brokerSeries = SampleSeries()
+  private var metricsReconnects = 0
+  private var lag = LatencyRecorder()
+  private var ackLatency = LatencyRecorder()
+  private var acked = 0
+  private var failed = 0
+  private var firstFailure: String?
+  private var reconnects = 0
+  private var skippedChurn = 0
+  private var lostStreams = 0
+  private var notifications = 0
+  private var resubscribeLatency = LatencyRecorder()
+  private var startedAt: UInt64 = 0
+  private var serverBefore: ProcessSample?
+  private var machine = MachineProbe()
+  private var cpuBefore = 0.0
+  private var completion: ((Result<ReportValue, LoadError>) -> Void)?
+  private var finished = false
+  private var settling = false
+
+  init(
+    loop: Loop, endpoint: BrokerEndpoint, options: SoakOptions, layout: DensityLayout, server: ServerProbe,
+    progress: ProgressLine, nonce: String, seed: UInt64
+  ) {
+    self.loop = loop
+    self.endpoint = endpoint
+    self.options = options
+    self.layout = layout
+    self.server = server
+    self.progress = progress
+    self.nonce = nonce
+    pages = DensityPages(prefix: "load-b7-\(nonce)", count: layout.pool)
+    writers = BrokerWriterPool(endpoint: endpoint)
+    churn = ChurnSchedule(
+      devices: layout.devices, percentPerMinute: options.churnPercentPerMinute,
+      seconds: options.density.seconds,
+      seed: seed)
+  }
+
+  private var heldSubscriptions: Int { subscribed.filter { $0 }.count * layout.pagesPerDevice }
+
+  func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
+    self.completion = completion
+    writers.open(loop: loop, count: options.density.writers, clientPrefix: "load-\(nonce)-b7") {
+      [self] result in
+      if case .failure(let error) = result { return finish(.failure(error)) }
+      progress.update("pagesync B7: creating \(layout.pool) pages")
+      pages.create(through: writers) { result in
+        if case .failure(let error) = result { return self.finish(.failure(error)) }
+        HTTPClientConnection.connect(loop: self.loop, to: self.endpoint.address) { result in
+          switch result {
+          case .failure(let error): self.finish(.failure(.connectFailed("metrics: \(error)")))
+          case .success(let connection):
+            self.metrics = connection
+            self.connectAll()
+          }
+        }
+      }
+    }
+  }
+
+  private func connectAll() {
+    devices = (0..<layout.devices).map { _ in SubscribingDevice() }
+    subscribed = Array(repeating: false, count: layout.devices)
+    forEachConcurrently(
+      layout.devices, concurrency: options.density.connectConcurrency,
+      { [self] index, done in open(index, done) },
+      onProgress: { [self] count in progress.update("pagesync B7: subscribed \(count)/\(layout.devices)") },
+      then: { [self] result in
+        if case .failure(let error) = result { return finish(.failure(error)) }
+        soak()
+      })
+  }
+
+  /// Opens device `index`'s stream (a new one) and subscribes its set.
+  private func open(_ index: Int, _ done: @escaping (Result<Void, LoadError>) -> Void) {
+    let device = SubscribingDevice()
+    devices[index] = device
+    subscribed[index] = false
+    device.onChanged = { [weak self] _, _ in self?.notifications += 1 }
+    device.onLost = { [weak self] reason in
+      guard let self, devices[index] === device else { return }
+      lostStreams += 1
+      subscribed[index] = false
+      if firstFailure == nil { firstFailure = "device \(index) lost its stream: \(reason)" }
+    }
+    device.connect(loop: loop, endpoint: endpoint) { [self] result in
+      guard case .success = result else { return done(result) }
+      let message = SubscribingDevice.subscribeMessage(layout.pages(of: index).map(pages.id))
+      device.subscribe(message: message) { result in
+        if case .success = result, self.devices[index] === device { self.subscribed[index] = true }
+        done(result.map { _ in () })
+      }
+    }
+  }
+
+  private func soak() {
+    serverBefore = server.sample()
+    machine = MachineProbe()
+    cpuBefore = HostProcess.ownCPUSeconds()
+    startedAt = HostProcess.now()
+    sample(now: startedAt)
+    schedule = OpenLoopSchedule(
+      rate: options.writeRate, start: startedAt + 2_000_000, duration: UInt64(options.density.seconds * 1e9))
+    let timer = LoopTimer(loop: loop)
+    tick = timer
+    var lastSample = startedAt
+    var lastProgress = startedAt
+    let sampleEvery = UInt64(options.sampleSeconds * 1e9)
+    timer.start(after: 1, repeatEvery: 1) { [weak self] in
+      guard let self else { return }
+      let now = HostProcess.now()
+      sendDue(now: now)
+      churnDue(now: now)
+      if now - lastSample >= sampleEvery {
+        lastSample = now
+        sample(now: now)
+      }
+      if now - lastProgress >= 1_000_000_000 {
+        lastProgress = now
+        progress.update(
+          "pagesync B7 \(Int(Double(now - startedAt) / 1e9))s: acked \(acked) reconnects \(reconnects) "
+            + "rss \(rss.last.map { Int($0) / 1_048_576 } ?? 0) MB fds \(descriptors.last.map { Int($0) } ?? 0)"
+        )
+      }
+      if let schedule, schedule.isFinished, nextChurn == churn.events.count, acked + failed == schedule.total,
+        !settling
+      {
+        settling = true
+        settle(deadline: now + UInt64(options.settleSeconds * 1e9))
+      }
+    }
+  }
+
+  /// GET /metrics on the kept connection; if the broker closed it, on a new one (once). The broker closes a
+  /// keep-alive connection 60 s after it opened even while requests keep coming (its idle timer is not re-armed
+  /// when a request is answered within the callback that read it: see the report of this branch), so a soak
+  /// longer than a minute meets that.
+  private func readMetrics(_ done: @escaping (Result<BrokerMetrics, LoadError>) -> Void) {
+    guard let metrics else { return done(.failure(.connectFailed("no metrics connection"))) }
+    BrokerMetrics.read(metrics) { [self] result in
+      guard case .failure = result, !metrics.isOpen else { return done(result) }
+      metricsReconnects += 1
+      HTTPClientConnection.connect(loop: loop, to: endpoint.address) { connected in
+        switch connected {
+        case .failure(let error): done(.failure(.connectFailed("metrics: \(error)")))
+        case .success(let connection):
+          self.metrics = connection
+          BrokerMetrics.read(connection, done)
+        }
+      }
+    }
+  }
+
+  private func sample(now: UInt64) {
+    // Also reads /metrics: the broker's subscriptions over time.
+    if let metrics, metrics.pendingRequests == 0, !settling {
+      readMetrics { [weak self] result in
+        if case .success(let figures) = result, let count = figures.subscriptions, let self {
+          brokerSeries.record(at: HostProcess.now() - startedAt, value: Double(count))
+        }
+      }
+    }
+    guard let pid = server.pid else { return }
+    if let reading = server.sample() { rss.record(at: now - startedAt, value: Double(reading.residentBytes)) }
+    if let count = Descriptors.openCount(pid: pid) {
+      descriptors.record(at: now - startedAt, value: Double(count))
+    }
+  }
+
+  private func sendDue(now: UInt64) {
+    guard var schedule else { return }
+    let due = schedule.take(now: now)
+    self.schedule = schedule
+    for batch in due {
+      let scheduledAt = schedule.scheduledTime(of: batch)
+      lag.record(nanoseconds: now - min(now, scheduledAt))
+      guard let writer = writers.leastBusy else {
+        failed += 1
+        continue
+      }
+      let mutation = MutationFields.setProperty(
+        page: pages.id(batch % layout.pool), time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
+      writers.send([mutation], on: writer) { [weak self] result in
+        guard let self else { return }
+        let answeredAt = HostProcess.now()
+        switch result {
+        case .success:
+          acked += 1
+          ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
+        case .failure(let error):
+          failed += 1
+          if firstFailure == nil { firstFailure = error.description }
+        }
+      }
+    }
+  }
+
+  private func churnDue(now: UInt64) {
+    while nextChurn < churn.events.count, startedAt + churn.events[nextChurn].at <= now {
+      let index = churn.events[nextChurn].device
+      nextChurn += 1
+      // A device still coming back from an earlier turn is left alone (counted).
+      guard subscribed[index] else {
+        skippedChurn += 1
+        continue
+      }
+      reconnects += 1
+      devices[index].drop()
+      subscribed[index] = false
+      let droppedAt = HostProcess.now()
+      open(index) { [weak self] result in
+        guard let self else { return }
+        switch result {
+        case .success: resubscribeLatency.record(nanoseconds: HostProcess.now() - droppedAt)
+        case .failure(let error):
+          failed += 1
+          if firstFailure == nil { firstFailure = "device \(index) could not come back: \(error)" }
+        }
+      }
+    }
+  }
+
+  /// After the soak: every device subscribed again, then /metrics polled until the broker holds exactly the
+  /// harness's subscriptions and streams (or the deadline).
+  private func settle(deadline: UInt64) {
+    guard metrics != nil else { return complete(metrics: nil) }
+    let allBack = !subscribed.contains(false)
+    readMetrics { [self] result in
+      switch result {
+      case .failure(let error): finish(.failure(error))
+      case .success(let figures):
+        let matches =
+          allBack && figures.subscriptions == heldSubscriptions && figures.deviceStreams == layout.devices
+        if matches || HostProcess.now() >= deadline { return complete(metrics: figures) }
+        let timer = LoopTimer(loop: loop)
+        timer.start(after: 50) {
+          timer.close()
+          self.settle(deadline: deadline)
+        }
+      }
+    }
+  }
+
+  private func complete(metrics figures: BrokerMetrics?) {
+    tick?.close()
+    tick = nil
+    let now = HostProcess.now()
+    sample(now: now)
+    let wall = Double(now - startedAt) / 1e9
+    let harnessCPU = (HostProcess.ownCPUSeconds() - cpuBefore) / max(wall, 1e-9) * 100
+    let held = heldSubscriptions
+    let brokerSubscriptions = figures?.subscriptions ?? -1
+    let leaked = brokerSubscriptions - held
+    let descriptorsFlat = descriptors.first == descriptors.last
+    var notes: [String] = []
+    if leaked != 0 {
+      notes.append(
+        "the broker holds \(brokerSubscriptions) subscriptions, the harness \(held): \(leaked) leaked or lost"
+      )
+    }
+    if figures?.deviceStreams != layout.devices {
+      notes.append(
+        "the broker counts \(figures?.deviceStreams ?? -1) device streams, the harness \(layout.devices)")
+    }
+    if !descriptorsFlat, server.pid != nil {
+      notes.append(
+        "the broker's open descriptors went from \(Int(descriptors.first ?? 0)) to \(Int(descriptors.last ?? 0))"
+      )
+    }
+    if lag.summary.p99 > 2 {
+      notes.append(
+        "the generator fell behind its schedule (lag p99 \(ReportValue.number(lag.summary.p99).json) ms)")
+    }
+    if harnessCPU >= 85 {
+      notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
+    }
+    if failed > 0 || lostStreams > 0 {
+      notes.append("\(failed) failures, \(lostStreams) streams lost: \(firstFailure ?? "")")
+    }
+    func series(_ values: SampleSeries, unit: String) -> ReportValue {
+      .object([
+        ("samples", .int(values.samples.count)), ("first_\(unit)", .number(values.first ?? 0)),
+        ("last_\(unit)", .number(values.last ?? 0)), ("min_\(unit)", .number(values.minimum ?? 0)),
+        ("max_\(unit)", .number(values.maximum ?? 0)),
+        ("slope_\(unit)_per_min", .number(values.slopePerMinute)),
+        ("later_half_slope_\(unit)_per_min", .number(values.laterHalfSlopePerMinute)),
+      ])
+    }
+    let sampledSubscriptions = ReportValue.object([
+      ("samples", .int(brokerSeries.samples.count)), ("metrics_reconnects", .int(metricsReconnects)),
+      ("min", .number(brokerSeries.minimum ?? 0)),
+      ("max", .number(brokerSeries.maximum ?? 0)),
+    ])
+    let ok =
+      leaked == 0 && figures?.deviceStreams == layout.devices && failed == 0 && lostStreams == 0
+      && (descriptorsFlat || server.pid == nil)
+    let rssReport = series(rss, unit: "bytes")
+    let fdsReport = series(descriptors, unit: "fds")
+    let report = ReportValue.object([
+      ("scenario", .string("B7")), ("target", .string("pagesync")),
+      ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
+      ("page_pool", .int(layout.pool)), ("seconds", .number(options.density.seconds)),
+      (
+        "churn",
+        .object([
+          ("percent_per_min", .number(options.churnPercentPerMinute)),
+          ("scheduled", .int(churn.events.count)),
+          ("reconnects", .int(reconnects)), ("skipped", .int(skippedChurn)),
+          ("lost_streams", .int(lostStreams)),
+          ("resubscribe", resubscribeLatency.summary.reportValue),
+        ])
+      ),
+      (
+        "writes",
+        .object([
+          ("rate", .number(options.writeRate)), ("scheduled", .int(schedule?.total ?? 0)),
+          ("acked", .int(acked)),
+          ("failed", .int(failed)), ("ack_latency", ackLatency.summary.reportValue),
+          ("notifications", .int(notifications)),
+        ])
+      ),
+      (
+        "subscriptions",
+        .object([
+          ("harness", .int(held)), ("broker", .int(brokerSubscriptions)), ("leaked", .int(leaked)),
+          ("broker_device_streams", .int(figures?.deviceStreams ?? -1)),
+        ])
+      ),
+      ("rss", rssReport), ("fds", fdsReport),
+      ("broker_subscriptions_sampled", sampledSubscriptions),
+      (
+        "generator",
+        .object([("lag_p99_ms", .number(lag.summary.p99)), ("harness_cpu_pct", .number(harnessCPU))])
+      ),
+      ("server", server.report(before: serverBefore, after: server.sample(), wallSeconds: wall)),
+      ("machine", machine.report),
+      ("ok", .bool(ok)),
+      ("notes", .string(notes.joined(separator: "; "))),
+    ])
+    finish(.success(report))
+  }
+
+  private func finish(_ result: Result<ReportValue, LoadError>) {
+    guard !finished else { return }
+    finished = true
+    tick?.close()
+    tick = nil
+    progress.clear()
+    writers.close()
+    metrics?.close()
+    for device in devices { device.drop() }
+    let completion = self.completion
+    self.completion = nil
+    completion?(result)
+  }
+}
