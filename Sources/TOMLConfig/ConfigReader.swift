@@ -36,11 +36,18 @@ public final class ConfigReader {
   public init(text: String, file: String) throws(ConfigError) {
     self.file = file
     lines = KeyLines(text)
-    if let (line, character) = TableHeaderCheck.firstBadHeader(in: text) {
+    switch TableHeaderCheck.firstProblem(in: text) {
+    case (let line, .header(let character))?:
       throw ConfigError(
         file: file, line: line, key: "",
         message: "invalid table header: a key starts with a letter, a digit, _, - or a quote "
           + "(saw '\(character.escaped(asASCII: false))')")
+    case (let line, .dateTime(let character))?:
+      let saw = character.map { "'\($0.escaped(asASCII: false))'" } ?? "the end"
+      throw ConfigError(
+        file: file, line: line, key: "", message: "invalid date-time: a time must follow the T (saw \(saw))")
+    case nil:
+      break
     }
     do {
       root = try TOMLTable(string: text)

@@ -7,11 +7,32 @@
 /// the assertion is an optimizer assumption, has undefined behaviour. Found by FuzzConfig. The check follows the
 /// TOML lexically (strings of the four kinds, comments, brackets of values that span lines) so that it looks
 /// only where toml++ reads a header, and refuses only what toml++ would refuse anyway.
+///
+/// It also finds a value that is a date followed by `T` or `t` and no digit (`1979-05-27T:`): toml++ takes it for
+/// a date-time when a `:` follows within its look-ahead and asserts the time's first digit
+/// (`Assertion 'is_decimal_digit(*cp)' failed` in `parse_time`). Found by FuzzConfig in CI. Such a value is never
+/// valid TOML.
 enum TableHeaderCheck {
+  /// What `firstProblem` found.
+  enum Problem: Equatable {
+    /// A table header whose key starts with `character`.
+    case header(Unicode.Scalar)
+    /// A date then `T`/`t` then `character` (or nothing), not a time.
+    case dateTime(Unicode.Scalar?)
+  }
+
   /// The 1-based line and the character of the first such header, or nil.
+  static func firstBadHeader(in text: String) -> (line: Int, character: Unicode.Scalar)? {
+    guard let (line, problem) = firstProblem(in: text), case .header(let character) = problem else {
+      return nil
+    }
+    return (line, character)
+  }
+
+  /// The 1-based line of the first text toml++ cannot be given, and what it is, or nil.
   ///
   /// Works on Unicode scalars, as toml++ does: a `Character` would join `\r\n` into one.
-  static func firstBadHeader(in text: String) -> (line: Int, character: Unicode.Scalar)? {
+  static func firstProblem(in text: String) -> (line: Int, problem: Problem)? {
     let characters = Array(text.unicodeScalars)
     // toml++ skips a byte order mark.
     var index = characters.first == "\u{FEFF}" ? 1 : 0
@@ -19,6 +40,8 @@ enum TableHeaderCheck {
     /// Brackets and braces of values open at this point (a header can only start at depth 0).
     var depth = 0
     var atStatementStart = true
+    /// The last character that was not blank: a value starts after `=`, `[` or `,`.
+    var previous: Unicode.Scalar = "\n"
 
     func at(_ offset: Int) -> Unicode.Scalar? {
       index + offset < characters.count ? characters[index + offset] : nil
@@ -79,13 +102,26 @@ enum TableHeaderCheck {
           let startsKey =
             first == "]" || first == "\"" || first == "'" || first == "_" || first == "-"
             || ("a"..."z").contains(first) || ("A"..."Z").contains(first) || ("0"..."9").contains(first)
-          if !startsKey { return (line, first) }
+          if !startsKey { return (line, .header(first)) }
         }
         // The rest of a header line is the header and perhaps a comment.
         while index < characters.count && characters[index] != "\n" { index += 1 }
         continue
       }
       atStatementStart = false
+      defer { previous = character }
+      if ("0"..."9").contains(character) && (previous == "=" || previous == "[" || previous == ",") {
+        // YYYY-MM-DD then T or t: a digit must follow.
+        let pattern = Array("dddd-dd-dd".unicodeScalars)
+        let isDate = pattern.indices.allSatisfy { offset in
+          guard let scalar = at(offset) else { return false }
+          return pattern[offset] == "d" ? ("0"..."9").contains(scalar) : scalar == pattern[offset]
+        }
+        if isDate, let separator = at(pattern.count), separator == "T" || separator == "t" {
+          let next = at(pattern.count + 1)
+          if next.map({ !("0"..."9").contains($0) }) ?? true { return (line, .dateTime(next)) }
+        }
+      }
       switch character {
       case "#":
         while index < characters.count && characters[index] != "\n" { index += 1 }

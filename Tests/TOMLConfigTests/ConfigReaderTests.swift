@@ -102,6 +102,38 @@ import Testing
     }
   }
 
+  /// Regression (FuzzConfig, in CI): a date, `T` and no digit, with a `:` after it, made toml++ assert in
+  /// `parse_time`. Refused first, naming the line.
+  @Test(arguments: [
+    ("a = 1979-05-27t:\n", 1, "':'"), ("x = 1\na = 1979-05-27Tx:\n", 2, "'x'"),
+    ("a = [1979-05-27t:]\n", 1, "':'"),
+    ("t = { d = 1979-05-27T:00 }\n", 1, "':'"), ("a = 1979-05-27T", 1, "the end"),
+    ("a = { blisten = [1, 2.5, 1979-05-27T\u{FFFD}\u{FFFD}07:32:00Z] }\n", 1, "'\u{FFFD}'"),
+  ])
+  func aDateWithoutItsTimeIsAnErrorNamingItsLine(text: String, line: Int, saw: String) {
+    do {
+      _ = try ConfigReader(text: text, file: "c.toml")
+      Issue.record("parsed")
+    } catch {
+      #expect(error.line == line)
+      #expect(error.message == "invalid date-time: a time must follow the T (saw \(saw))", "\(error.message)")
+    }
+  }
+
+  @Test func datesTimesAndKeysThatLookLikeDatesStillParse() throws {
+    let reader = try ConfigReader(
+      text: """
+        a = 1979-05-27T07:32:00Z
+        b = 1979-05-27
+        c = 1979-05-27 07:32:00
+        d = [1979-05-27t07:32:00, 1979-05-27]
+        s = "1979-05-27T:"
+        [t]
+        1979-05-27tab = 1
+        """, file: "c.toml")
+    _ = reader
+  }
+
   @Test func bracketsInsideValuesAreNotTableHeaders() throws {
     let text = """
       a = [
