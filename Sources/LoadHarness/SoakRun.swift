@@ -131,8 +131,9 @@ final class SoakRun: ScenarioRun {
     devices[index] = device
     subscribed[index] = false
     device.onChanged = { [weak self] _, _ in self?.notifications += 1 }
-    device.onLost = { [weak self] reason in
-      guard let self, devices[index] === device else { return }
+    // Weak: the device holds this closure (a strong capture kept every device alive past the run).
+    device.onLost = { [weak self, weak device] reason in
+      guard let self, let device, devices[index] === device else { return }
       lostStreams += 1
       subscribed[index] = false
       if firstFailure == nil { firstFailure = "device \(index) lost its stream: \(reason)" }

@@ -9,18 +9,10 @@ import Testing
 /// Short runs of `pagesync-load` against the broker it starts: correctness only (every delivery counted, nothing
 /// lost, exactly the changed pages), never a time — CI machines are shared and their timings mean nothing.
 @Suite(.serialized) struct LoadSmokeTests {
-  /// Runs `pagesync-load ARGUMENTS --json --quiet` and returns its JSON report. `harnessLeakCheck: false`
-  /// turns LeakSanitizer off for that run under `make sanitize` (the harness and the broker it starts, which
-  /// inherits the setting; every other test checks the broker): B7's run objects are still alive at the
-  /// harness's exit (a reference cycle in the load harness, not yet found; the process ends there).
-  func report(_ arguments: [String], harnessLeakCheck: Bool = true) throws -> [String: Any] {
+  /// Runs `pagesync-load ARGUMENTS --json --quiet` and returns its JSON report.
+  func report(_ arguments: [String]) throws -> [String: Any] {
     let command = arguments + ["--json", "--quiet"]
-    let run =
-      harnessLeakCheck
-      ? try runToCompletion(builtProgram("pagesync-load"), command, timeout: 180_000)
-      : try runToCompletion(
-        "/usr/bin/env", ["ASAN_OPTIONS=detect_leaks=0", builtProgram("pagesync-load")] + command,
-        timeout: 180_000)
+    let run = try runToCompletion(builtProgram("pagesync-load"), command, timeout: 180_000)
     guard run.status == 0 else {
       throw LoadRunFailed(command: command, status: run.status, output: run.output + run.errorOutput)
     }
@@ -199,11 +191,10 @@ extension LoadSmokeTests {
   }
 
   @Test func soakEndsWithTheBrokerHoldingExactlyTheHarnessSubscriptions() throws {
-    let run = try report(
-      [
-        "run", "B7", "--devices", "20", "--pages-per-device", "20", "--pool", "100", "--seconds", "3",
-        "--churn-percent", "600", "--write-rate", "50",
-      ], harnessLeakCheck: false)
+    let run = try report([
+      "run", "B7", "--devices", "20", "--pages-per-device", "20", "--pool", "100", "--seconds", "3",
+      "--churn-percent", "600", "--write-rate", "50",
+    ])
     #expect(int(run, "churn.reconnects") ?? 0 > 0)
     #expect(int(run, "subscriptions.harness") == 400)
     #expect(int(run, "subscriptions.broker") == 400, "\(run)")
