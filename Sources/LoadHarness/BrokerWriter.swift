@@ -4,6 +4,14 @@ import Web
 
 /// Where the broker is and who the harness is to it.
 public struct BrokerEndpoint: Sendable {
+  /// Opens a device stream (`/v1/stream`, the token as `access_token`), as every simulated device does.
+  func openStream(loop: Loop, _ done: @escaping (Result<WebSocket, LoadError>) -> Void) {
+    let target = token.map { "/v1/stream?access_token=" + $0 } ?? "/v1/stream"
+    WebSocketClient.connect(loop: loop, to: address, target: target, handshakeTimeout: 30_000) { result in
+      done(result.mapError { .connectFailed("device stream: \($0)") })
+    }
+  }
+
   public var address: SocketAddress
   /// The bearer token; nil for a loopback broker without tokens (user `local`, workspace `default`).
   public var token: String?

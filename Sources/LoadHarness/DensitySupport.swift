@@ -26,12 +26,10 @@ final class SubscribingDevice {
 
   /// Opens the stream; `done` once the WebSocket handshake completed.
   func connect(loop: Loop, endpoint: BrokerEndpoint, _ done: @escaping (Result<Void, LoadError>) -> Void) {
-    let target = endpoint.token.map { "/v1/stream?access_token=" + $0 } ?? "/v1/stream"
-    WebSocketClient.connect(loop: loop, to: endpoint.address, target: target, handshakeTimeout: 30_000) {
-      [self] result in
+    endpoint.openStream(loop: loop) { [self] result in
       switch result {
       case .failure(let error):
-        done(.failure(.connectFailed("device stream: \(error)")))
+        done(.failure(error))
       case .success(let socket):
         self.socket = socket
         socket.onText = { [weak self] text in self?.received(text) }

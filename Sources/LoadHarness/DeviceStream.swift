@@ -17,12 +17,10 @@ final class DeviceStream {
     onTime: ((UInt64) -> Void)? = nil, onFrame: ((String) -> Void)? = nil,
     _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
-    let target = endpoint.token.map { "/v1/stream?access_token=" + $0 } ?? "/v1/stream"
-    WebSocketClient.connect(loop: loop, to: endpoint.address, target: target, handshakeTimeout: 30_000) {
-      [self] result in
+    endpoint.openStream(loop: loop) { [self] result in
       switch result {
       case .failure(let error):
-        done(.failure(.connectFailed("device stream: \(error)")))
+        done(.failure(error))
       case .success(let socket):
         self.socket = socket
         onSubscribed = done
