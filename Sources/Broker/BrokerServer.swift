@@ -39,6 +39,8 @@ public final class BrokerServer {
   // Notification fan-out.
   var channels = ChannelIndex()
   var sessions: [SubscriberID: StreamSession] = [:]
+  /// The workspaces of the pages `subscribe` frames name (from the index, else the store).
+  lazy var pageWorkspaces = PageWorkspaceLookup(broker: self)
   private var nextSubscriber: UInt32 = 1
   private var dirtySessions: Set<SubscriberID> = []
   private var flushWakeup: Wakeup?
@@ -140,6 +142,7 @@ public final class BrokerServer {
       guard let key = channels.existingKey(for: page.rawValue), let workspace = workspaces[page] else {
         continue
       }
+      channels.setWorkspace(workspace.rawValue, of: key)
       for subscriber in channels.subscribers(of: key) {
         guard let session = sessions[subscriber], session.grant.workspaces.contains(workspace) else {
           continue
@@ -149,6 +152,15 @@ public final class BrokerServer {
       }
     }
     if !dirtySessions.isEmpty { flushWakeup?.signal() }
+  }
+
+  /// The workspace of a page, if the channel index knows it (somebody subscribes to the page, and its workspace
+  /// was read or committed since).
+  func knownWorkspace(of page: EntityID) -> EntityID? {
+    guard let key = channels.existingKey(for: page.rawValue), let number = channels.workspace(of: key) else {
+      return nil
+    }
+    return try? EntityID(validating: channels.workspaceID(number))
   }
 
   private func flushDirtySessions() {

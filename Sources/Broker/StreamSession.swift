@@ -35,6 +35,40 @@ final class StreamSession {
   }
 
   private func received(_ text: String) {
+    waitingFrames.append(text)
+    processFrames()
+  }
+
+  /// Frames wait here, as text, while a `subscribe` waits for the store (its own, or another device's that the
+  /// broker is reading for), so that a device's frames take effect, and are answered, in the order it sent them.
+  /// Reading pauses meanwhile, which bounds the queue to what one read delivered.
+  private var waitingFrames: [String] = []
+  private var waitingForStore = false
+  private var processing = false
+
+  private func processFrames() {
+    guard !processing else { return }
+    processing = true
+    defer { processing = false }
+    while !waitingForStore && !waitingFrames.isEmpty {
+      if broker.pageWorkspaces.isReading {
+        waitingForStore = true
+        broker.pageWorkspaces.whenIdle { [weak self] in self?.storeIsIdle() }
+        break
+      }
+      handle(waitingFrames.removeFirst())
+    }
+    if waitingForStore { socket.pauseReading() }
+  }
+
+  private func storeIsIdle() {
+    guard socket.isOpen else { return }
+    waitingForStore = false
+    socket.resumeReading()
+    processFrames()
+  }
+
+  private func handle(_ text: String) {
     let message: BrokerProtocol.ClientMessage
     do {
       message = try broker.json.decoder.decode(BrokerProtocol.ClientMessage.self, from: Data(text.utf8))
@@ -70,42 +104,69 @@ final class StreamSession {
         denied.append(String(text.prefix(80)))
       }
     }
-    let box = broker.storeBox
-    let workspaces = grant.workspaces
-    let candidates = valid
-    broker.writer.read(
-      on: broker.loop,
-      { _ -> [EntityID] in
-        try box.store.pagesOutside(workspaces: workspaces, among: candidates)
-      },
-      completion: { [weak self] result in
-        guard let self, self.socket.isOpen else { return }
-        var refused = Set<EntityID>()
-        switch result {
-        case .success(let outside): refused = Set(outside)
-        case .failure:
-          self.fail(4500, "the subscription could not be checked; try again")
-          return
+    waitingForStore = true
+    var answeredAtOnce = true
+    broker.pageWorkspaces.lookUp(valid) { [weak self] result in
+      guard let self, self.socket.isOpen else { return }
+      self.waitingForStore = false
+      switch result {
+      case .success(let workspaces): self.subscribe(valid, denied: denied, workspaces: workspaces)
+      case .failure: self.fail(4500, "the subscription could not be checked; try again")
+      }
+      if !answeredAtOnce {
+        self.socket.resumeReading()
+        self.processFrames()
+      }
+    }
+    answeredAtOnce = false
+  }
+
+  /// Subscribes to `valid` but for the pages that exist outside the grant's workspaces.
+  private func subscribe(_ valid: [EntityID], denied: [String], workspaces: PageWorkspaceLookup.Answer) {
+    var denied = denied
+    var allowedNumbers: [ChannelIndex.WorkspaceNumber: Bool] = [:]
+    /// Whether the page may be subscribed to, and its workspace if it was read from the store.
+    func allowed(_ page: EntityID) -> (Bool, read: EntityID?) {
+      switch workspaces {
+      case .read(let found):
+        guard let workspace = found[page] else { return (true, nil) }
+        return (grant.workspaces.contains(workspace), workspace)
+      case .inIndex:
+        // Read in place: a copy of the index would copy its storage at the next change.
+        guard let key = broker.channels.existingKey(for: page.rawValue),
+          let number = broker.channels.workspace(of: key)
+        else {
+          return (true, nil)  // not reached: the lookup answered `inIndex` in this loop turn
         }
-        let limit = self.broker.configuration.limits.subscriptionsPerConnection
-        var keys: [PageKey] = []
-        var count = self.broker.channels.subscriptionCount(of: self.id)
-        for id in valid {
-          if refused.contains(id) {
-            denied.append(id.rawValue)
-          } else if count >= limit && !self.isSubscribed(id) {
-            denied.append(id.rawValue)
-          } else {
-            let key = self.broker.channels.key(for: id.rawValue)
-            if !self.broker.channels.isSubscribed(self.id, to: key) { count += 1 }
-            keys.append(key)
-          }
-        }
-        let added = self.broker.channels.subscribe(self.id, to: keys)
-        let answer = BrokerProtocol.Subscribed(
-          added: added, total: self.broker.channels.subscriptionCount(of: self.id), denied: denied)
-        self.socket.send(text: self.broker.jsonText(answer))
-      })
+        if let known = allowedNumbers[number] { return (known, nil) }
+        let workspace = try? EntityID(validating: broker.channels.workspaceID(number))
+        let allowed = workspace.map { grant.workspaces.contains($0) } ?? false
+        allowedNumbers[number] = allowed
+        return (allowed, nil)
+      }
+    }
+    let limit = broker.configuration.limits.subscriptionsPerConnection
+    var keys: [PageKey] = []
+    var learned: [(PageKey, EntityID)] = []
+    var count = broker.channels.subscriptionCount(of: id)
+    for page in valid {
+      let (isAllowed, workspace) = allowed(page)
+      if !isAllowed {
+        denied.append(page.rawValue)
+      } else if count >= limit && !isSubscribed(page) {
+        denied.append(page.rawValue)
+      } else {
+        let key = broker.channels.key(for: page.rawValue)
+        if !broker.channels.isSubscribed(id, to: key) { count += 1 }
+        keys.append(key)
+        if let workspace { learned.append((key, workspace)) }
+      }
+    }
+    let added = broker.channels.subscribe(id, to: keys)
+    for (key, workspace) in learned { broker.channels.setWorkspace(workspace.rawValue, of: key) }
+    let answer = BrokerProtocol.Subscribed(
+      added: added, total: broker.channels.subscriptionCount(of: id), denied: denied)
+    socket.send(text: broker.jsonText(answer))
   }
 
   private func isSubscribed(_ page: EntityID) -> Bool {

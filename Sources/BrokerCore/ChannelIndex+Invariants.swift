@@ -16,7 +16,11 @@ extension ChannelIndex {
           problems.append("free key \(key) not at its free-list position")
         }
         if !channelSubscribers[key].isEmpty { problems.append("free key \(key) has subscribers") }
+        if ref.workspace != Self.unknownWorkspace { problems.append("free key \(key) keeps a workspace") }
         continue
+      }
+      if ref.workspace != Self.unknownWorkspace && Int(ref.workspace) >= workspaceIDs.count {
+        problems.append("key \(key) has workspace number \(ref.workspace) of \(workspaceIDs.count)")
       }
       live += 1
       liveBytes += Int(ref.length)

@@ -28,7 +28,12 @@ public struct ChannelIndex: Sendable {
     var hash: UInt32
     /// Bytes of the id, 1...64; 0 marks a free key.
     var length: UInt8
+    /// The page's workspace as a number of `workspaceIDs`, once the broker has learned it; `unknownWorkspace`
+    /// until then. It fits in the struct's padding, so it costs nothing.
+    var workspace: UInt16 = ChannelIndex.unknownWorkspace
   }
+
+  static let unknownWorkspace = UInt16.max
 
   var channelSubscribers: ContiguousArray<KeySet> = []
   var nameRefs: ContiguousArray<NameRef> = []
@@ -39,6 +44,9 @@ public struct ChannelIndex: Sendable {
   /// Open addressing, linear probing: the keys of live channels, homed by their id's hash; `KeySet.free` if empty.
   var keySlots: ContiguousArray<UInt32> = []
   var subscriptionSets: [SubscriberID: KeySet] = [:]
+  /// Workspaces named by channels, numbered in the order first seen (never forgotten: there are few).
+  var workspaceIDs: ContiguousArray<String> = []
+  var workspaceNumbers: [String: UInt16] = [:]
   /// Heap bytes of every `KeySet` table, kept up to date as they grow and shrink.
   var setHeapBytes = 0
   let seed = HashSeed.process

@@ -190,6 +190,21 @@ extension PageStore {
     return (changed, gone.sorted())
   }
 
+  /// The workspace of each of `pages` that exists (deleted pages included); pages absent from the answer do not
+  /// exist.
+  public func workspaces(of pages: some Sequence<EntityID>) throws -> [EntityID: EntityID] {
+    let statement = try connection.cachedStatement("SELECT workspace_id FROM page WHERE id = ?")
+    var answer: [EntityID: EntityID] = [:]
+    for page in pages {
+      try statement.bind([.text(page.rawValue)])
+      defer { statement.reset() }
+      if try statement.step(), let workspace = statement.string(0) {
+        answer[page] = EntityID(trusted: workspace)
+      }
+    }
+    return answer
+  }
+
   /// Of `pages`, those that exist outside `workspaces` (a subscription to them must be refused).
   public func pagesOutside(workspaces: Set<EntityID>, among pages: [EntityID]) throws -> [EntityID] {
     let statement = try connection.cachedStatement("SELECT workspace_id FROM page WHERE id = ?")

@@ -153,6 +153,20 @@ async def main():
             await receive_changes(ws, {pages[0]: secret["sequence"]})
             await assert_quiet(bob)
             check(True, "no notification crosses workspaces")
+            # A page nobody subscribes to: its workspace comes from the store, not from the broker's index.
+            status, _ = alice.push([alice.mutation("unwatched", "create_page", title="nobody listens")])
+            await bob.send(json.dumps({"op": "subscribe", "pages": ["unwatched", "bob-page"]}))
+            answer = json.loads(await bob.recv())
+            check(status == 200 and answer["denied"] == ["unwatched"] and answer["added"] == 0 and answer["total"] == 1,
+                  "a page of another workspace that nobody subscribes to is denied")
+            # Frames take effect in the order sent, a subscribe that waits for the store included.
+            await bob.send(json.dumps({"op": "subscribe", "pages": ["later-1", "later-2"]}))
+            await bob.send(json.dumps({"op": "unsubscribe", "pages": ["later-1", "later-2"]}))
+            await bob.send(json.dumps({"op": "subscribe", "pages": ["later-2"]}))
+            answers = [json.loads(await bob.recv()) for _ in range(3)]
+            check([a["op"] for a in answers] == ["subscribed", "unsubscribed", "subscribed"]
+                  and [a["total"] for a in answers] == [3, 1, 2] and answers[1]["removed"] == 2,
+                  f"subscribe, unsubscribe, subscribe answer in order ({answers})")
 
         # Catch-up and fetch.
         status, body = call("POST", "/v1/catchup", {"epoch": None, "pages": {pages[0]: 0, pages[5]: 0, "nope": 0}})

@@ -1,0 +1,66 @@
+import BrokerCore
+import SyncModel
+
+/// Which workspace each page of a `subscribe` frame is in, so that pages of other workspaces are denied.
+///
+/// A page never changes workspace, so the answer is remembered on the page's channel (`ChannelIndex`) for as long
+/// as somebody subscribes to it, and learned again from commits (`BrokerServer.publish`). Only pages the index
+/// does not know cost a store read, on the writer thread, one frame's at a time: while a read is under way, other
+/// frames wait (`whenIdle`) undecoded, and then mostly find their pages known. When a thousand devices subscribe
+/// to the same thousand pages at once, the store is read for the first frame only, and the frames that waited
+/// hold their text (one allocation each) rather than a thousand decoded ids each.
+///
+/// Threading: the broker's loop thread.
+final class PageWorkspaceLookup {
+  /// Where the workspaces of a request's pages are.
+  enum Answer {
+    /// The index knows every page's workspace now (`BrokerServer.knownWorkspace(of:)`): read them before the
+    /// loop turn ends.
+    case inIndex
+    /// Read from the store: the workspace of every page that exists; a page left out does not exist (yet).
+    case read([EntityID: EntityID])
+  }
+
+  private unowned let broker: BrokerServer
+  /// Whether a store read is under way; `lookUp` may be called only when it is not.
+  private(set) var isReading = false
+  private var idleWaiters: [() -> Void] = []
+  /// Pages read from the store, for the metrics and tests.
+  private(set) var pagesRead = 0
+
+  init(broker: BrokerServer) { self.broker = broker }
+
+  /// Calls `completion` with where the workspaces of `pages` are: at once if the index knows them all, otherwise
+  /// after a store read. No read may be under way (`isReading`; wait with `whenIdle`).
+  func lookUp(_ pages: [EntityID], completion: @escaping (Result<Answer, any Error>) -> Void) {
+    precondition(!isReading, "one store read at a time: wait with whenIdle")
+    guard !pages.allSatisfy({ broker.knownWorkspace(of: $0) != nil }) else {
+      completion(.success(.inIndex))
+      return
+    }
+    isReading = true
+    pagesRead += pages.count
+    let box = broker.storeBox
+    let wanted = pages
+    broker.writer.read(
+      on: broker.loop, { _ in try box.store.workspaces(of: wanted) },
+      completion: { [weak self] result in
+        guard let self else { return }
+        self.isReading = false
+        completion(result.map { .read($0) })
+        self.runIdleWaiters()
+      })
+  }
+
+  /// Runs `body` once no read is under way, after those that asked before it: at once if none is.
+  func whenIdle(_ body: @escaping () -> Void) {
+    idleWaiters.append(body)
+    runIdleWaiters()
+  }
+
+  private func runIdleWaiters() {
+    while !isReading && !idleWaiters.isEmpty {
+      idleWaiters.removeFirst()()
+    }
+  }
+}
