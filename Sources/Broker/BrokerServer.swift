@@ -154,13 +154,19 @@ public final class BrokerServer {
     if !dirtySessions.isEmpty { flushWakeup?.signal() }
   }
 
-  /// The workspace of a page, if the channel index knows it (somebody subscribes to the page, and its workspace
-  /// was read or committed since).
-  func knownWorkspace(of page: EntityID) -> EntityID? {
-    guard let key = channels.existingKey(for: page.rawValue), let number = channels.workspace(of: key) else {
-      return nil
+  /// Runs `body` on the channel index in place. Calling its methods through `channels` one by one makes a copy
+  /// of the struct each time (a retain of every array); on a per-page path that costs more than the work.
+  func withChannels<Result>(_ body: (inout ChannelIndex) throws -> Result) rethrows -> Result {
+    try body(&channels)
+  }
+
+  /// Whether the channel index knows the workspace of every page of `pages`.
+  func knowsWorkspaces(of pages: [EntityID]) -> Bool {
+    withChannels { channels in
+      pages.allSatisfy { page in
+        channels.existingKey(for: page.rawValue).flatMap { channels.workspace(of: $0) } != nil
+      }
     }
-    return try? EntityID(validating: channels.workspaceID(number))
   }
 
   private func flushDirtySessions() {

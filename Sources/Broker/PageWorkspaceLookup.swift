@@ -14,7 +14,7 @@ import SyncModel
 final class PageWorkspaceLookup {
   /// Where the workspaces of a request's pages are.
   enum Answer {
-    /// The index knows every page's workspace now (`BrokerServer.knownWorkspace(of:)`): read them before the
+    /// The index knows every page's workspace now (`ChannelIndex.workspace(of:)`): read them before the
     /// loop turn ends.
     case inIndex
     /// Read from the store: the workspace of every page that exists; a page left out does not exist (yet).
@@ -34,7 +34,7 @@ final class PageWorkspaceLookup {
   /// after a store read. No read may be under way (`isReading`; wait with `whenIdle`).
   func lookUp(_ pages: [EntityID], completion: @escaping (Result<Answer, any Error>) -> Void) {
     precondition(!isReading, "one store read at a time: wait with whenIdle")
-    guard !pages.allSatisfy({ broker.knownWorkspace(of: $0) != nil }) else {
+    guard !broker.knowsWorkspaces(of: pages) else {
       completion(.success(.inIndex))
       return
     }

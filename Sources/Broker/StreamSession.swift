@@ -124,49 +124,50 @@ final class StreamSession {
   /// Subscribes to `valid` but for the pages that exist outside the grant's workspaces.
   private func subscribe(_ valid: [EntityID], denied: [String], workspaces: PageWorkspaceLookup.Answer) {
     var denied = denied
-    var allowedNumbers: [ChannelIndex.WorkspaceNumber: Bool] = [:]
-    /// Whether the page may be subscribed to, and its workspace if it was read from the store.
-    func allowed(_ page: EntityID) -> (Bool, read: EntityID?) {
-      switch workspaces {
-      case .read(let found):
-        guard let workspace = found[page] else { return (true, nil) }
-        return (grant.workspaces.contains(workspace), workspace)
-      case .inIndex:
-        // Read in place: a copy of the index would copy its storage at the next change.
-        guard let key = broker.channels.existingKey(for: page.rawValue),
-          let number = broker.channels.workspace(of: key)
-        else {
-          return (true, nil)  // not reached: the lookup answered `inIndex` in this loop turn
-        }
-        if let known = allowedNumbers[number] { return (known, nil) }
-        let workspace = try? EntityID(validating: broker.channels.workspaceID(number))
-        let allowed = workspace.map { grant.workspaces.contains($0) } ?? false
-        allowedNumbers[number] = allowed
-        return (allowed, nil)
-      }
-    }
     let limit = broker.configuration.limits.subscriptionsPerConnection
-    var keys: [PageKey] = []
-    var learned: [(PageKey, EntityID)] = []
-    var count = broker.channels.subscriptionCount(of: id)
-    for page in valid {
-      let (isAllowed, workspace) = allowed(page)
-      if !isAllowed {
-        denied.append(page.rawValue)
-      } else if count >= limit && !isSubscribed(page) {
-        denied.append(page.rawValue)
-      } else {
-        let key = broker.channels.key(for: page.rawValue)
-        if !broker.channels.isSubscribed(id, to: key) { count += 1 }
-        keys.append(key)
-        if let workspace { learned.append((key, workspace)) }
+    let grant = self.grant
+    let subscriber = id
+    let (added, total) = broker.withChannels { channels -> (Int, Int) in
+      var allowedNumbers: [ChannelIndex.WorkspaceNumber: Bool] = [:]
+      /// Whether the page may be subscribed to, and its workspace if it was read from the store.
+      func allowed(_ page: EntityID) -> (Bool, read: EntityID?) {
+        switch workspaces {
+        case .read(let found):
+          guard let workspace = found[page] else { return (true, nil) }
+          return (grant.workspaces.contains(workspace), workspace)
+        case .inIndex:
+          guard let key = channels.existingKey(for: page.rawValue), let number = channels.workspace(of: key)
+          else {
+            return (true, nil)  // not reached: the lookup answered `inIndex` in this loop turn
+          }
+          if let known = allowedNumbers[number] { return (known, nil) }
+          let workspace = try? EntityID(validating: channels.workspaceID(number))
+          let allowed = workspace.map { grant.workspaces.contains($0) } ?? false
+          allowedNumbers[number] = allowed
+          return (allowed, nil)
+        }
       }
+      var keys: [PageKey] = []
+      var learned: [(PageKey, EntityID)] = []
+      var count = channels.subscriptionCount(of: subscriber)
+      for page in valid {
+        let (isAllowed, workspace) = allowed(page)
+        let existing = channels.existingKey(for: page.rawValue)
+        let subscribed = existing.map { channels.isSubscribed(subscriber, to: $0) } ?? false
+        if !isAllowed || (count >= limit && !subscribed) {
+          denied.append(page.rawValue)
+        } else {
+          let key = existing ?? channels.key(for: page.rawValue)
+          if !subscribed { count += 1 }
+          keys.append(key)
+          if let workspace { learned.append((key, workspace)) }
+        }
+      }
+      let added = channels.subscribe(subscriber, to: keys)
+      for (key, workspace) in learned { channels.setWorkspace(workspace.rawValue, of: key) }
+      return (added, channels.subscriptionCount(of: subscriber))
     }
-    let added = broker.channels.subscribe(id, to: keys)
-    for (key, workspace) in learned { broker.channels.setWorkspace(workspace.rawValue, of: key) }
-    let answer = BrokerProtocol.Subscribed(
-      added: added, total: broker.channels.subscriptionCount(of: id), denied: denied)
-    socket.send(text: broker.jsonText(answer))
+    socket.send(text: broker.jsonText(BrokerProtocol.Subscribed(added: added, total: total, denied: denied)))
   }
 
   private func isSubscribed(_ page: EntityID) -> Bool {
