@@ -25,6 +25,8 @@ public final class BrokerMetrics {
     public var batchesApplied = 0
     public var notificationsSent = 0
     public var notificationsCoalesced = 0
+    public var catchUpsFromIndex = 0
+    public var subscribeStoreReads = 0
     public var bytesReceived = 0
     public var bytesSent = 0
     public var responses = HTTPStatusCounts()
@@ -50,6 +52,8 @@ public final class BrokerMetrics {
   private let notificationsCoalesced: Counter
   private let commitDuration: DurationHistogram
   private let catchUpRequests: Counter
+  private let catchUpsFromIndex: Counter
+  private let subscribeStoreReads: Counter
   private let fetchRequests: Counter
   private var refused: [Int: Counter] = [:]
   private let bytesReceived: Counter
@@ -108,6 +112,14 @@ public final class BrokerMetrics {
       buckets: Self.commitBuckets)
     catchUpRequests = registry.makeCounter(
       descriptor: Self.name("catchup_requests", "total", "Authorized POST /v1/catchup requests."))
+    catchUpsFromIndex = registry.makeCounter(
+      descriptor: Self.name(
+        "catchups_from_index", "total",
+        "Catch-ups answered from the pages the broker's channel index knows, without reading the store."))
+    subscribeStoreReads = registry.makeCounter(
+      descriptor: Self.name(
+        "subscribe_store_reads", "pages_total",
+        "Pages of subscribe frames whose workspace was read from the store (the index did not know it)."))
     fetchRequests = registry.makeCounter(
       descriptor: Self.name("fetch_requests", "total", "Authorized POST /v1/fetch requests."))
     bytesReceived = registry.makeCounter(
@@ -151,6 +163,8 @@ public final class BrokerMetrics {
     advance(batchesApplied, exported.batchesApplied, figures.batchesApplied)
     advance(notificationsSent, exported.notificationsSent, figures.notificationsSent)
     advance(notificationsCoalesced, exported.notificationsCoalesced, figures.notificationsCoalesced)
+    advance(catchUpsFromIndex, exported.catchUpsFromIndex, figures.catchUpsFromIndex)
+    advance(subscribeStoreReads, exported.subscribeStoreReads, figures.subscribeStoreReads)
     advance(bytesReceived, exported.bytesReceived, figures.bytesReceived)
     advance(bytesSent, exported.bytesSent, figures.bytesSent)
     for (code, count) in figures.responses.seen(in: 400...599) {

@@ -1,3 +1,4 @@
+import BrokerCore
 import BrokerStore
 import FoundationEssentials
 import SQLiteStore
@@ -157,6 +158,7 @@ extension BrokerServer {
           responder.respond(self.jsonResponse(outcome))
           // Only what this batch changed: a re-sent batch names pages at their current time but changed nothing.
           if let sequence = outcome.sequence {
+            self.publishedSequence = max(self.publishedSequence, sequence)
             self.publish(outcome.pages.filter { $0.value == sequence }, workspaces: outcome.workspaces)
           }
         case .success(.failure(let refusal)):
@@ -196,6 +198,69 @@ extension BrokerServer {
     case .success(let decoded):
       body = decoded
     }
+    guard knowsEveryPage(of: body) else {
+      catchUpFromStore(body, grant, responder)
+      return
+    }
+    // The index holds every page's newest time once each commit before this request has been published: a job
+    // on the writer thread runs after those commits, and its completion reaches the loop after theirs.
+    writer.read(
+      on: loop, { _ in () },
+      completion: { [unowned self] _ in
+        if let answer = self.catchUpFromIndex(body, grant) {
+          self.catchUpsFromIndex += 1
+          responder.respond(self.jsonResponse(answer))
+        } else {
+          // A page lost its last subscriber meanwhile, and the index forgot it.
+          self.catchUpFromStore(body, grant, responder)
+        }
+      })
+  }
+
+  private func knowsEveryPage(of body: BrokerProtocol.CatchUpRequest) -> Bool {
+    withChannels { channels in
+      body.pages.keys.allSatisfy { page in
+        channels.existingKey(for: page.rawValue).flatMap { channels.facts(of: $0) } != nil
+      }
+    }
+  }
+
+  /// A catch-up answered from what the channel index knows of each page, or nil if it does not know one.
+  private func catchUpFromIndex(_ body: BrokerProtocol.CatchUpRequest, _ grant: Grant)
+    -> BrokerProtocol.CatchUpResponse?
+  {
+    let sameEpoch = body.epoch == nil || body.epoch == epoch
+    return withChannels { channels -> BrokerProtocol.CatchUpResponse? in
+      var changed: [EntityID: UInt64] = [:]
+      var gone: [EntityID] = []
+      var visible: [ChannelIndex.WorkspaceNumber: Bool] = [:]
+      for (page, time) in body.pages {
+        guard let key = channels.existingKey(for: page.rawValue), let facts = channels.facts(of: key) else {
+          return nil
+        }
+        let maySee: Bool
+        if let known = visible[facts.workspace] {
+          maySee = known
+        } else {
+          let workspace = try? EntityID(validating: channels.workspaceID(facts.workspace))
+          maySee = workspace.map { grant.workspaces.contains($0) } ?? false
+          visible[facts.workspace] = maySee
+        }
+        if !maySee {
+          gone.append(page)
+        } else if !sameEpoch || facts.lastUpdated > time {
+          changed[page] = facts.lastUpdated
+        }
+      }
+      return BrokerProtocol.CatchUpResponse(
+        epoch: epoch, epochChanged: !sameEpoch, sequence: publishedSequence, changed: changed,
+        gone: gone.sorted())
+    }
+  }
+
+  private func catchUpFromStore(
+    _ body: BrokerProtocol.CatchUpRequest, _ grant: Grant, _ responder: HTTPResponder
+  ) {
     let box = storeBox
     writer.read(
       on: loop,

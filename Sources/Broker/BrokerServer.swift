@@ -54,6 +54,11 @@ public final class BrokerServer {
   /// seen (docs/protocol.md, "Conventions"). Not persisted: after a restart it starts from the wall clock.
   var clock = HybridLogicalClock()
   public internal(set) var notificationsSent = 0
+  /// The sequence of the newest batch published to the channel index (a catch-up answered from the index
+  /// reports it).
+  var publishedSequence: UInt64
+  /// Catch-ups answered from the channel index rather than the store.
+  public internal(set) var catchUpsFromIndex = 0
   /// Notifications folded into one already pending for the same page and device.
   public internal(set) var notificationsCoalesced = 0
   /// `GET /metrics`.
@@ -77,6 +82,7 @@ public final class BrokerServer {
     store.maxMutationsPerBatch = configuration.limits.batchMutations
     store.maxClockAheadMillis = UInt64(configuration.limits.clockAheadSeconds) * 1000
     epoch = store.epoch
+    publishedSequence = store.sequence
     storeBox = StoreBox(store)
     writer = SQLiteWriter(connection: connection, name: "broker-writer")
     authenticator = Authenticator(tokens: configuration.tokens)
@@ -142,7 +148,7 @@ public final class BrokerServer {
       guard let key = channels.existingKey(for: page.rawValue), let workspace = workspaces[page] else {
         continue
       }
-      channels.setWorkspace(workspace.rawValue, of: key)
+      channels.learn(workspace: workspace.rawValue, lastUpdated: time, of: key)
       for subscriber in channels.subscribers(of: key) {
         guard let session = sessions[subscriber], session.grant.workspaces.contains(workspace) else {
           continue
@@ -215,6 +221,8 @@ public final class BrokerServer {
     figures.batchesApplied = batchesApplied
     figures.notificationsSent = notificationsSent
     figures.notificationsCoalesced = notificationsCoalesced
+    figures.catchUpsFromIndex = catchUpsFromIndex
+    figures.subscribeStoreReads = pageWorkspaces.pagesRead
     figures.bytesReceived = loop.streamBytesRead
     figures.bytesSent = loop.streamBytesWritten
     figures.responses = http.responseCounts

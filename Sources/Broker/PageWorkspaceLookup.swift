@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerStore
 import SyncModel
 
 /// Which workspace each page of a `subscribe` frame is in, so that pages of other workspaces are denied.
@@ -17,8 +18,9 @@ final class PageWorkspaceLookup {
     /// The index knows every page's workspace now (`ChannelIndex.workspace(of:)`): read them before the
     /// loop turn ends.
     case inIndex
-    /// Read from the store: the workspace of every page that exists; a page left out does not exist (yet).
-    case read([EntityID: EntityID])
+    /// Read from the store: the workspace and time of every page that exists; a page left out does not exist
+    /// (yet).
+    case read([EntityID: PageFacts])
   }
 
   private unowned let broker: BrokerServer
@@ -43,7 +45,7 @@ final class PageWorkspaceLookup {
     let box = broker.storeBox
     let wanted = pages
     broker.writer.read(
-      on: broker.loop, { _ in try box.store.workspaces(of: wanted) },
+      on: broker.loop, { _ in try box.store.workspacesAndTimes(of: wanted) },
       completion: { [weak self] result in
         guard let self else { return }
         self.isReading = false

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerStore
 import FoundationEssentials
 import SyncModel
 import SyncProtocol
@@ -130,11 +131,11 @@ final class StreamSession {
     let (added, total) = broker.withChannels { channels -> (Int, Int) in
       var allowedNumbers: [ChannelIndex.WorkspaceNumber: Bool] = [:]
       /// Whether the page may be subscribed to, and its workspace if it was read from the store.
-      func allowed(_ page: EntityID) -> (Bool, read: EntityID?) {
+      func allowed(_ page: EntityID) -> (Bool, read: PageFacts?) {
         switch workspaces {
         case .read(let found):
-          guard let workspace = found[page] else { return (true, nil) }
-          return (grant.workspaces.contains(workspace), workspace)
+          guard let facts = found[page] else { return (true, nil) }
+          return (grant.workspaces.contains(facts.workspace), facts)
         case .inIndex:
           guard let key = channels.existingKey(for: page.rawValue), let number = channels.workspace(of: key)
           else {
@@ -148,10 +149,10 @@ final class StreamSession {
         }
       }
       var keys: [PageKey] = []
-      var learned: [(PageKey, EntityID)] = []
+      var learned: [(PageKey, PageFacts)] = []
       var count = channels.subscriptionCount(of: subscriber)
       for page in valid {
-        let (isAllowed, workspace) = allowed(page)
+        let (isAllowed, facts) = allowed(page)
         let existing = channels.existingKey(for: page.rawValue)
         let subscribed = existing.map { channels.isSubscribed(subscriber, to: $0) } ?? false
         if !isAllowed || (count >= limit && !subscribed) {
@@ -160,11 +161,13 @@ final class StreamSession {
           let key = existing ?? channels.key(for: page.rawValue)
           if !subscribed { count += 1 }
           keys.append(key)
-          if let workspace { learned.append((key, workspace)) }
+          if let facts { learned.append((key, facts)) }
         }
       }
       let added = channels.subscribe(subscriber, to: keys)
-      for (key, workspace) in learned { channels.setWorkspace(workspace.rawValue, of: key) }
+      for (key, facts) in learned {
+        channels.learn(workspace: facts.workspace.rawValue, lastUpdated: facts.lastUpdated, of: key)
+      }
       return (added, channels.subscriptionCount(of: subscriber))
     }
     socket.send(text: broker.jsonText(BrokerProtocol.Subscribed(added: added, total: total, denied: denied)))

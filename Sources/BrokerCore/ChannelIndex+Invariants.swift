@@ -16,11 +16,16 @@ extension ChannelIndex {
           problems.append("free key \(key) not at its free-list position")
         }
         if !channelSubscribers[key].isEmpty { problems.append("free key \(key) has subscribers") }
-        if ref.workspace != Self.unknownWorkspace { problems.append("free key \(key) keeps a workspace") }
+        if ref.workspace != Self.unknownWorkspace || ref.lastUpdated != 0 {
+          problems.append("free key \(key) keeps facts of a page")
+        }
         continue
       }
       if ref.workspace != Self.unknownWorkspace && Int(ref.workspace) >= workspaceIDs.count {
         problems.append("key \(key) has workspace number \(ref.workspace) of \(workspaceIDs.count)")
+      }
+      if ref.workspace == Self.unknownWorkspace && ref.lastUpdated != 0 {
+        problems.append("key \(key) has a time but no workspace")
       }
       live += 1
       liveBytes += Int(ref.length)

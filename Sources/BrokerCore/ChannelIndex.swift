@@ -1,7 +1,7 @@
 /// Which subscribers listen on which page channels, kept both ways in a few bytes a subscription.
 ///
 /// Estimated cost: 16.6 bytes a subscription for 1,000 devices on the same 1,000 pages (design benchmark B3;
-/// Redis spends ~194), about 98 when each of a million pages has one subscriber and so brings its own channel and
+/// Redis spends ~194), about 110 when each of a million pages has one subscriber and so brings its own channel and
 /// 36-byte id (see `ChannelIndexMemoryTests`).
 ///
 /// Owned by the broker's loop thread. It is a value: a copy is cheap until either side changes, which then copies
@@ -29,8 +29,10 @@ public struct ChannelIndex: Sendable {
     /// Bytes of the id, 1...64; 0 marks a free key.
     var length: UInt8
     /// The page's workspace as a number of `workspaceIDs`, once the broker has learned it; `unknownWorkspace`
-    /// until then. It fits in the struct's padding, so it costs nothing.
+    /// until then (`ChannelIndex+Pages.swift`).
     var workspace: UInt16 = ChannelIndex.unknownWorkspace
+    /// The page's newest `lastUpdatedTime` the broker has learned with its workspace; 0 while that is unknown.
+    var lastUpdated: UInt64 = 0
   }
 
   static let unknownWorkspace = UInt16.max

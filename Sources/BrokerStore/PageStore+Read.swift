@@ -190,16 +190,17 @@ extension PageStore {
     return (changed, gone.sorted())
   }
 
-  /// The workspace of each of `pages` that exists (deleted pages included); pages absent from the answer do not
-  /// exist.
-  public func workspaces(of pages: some Sequence<EntityID>) throws -> [EntityID: EntityID] {
-    let statement = try connection.cachedStatement("SELECT workspace_id FROM page WHERE id = ?")
-    var answer: [EntityID: EntityID] = [:]
+  /// The workspace and `lastUpdatedTime` of each of `pages` that exists (deleted pages included); pages absent
+  /// from the answer do not exist.
+  public func workspacesAndTimes(of pages: some Sequence<EntityID>) throws -> [EntityID: PageFacts] {
+    let statement = try connection.cachedStatement("SELECT workspace_id, last_updated FROM page WHERE id = ?")
+    var answer: [EntityID: PageFacts] = [:]
     for page in pages {
       try statement.bind([.text(page.rawValue)])
       defer { statement.reset() }
       if try statement.step(), let workspace = statement.string(0) {
-        answer[page] = EntityID(trusted: workspace)
+        answer[page] = PageFacts(
+          workspace: EntityID(trusted: workspace), lastUpdated: UInt64(clamping: statement.int64(1)))
       }
     }
     return answer
@@ -239,6 +240,17 @@ extension PageStore {
       """, bindings
     ).compactMap { if case .text(let id) = $0[0] { EntityID(trusted: id) } else { nil } }
     return (Array(ids.prefix(limit)), ids.count > limit)
+  }
+}
+
+/// A page's workspace and `lastUpdatedTime`, as the broker's channel index keeps them.
+public struct PageFacts: Hashable, Sendable {
+  public var workspace: EntityID
+  public var lastUpdated: UInt64
+
+  public init(workspace: EntityID, lastUpdated: UInt64) {
+    self.workspace = workspace
+    self.lastUpdated = lastUpdated
   }
 }
 

@@ -20,6 +20,15 @@ WS = BASE.replace("http://", "ws://") + "/v1/stream"
 call = json_caller(BASE, ALICE)
 
 
+def metric(name):
+    """A counter or gauge of GET /metrics (0 if absent)."""
+    with urllib.request.urlopen(BASE + "/metrics", timeout=20) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("pagesync_broker_" + name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
 def clock_header(path):
     """The broker's HLC from an answer's Pagesync-Clock header, as (millis, counter)."""
     request = urllib.request.Request(BASE + path, headers={"Authorization": "Bearer " + ALICE})
@@ -172,6 +181,28 @@ async def main():
         status, body = call("POST", "/v1/catchup", {"epoch": None, "pages": {pages[0]: 0, pages[5]: 0, "nope": 0}})
         check(status == 200 and list(body["changed"]) == [pages[0]] and body["gone"] == ["nope", pages[5]],
               "catch-up returns only the changed pages")
+        # Pages somebody subscribes to: answered from the broker's index, the same as from the store.
+        from_index = metric("catchups_from_index_total")
+        reads = metric("subscribe_store_reads_pages_total")
+        status, both = call("POST", "/v1/catchup", {"pages": {pages[0]: 0, pages[1]: 0}})
+        t0, t1 = both["changed"].get(pages[0], 0), both["changed"].get(pages[1], 0)
+        check(status == 200 and t0 > 0 and t1 > 0 and both["gone"] == [] and both["epoch"] and both["sequence"] >= max(t0, t1),
+              f"a catch-up of subscribed pages names both at their times ({both})")
+        status, one = call("POST", "/v1/catchup", {"epoch": both["epoch"], "pages": {pages[0]: t0 - 1, pages[1]: t1}})
+        check(status == 200 and one["changed"] == {pages[0]: t0} and one["gone"] == [] and not one["epochChanged"],
+              f"only the page newer than the device's time is changed ({one})")
+        status, other_epoch = call("POST", "/v1/catchup", {"epoch": "another", "pages": {pages[0]: t0, pages[1]: t1}})
+        check(status == 200 and other_epoch["epochChanged"] and other_epoch["changed"] == {pages[0]: t0, pages[1]: t1},
+              "another epoch's times mean nothing: every page is changed")
+        status, bobs = call("POST", "/v1/catchup", {"pages": {pages[0]: 0, pages[1]: 0}}, BOB)
+        check(status == 200 and bobs["changed"] == {} and bobs["gone"] == sorted([pages[0], pages[1]]),
+              f"another workspace's subscribed pages are gone for bob ({bobs})")
+        check(metric("catchups_from_index_total") == from_index + 4, "those four were answered from the index")
+        status, stored = call("POST", "/v1/catchup", {"epoch": both["epoch"], "pages": {pages[0]: t0 - 1, pages[1]: t1, "nope": 0}})
+        check(status == 200 and stored["changed"] == one["changed"] and stored["gone"] == ["nope"]
+              and metric("catchups_from_index_total") == from_index + 4,
+              "with a page nobody follows the store answers, the same for the others")
+        check(metric("subscribe_store_reads_pages_total") == reads, "catch-ups read no workspace for subscriptions")
         status, body = call("POST", "/v1/fetch", {"pages": {pages[0]: 0, pages[1]: 0}, "limit": 1})
         check(status == 200 and len(body["deltas"]) == 1 and body["deltas"][0]["full"] and body["nextCursor"] == pages[0],
               "fetch is paginated")

@@ -101,6 +101,7 @@ async def main():
         "notifications_sent_total": "counter", "notifications_coalesced_total": "counter",
         "batch_commit_seconds": "histogram", "catchup_requests_total": "counter",
         "fetch_requests_total": "counter", "received_bytes_total": "counter", "sent_bytes_total": "counter",
+        "catchups_from_index_total": "counter", "subscribe_store_reads_pages_total": "counter",
     }
     for name, kind in expected_types.items():
         check(types.get(P + name) == kind, f"{P}{name} is a {kind}")
