@@ -166,12 +166,18 @@ public final class BrokerServer {
     try body(&channels)
   }
 
-  /// Whether the channel index knows the workspace of every page of `pages`.
-  func knowsWorkspaces(of pages: [EntityID]) -> Bool {
+  /// The keys of `pages`, in order, if the channel index knows the workspace of every one.
+  func keysWithKnownWorkspaces(of pages: [EntityID]) -> [PageKey]? {
     withChannels { channels in
-      pages.allSatisfy { page in
-        channels.existingKey(for: page.rawValue).flatMap { channels.workspace(of: $0) } != nil
+      var keys: [PageKey] = []
+      keys.reserveCapacity(pages.count)
+      for page in pages {
+        guard let key = channels.existingKey(for: page.rawValue), channels.workspace(of: key) != nil else {
+          return nil
+        }
+        keys.append(key)
       }
+      return keys
     }
   }
 

@@ -15,9 +15,9 @@ import SyncModel
 final class PageWorkspaceLookup {
   /// Where the workspaces of a request's pages are.
   enum Answer {
-    /// The index knows every page's workspace now (`ChannelIndex.workspace(of:)`): read them before the
-    /// loop turn ends.
-    case inIndex
+    /// The index knows every page's workspace now: these are the pages' keys, in order, valid until the loop
+    /// turn ends (`ChannelIndex.workspace(of:)`).
+    case inIndex([PageKey])
     /// Read from the store: the workspace and time of every page that exists; a page left out does not exist
     /// (yet).
     case read([EntityID: PageFacts])
@@ -36,8 +36,8 @@ final class PageWorkspaceLookup {
   /// after a store read. No read may be under way (`isReading`; wait with `whenIdle`).
   func lookUp(_ pages: [EntityID], completion: @escaping (Result<Answer, any Error>) -> Void) {
     precondition(!isReading, "one store read at a time: wait with whenIdle")
-    guard !broker.knowsWorkspaces(of: pages) else {
-      completion(.success(.inIndex))
+    if let keys = broker.keysWithKnownWorkspaces(of: pages) {
+      completion(.success(.inIndex(keys)))
       return
     }
     isReading = true

@@ -130,30 +130,30 @@ final class StreamSession {
     let subscriber = id
     let (added, total) = broker.withChannels { channels -> (Int, Int) in
       var allowedNumbers: [ChannelIndex.WorkspaceNumber: Bool] = [:]
-      /// Whether the page may be subscribed to, and its workspace if it was read from the store.
-      func allowed(_ page: EntityID) -> (Bool, read: PageFacts?) {
-        switch workspaces {
-        case .read(let found):
-          guard let facts = found[page] else { return (true, nil) }
-          return (grant.workspaces.contains(facts.workspace), facts)
-        case .inIndex:
-          guard let key = channels.existingKey(for: page.rawValue), let number = channels.workspace(of: key)
-          else {
-            return (true, nil)  // not reached: the lookup answered `inIndex` in this loop turn
-          }
-          if let known = allowedNumbers[number] { return (known, nil) }
-          let workspace = try? EntityID(validating: channels.workspaceID(number))
-          let allowed = workspace.map { grant.workspaces.contains($0) } ?? false
-          allowedNumbers[number] = allowed
-          return (allowed, nil)
-        }
+      func allowed(_ number: ChannelIndex.WorkspaceNumber) -> Bool {
+        if let known = allowedNumbers[number] { return known }
+        let workspace = try? EntityID(validating: channels.workspaceID(number))
+        let allowed = workspace.map { grant.workspaces.contains($0) } ?? false
+        allowedNumbers[number] = allowed
+        return allowed
       }
       var keys: [PageKey] = []
       var learned: [(PageKey, PageFacts)] = []
       var count = channels.subscriptionCount(of: subscriber)
-      for page in valid {
-        let (isAllowed, facts) = allowed(page)
-        let existing = channels.existingKey(for: page.rawValue)
+      for (position, page) in valid.enumerated() {
+        // Whether the page may be seen, its key if it has one, and what the store said of it.
+        let isAllowed: Bool
+        let existing: PageKey?
+        var facts: PageFacts?
+        switch workspaces {
+        case .inIndex(let known):
+          existing = known[position]
+          isAllowed = channels.workspace(of: known[position]).map(allowed) ?? true
+        case .read(let found):
+          existing = channels.existingKey(for: page.rawValue)
+          facts = found[page]
+          isAllowed = facts.map { grant.workspaces.contains($0.workspace) } ?? true
+        }
         let subscribed = existing.map { channels.isSubscribed(subscriber, to: $0) } ?? false
         if !isAllowed || (count >= limit && !subscribed) {
           denied.append(page.rawValue)

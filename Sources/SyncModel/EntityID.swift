@@ -13,11 +13,15 @@ public struct EntityID: Hashable, Comparable, Sendable, CustomStringConvertible 
 
   /// Whether `text` is a well-formed id.
   public static func isValid(_ text: String) -> Bool {
-    let utf8 = text.utf8
-    guard (1...64).contains(utf8.count) else { return false }
-    return utf8.allSatisfy { c in
-      (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D
-        || c == 0x5F
+    guard (1...64).contains(text.utf8.count) else { return false }
+    // Over the contiguous bytes: iterating `utf8` generically cost ~20 instructions a byte, on every id of every
+    // batch and subscribe frame.
+    var text = text
+    return text.withUTF8 { bytes in
+      bytes.allSatisfy { c in
+        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D
+          || c == 0x5F
+      }
     }
   }
 
