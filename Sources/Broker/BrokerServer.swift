@@ -6,6 +6,7 @@ import Logging
 import Prometheus
 import SQLiteStore
 import SyncModel
+import SyncProtocol
 import Web
 
 /// The page store as the writer thread owns it. Jobs capture the box; only the writer thread touches the store.
@@ -179,6 +180,20 @@ public final class BrokerServer {
       }
       return keys
     }
+  }
+
+  /// The last one-page `changed` frame, encoded. After a commit that changed one page, every subscriber that
+  /// was keeping up gets exactly that frame: it is written once and its bytes shared (server frames are not
+  /// masked). A key and a time name one page: the time is the sequence of the batch whose publish queued the
+  /// entry, when the key stood for that page, and entries of a page are dropped when it loses its key.
+  private var lastChangedFrame: (page: PageKey, time: UInt64, frame: ByteBuffer)?
+
+  func changedFrame(_ page: PageKey, _ time: UInt64) -> ByteBuffer {
+    if let cached = lastChangedFrame, cached.page == page, cached.time == time { return cached.frame }
+    let id = withChannels { $0.pageID(for: page) }
+    let frame = WebSocket.encodeServerFrame(text: BrokerProtocol.Changed(pages: [id: time]).jsonText)
+    lastChangedFrame = (page, time, frame)
+    return frame
   }
 
   private func flushDirtySessions() {

@@ -239,9 +239,17 @@ final class StreamSession {
     while !queue.isEmpty && socket.isOpen && socket.queuedBytes < limit {
       drainBuffer.removeAll(keepingCapacity: true)
       _ = queue.drain(max: StreamSession.pagesPerFrame, into: &drainBuffer)
-      var pages: [String: UInt64] = [:]
-      for entry in drainBuffer { pages[broker.channels.pageID(for: entry.page)] = entry.lastUpdatedTime }
-      socket.send(text: BrokerProtocol.Changed(pages: pages).jsonText)
+      if drainBuffer.count == 1 {
+        socket.send(encodedFrame: broker.changedFrame(drainBuffer[0].page, drainBuffer[0].lastUpdatedTime))
+      } else {
+        let entries = drainBuffer
+        let pages = broker.withChannels { channels in
+          var pages: [String: UInt64] = [:]
+          for entry in entries { pages[channels.pageID(for: entry.page)] = entry.lastUpdatedTime }
+          return pages
+        }
+        socket.send(text: BrokerProtocol.Changed(pages: pages).jsonText)
+      }
       broker.notificationsSent += drainBuffer.count
     }
   }
