@@ -76,7 +76,7 @@ let package = Package(
 
     // The data model: ids, hybrid logical clocks, property values, mutations and their JSON, rejection codes.
     // Values and pure functions, no I/O.
-    .target(name: "SyncModel"),
+    .target(name: "SyncModel", dependencies: ["StrictJSON"]),
 
     // The broker.
     // Notification fan-out without I/O: channel index, per-subscriber coalescing queues.
@@ -84,7 +84,7 @@ let package = Package(
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
     .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel"]),
     // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
-    .target(name: "SyncProtocol", dependencies: ["BrokerStore", "SyncModel"]),
+    .target(name: "SyncProtocol", dependencies: ["BrokerStore", "SyncModel", "StrictJSON"]),
     // Wiring: configuration, auth, routes, device streams, lifecycle.
     .target(
       name: "Broker",
@@ -145,7 +145,14 @@ let package = Package(
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
     .testTarget(
       name: "StrictJSONTests", dependencies: ["StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
-    .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
+    .testTarget(
+      name: "SyncModelTests",
+      dependencies: ["SyncModel", "StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
+    .testTarget(
+      name: "SyncProtocolTests",
+      dependencies: [
+        "SyncProtocol", "SyncModel", "StrictJSON", "StrictJSONTestKit", "EventLoopTestKit",
+      ]),
     .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
