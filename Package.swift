@@ -53,7 +53,7 @@ let package = Package(
     // tree, no Foundation. The broker's batch, catch-up, fetch and stream messages are read with it.
     .target(name: "StrictJSON"),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
-    .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
+    .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto", "StrictJSON"]),
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
     .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
@@ -89,8 +89,8 @@ let package = Package(
     .target(
       name: "Broker",
       dependencies: [
-        "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "TOMLConfig", "Web",
-        "ServiceManager", .product(name: "Logging", package: "swift-log"),
+        "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON", "TOMLConfig",
+        "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
       ]),
@@ -151,7 +151,8 @@ let package = Package(
     .testTarget(
       name: "SyncProtocolTests",
       dependencies: [
-        "SyncProtocol", "SyncModel", "StrictJSON", "StrictJSONTestKit", "EventLoopTestKit",
+        "SyncProtocol", "SyncModel", "StrictJSON", "StrictJSONTestKit", "Web", "EventLoop",
+        "EventLoopTestKit",
       ]),
     .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),

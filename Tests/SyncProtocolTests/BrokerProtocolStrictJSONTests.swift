@@ -1,3 +1,4 @@
+import EventLoop
 import EventLoopTestKit
 import FoundationEssentials
 import StrictJSON
@@ -5,6 +6,7 @@ import StrictJSONTestKit
 import SyncModel
 import SyncProtocol
 import Testing
+import Web
 
 /// Random stream messages and catch-up and fetch requests.
 enum RandomRequest {
@@ -203,5 +205,34 @@ enum RandomRequest {
     let request = try JSONReader.decode(BrokerProtocol.CatchUpRequest.self, from: body)
     #expect(request.pages == pages)
     #expect(request.epoch == "e")
+  }
+
+  /// `JSONBodies.read`, as the broker answers a bad body: a 400 that starts `invalid JSON body:`, the UTF-8
+  /// message kept, and what `JSONBodies.decode` would answer for a problem both see.
+  @Test func answersBadBodiesWithA400NamingTheProblem() throws {
+    let bodies = JSONBodies()
+    func answer(_ body: [UInt8]) -> HTTPResponseError? {
+      let request = HTTPRequest(
+        head: HTTPRequestHead(method: .POST, target: "/v1/catchup"), body: ByteBuffer(bytes: body))
+      if case .failure(let error) = bodies.read(BrokerProtocol.CatchUpRequest.self, request) { return error }
+      return nil
+    }
+    #expect(answer(Array(#"{"pages":{"home":3}}"#.utf8)) == nil)
+    #expect(answer([0x7B, 0x22, 0xFF, 0x22, 0x7D])?.message == "invalid JSON body: it is not valid UTF-8")
+    #expect(
+      answer(Array("{".utf8))?.message
+        == "invalid JSON body: unexpected end of input, expecting a member or '}' (byte 1)")
+    let bad = Array(#"{"pages":{"bad id":1}}"#.utf8)
+    #expect(answer(bad)?.status == .badRequest)
+    #expect(
+      answer(bad)?.message == "invalid JSON body: at pages.bad id: Could not convert key to type EntityID")
+    let decoded: Result<BrokerProtocol.CatchUpRequest, HTTPResponseError> = bodies.decode(
+      BrokerProtocol.CatchUpRequest.self,
+      HTTPRequest(head: HTTPRequestHead(method: .POST, target: "/v1/catchup"), body: ByteBuffer(bytes: bad)))
+    guard case .failure(let viaDecoder) = decoded else {
+      Issue.record("JSONBodies.decode accepted a bad key")
+      return
+    }
+    #expect(viaDecoder.message == answer(bad)?.message)
   }
 }
