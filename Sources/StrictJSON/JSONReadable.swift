@@ -22,8 +22,9 @@ public enum JSONField<Value> {
   /// `null`, at this offset.
   case null(Int)
   case value(Value)
-  /// The error of a value that did not fit (its path ends at the member).
-  case failed(JSONReadError)
+  /// The error of a value that did not fit (its path ends at the member). Boxed: rare, and it would make every
+  /// field as large as an error.
+  indirect case failed(JSONReadError)
 
   /// `decode(_:forKey:)`: the value; absent is `missing field "name"`, null is `ifNull` (each type words it as
   /// `JSONDecoder` does). `objectOffset` is the offset the missing-field error gives (the object's start).
@@ -65,7 +66,9 @@ extension JSONReader {
     let start = position
     let startDepth = depth
     do {
-      if try readNull() {
+      skipWhitespace()
+      if position < bytes.count && bytes[position] == UInt8(ascii: "n") {
+        _ = try readNull()
         field = .null(start)
         return
       }

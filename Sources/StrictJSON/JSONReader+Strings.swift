@@ -1,16 +1,17 @@
-/// An object member's key, as read: its bytes with escapes resolved. Valid until the reader reads on.
+/// An object member's key, as read: where its text is in the input (escapes not yet resolved). Valid until the
+/// reader reads on. Trivial to copy: a key costs no allocation unless it has escapes and is looked at.
 public struct JSONKey {
-  /// The key's bytes in the input when it has no escapes.
+  /// The key's text in the input, between its quotes.
   @usableFromInline let raw: UnsafeBufferPointer<UInt8>
-  /// The key's bytes when it had escapes (rare: allocated).
-  @usableFromInline let unescaped: [UInt8]?
+  /// Whether that text holds escapes (rare).
+  @usableFromInline let escaped: Bool
 
   /// Whether the key is `name` (compared as unescaped UTF-8, as `JSONDecoder` compares keys: a key written with
   /// escapes, `"ti\u0074le"`, is `title`).
   @inlinable public func matches(_ name: StaticString) -> Bool {
     let count = name.utf8CodeUnitCount
-    if let unescaped {
-      return unescaped.count == count && (0..<count).allSatisfy { unescaped[$0] == name.utf8Start[$0] }
+    if escaped {
+      return unescapedBytes.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: count))
     }
     guard raw.count == count else { return false }
     let base = raw.baseAddress!
@@ -20,8 +21,13 @@ public struct JSONKey {
 
   /// The key as a string.
   public var string: String {
-    if let unescaped { return String(decoding: unescaped, as: UTF8.self) }
-    return String(decoding: raw, as: UTF8.self)
+    escaped ? String(decoding: unescapedBytes, as: UTF8.self) : String(decoding: raw, as: UTF8.self)
+  }
+
+  @usableFromInline var unescapedBytes: [UInt8] {
+    var out: [UInt8] = []
+    JSONReader.unescape(raw, into: &out)
+    return out
   }
 }
 
@@ -29,27 +35,32 @@ extension JSONReader {
   /// Reads a string; another value is a type mismatch (`Expected to decode String but found ...`), `null` a
   /// missing value (`Cannot get value of type String -- found null value instead`).
   public mutating func readString() throws(JSONReadError) -> String {
+    try readString { bytes throws(JSONReadError) in String(decoding: bytes, as: UTF8.self) }
+  }
+
+  /// Reads a string as `readString()` does, but hands `body` its bytes (valid UTF-8, escapes resolved; valid
+  /// during the call) instead of making a `String`: for values parsed or checked from their bytes (an HLC time,
+  /// an id, a name matched against a list).
+  @inlinable
+  public mutating func readString<T>(
+    _ body: (UnsafeBufferPointer<UInt8>) throws(JSONReadError) -> T
+  ) throws(JSONReadError) -> T {
     let kind = try peek()
     guard kind == .string else {
       if kind == .null { throw .nullValue(expected: "String", at: position) }
       throw .typeMismatch(expected: "String", found: kind, at: position)
     }
     let token = try scanString()
-    if !token.escaped {
-      return String(decoding: UnsafeBufferPointer(rebasing: bytes[token.start..<token.end]), as: UTF8.self)
-    }
-    unescape(token.start..<token.end, into: &scratch)
-    return String(decoding: scratch, as: UTF8.self)
+    let raw = UnsafeBufferPointer(rebasing: bytes[token.start..<token.end])
+    if !token.escaped { return try body(raw) }
+    Self.unescape(raw, into: &scratch)
+    return try scratch.withUnsafeBufferPointer { unescaped throws(JSONReadError) in try body(unescaped) }
   }
 
   /// Reads a key at the opening quote.
   mutating func readKey() throws(JSONReadError) -> JSONKey {
     let token = try scanString()
-    let raw = UnsafeBufferPointer(rebasing: bytes[token.start..<token.end])
-    guard token.escaped else { return JSONKey(raw: raw, unescaped: nil) }
-    var unescaped: [UInt8] = []
-    unescape(token.start..<token.end, into: &unescaped)
-    return JSONKey(raw: raw, unescaped: unescaped)
+    return JSONKey(raw: UnsafeBufferPointer(rebasing: bytes[token.start..<token.end]), escaped: token.escaped)
   }
 
   /// Scans the string whose opening quote is at `position`, checking it, and reads past its closing quote.
@@ -61,31 +72,39 @@ extension JSONReader {
     let start = position
     var escaped = false
     let count = bytes.count
+    let base = bytes.baseAddress!
     while true {
-      // Eight bytes at a time while none of them is a quote, a backslash, a control character or non-ASCII:
-      // most strings here are ids and short text.
-      while position + 8 <= count {
-        let word = UnsafeRawPointer(bytes.baseAddress! + position).loadUnaligned(as: UInt64.self)
-        if Self.isPlainASCII(word) { position += 8 } else { break }
+      // Eight bytes at a time while none of them is a quote, a backslash, a control character or non-ASCII,
+      // then byte by byte up to the one that is: most strings here are ids and short text. (A local index:
+      // `position` lives in memory.)
+      var index = position
+      while index + 8 <= count
+        && Self.isPlainASCII(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+      {
+        index += 8
       }
-      guard position < count else {
-        throw .syntax("unterminated string (it opens at byte \(opening))", at: position)
+      while index < count {
+        let byte = base[index]
+        if byte < 0x20 || byte >= 0x80 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { break }
+        index += 1
       }
-      let byte = bytes[position]
+      position = index
+      guard index < count else {
+        throw .syntax("unterminated string (it opens at byte \(opening))", at: index)
+      }
+      let byte = base[index]
       if byte == UInt8(ascii: "\"") {
-        position += 1
-        return (start, position - 1, escaped)
+        position = index + 1
+        return (start, index, escaped)
       } else if byte == UInt8(ascii: "\\") {
         escaped = true
         try scanEscape()
       } else if byte < 0x20 {
         throw .syntax(
           "control character 0x\(String(byte, radix: 16, uppercase: true)) in a string (write it escaped)",
-          at: position)
-      } else if byte >= 0x80 {
-        try scanUTF8Sequence()
+          at: index)
       } else {
-        position += 1
+        try scanUTF8Sequence()
       }
     }
   }
@@ -192,19 +211,19 @@ extension JSONReader {
     position += length
   }
 
-  /// The content in `range` (checked by `scanString`) with its escapes resolved, into `out`.
-  @usableFromInline func unescape(_ range: Range<Int>, into out: inout [UInt8]) {
+  /// The string content `raw` (checked by `scanString`) with its escapes resolved, into `out`.
+  @usableFromInline static func unescape(_ raw: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
     out.removeAll(keepingCapacity: true)
-    out.reserveCapacity(range.count)
-    var index = range.lowerBound
-    while index < range.upperBound {
-      let byte = bytes[index]
+    out.reserveCapacity(raw.count)
+    var index = 0
+    while index < raw.count {
+      let byte = raw[index]
       guard byte == UInt8(ascii: "\\") else {
         out.append(byte)
         index += 1
         continue
       }
-      let code = bytes[index + 1]
+      let code = raw[index + 1]
       index += 2
       switch code {
       case UInt8(ascii: "b"): out.append(0x08)
@@ -213,14 +232,14 @@ extension JSONReader {
       case UInt8(ascii: "r"): out.append(0x0D)
       case UInt8(ascii: "t"): out.append(0x09)
       case UInt8(ascii: "u"):
-        var scalar = UInt32(Self.hexValue(bytes, at: index))
+        var scalar = UInt32(hexValue(raw, at: index))
         index += 4
         if scalar >= 0xD800 && scalar < 0xDC00 {
-          let low = UInt32(Self.hexValue(bytes, at: index + 2))
+          let low = UInt32(hexValue(raw, at: index + 2))
           index += 6
           scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
         }
-        Self.appendUTF8(scalar, to: &out)
+        appendUTF8(scalar, to: &out)
       default: out.append(code)  // " \ /
       }
     }

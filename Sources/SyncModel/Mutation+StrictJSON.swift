@@ -10,11 +10,12 @@ import StrictJSON
 extension EntityID: JSONReadable {
   public init(reading reader: inout JSONReader) throws(JSONReadError) {
     let offset = reader.offset
-    let text = try reader.readString()
-    do {
-      try self.init(validating: text)
-    } catch {
-      throw .invalidValue(error.description, at: offset)
+    self = try reader.readString { bytes throws(JSONReadError) in
+      do throws(SyncModelError) {
+        return try EntityID(validatingUTF8: bytes)
+      } catch {
+        throw .invalidValue(error.description, at: offset)
+      }
     }
   }
 }
@@ -30,11 +31,12 @@ extension EntityID: JSONKeyReadable {
 extension HLCTimestamp: JSONReadable {
   public init(reading reader: inout JSONReader) throws(JSONReadError) {
     let offset = reader.offset
-    let text = try reader.readString()
-    do {
-      try self.init(parsing: text)
-    } catch {
-      throw .invalidValue(error.description, at: offset)
+    self = try reader.readString { bytes throws(JSONReadError) in
+      do throws(SyncModelError) {
+        return try HLCTimestamp(parsingUTF8: bytes)
+      } catch {
+        throw .invalidValue(error.description, at: offset)
+      }
     }
   }
 }
@@ -119,6 +121,46 @@ extension ViewSort: JSONReadable {
   }
 }
 
+/// A mutation's `type`, matched from its bytes (no string made for a known one).
+private enum ActionName: JSONReadable {
+  case createPage, createDatabase, createRow, setTitle, setProperty, addBlock, editBlock, moveBlock,
+    deleteBlock
+  case movePage, deletePage, setView
+  case unknown(String)
+
+  init(reading reader: inout JSONReader) throws(JSONReadError) {
+    self = try reader.readString { bytes throws(JSONReadError) in
+      ActionName.named(bytes) ?? .unknown(String(decoding: bytes, as: UTF8.self))
+    }
+  }
+
+  /// The action `bytes` names (compared by length first: no two names of a length share many prefixes).
+  private static func named(_ bytes: UnsafeBufferPointer<UInt8>) -> ActionName? {
+    func matches(_ name: StaticString) -> Bool {
+      UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount).elementsEqual(bytes)
+    }
+    switch bytes.count {
+    case 8: return matches("set_view") ? .setView : nil
+    case 9:
+      if matches("set_title") { return .setTitle }
+      if matches("add_block") { return .addBlock }
+      return matches("move_page") ? .movePage : nil
+    case 10:
+      if matches("edit_block") { return .editBlock }
+      if matches("move_block") { return .moveBlock }
+      return matches("create_row") ? .createRow : nil
+    case 11:
+      if matches("create_page") { return .createPage }
+      return matches("delete_page") ? .deletePage : nil
+    case 12:
+      if matches("set_property") { return .setProperty }
+      return matches("delete_block") ? .deleteBlock : nil
+    case 15: return matches("create_database") ? .createDatabase : nil
+    default: return nil
+    }
+  }
+}
+
 /// Every member a mutation may have, read before its `type` is known (it may come last): then the action
 /// takes those it uses, in the order of `init(from:)`, so the same first problem is reported. A member the
 /// action does not use is not an error even when it does not fit its type, as with `JSONDecoder`.
@@ -126,7 +168,7 @@ private struct MutationMembers {
   var id = JSONField<UInt64>.absent
   var page = JSONField<EntityID>.absent
   var time = JSONField<HLCTimestamp>.absent
-  var type = JSONField<String>.absent
+  var type = JSONField<ActionName>.absent
   var parent = JSONField<EntityID>.absent
   var title = JSONField<String>.absent
   var database = JSONField<EntityID>.absent
@@ -150,7 +192,7 @@ private struct MutationMembers {
     } else if key.matches("time") {
       try reader.read(&time, "time", as: HLCTimestamp.self)
     } else if key.matches("type") {
-      try reader.read(&type, "type", as: String.self)
+      try reader.read(&type, "type", as: ActionName.self)
     } else if key.matches("title") {
       try reader.read(&title, "title", as: String.self)
     } else if key.matches("name") {
@@ -196,42 +238,42 @@ extension Mutation: JSONReadable {
     time = try m.time.required("time", objectOffset: start, ifNull: NullFor.string)
     let type = try m.type.required("type", objectOffset: start, ifNull: NullFor.string)
     switch type {
-    case "create_page":
+    case .createPage:
       action = .createPage(parent: try m.parent.optional(), title: try m.title.optional() ?? "")
-    case "create_database":
+    case .createDatabase:
       action = .createDatabase(parent: try m.parent.optional(), title: try m.title.optional() ?? "")
-    case "create_row":
+    case .createRow:
       action = .createRow(
         database: try m.database.required("database", objectOffset: start, ifNull: NullFor.string),
         title: try m.title.optional() ?? "", properties: try m.properties.optional() ?? [:])
-    case "set_title":
+    case .setTitle:
       action = .setTitle(try m.title.required("title", objectOffset: start, ifNull: NullFor.string))
-    case "set_property":
+    case .setProperty:
       action = .setProperty(
         name: try m.name.required("name", objectOffset: start, ifNull: NullFor.string),
         value: try m.value.optional())
-    case "add_block":
+    case .addBlock:
       action = .addBlock(
         block: try m.block.required("block", objectOffset: start, ifNull: NullFor.string),
         type: try m.blockType.optional() ?? BlockType.text, text: try m.text.optional() ?? "",
         after: try m.after.optional(), attributes: try m.attributes.optional() ?? [:])
-    case "edit_block":
+    case .editBlock:
       action = .editBlock(
         block: try m.block.required("block", objectOffset: start, ifNull: NullFor.string),
         text: try m.text.optional(), attributes: try m.attributes.optional())
-    case "move_block":
+    case .moveBlock:
       action = .moveBlock(
         block: try m.block.required("block", objectOffset: start, ifNull: NullFor.string),
         after: try m.after.optional())
-    case "delete_block":
+    case .deleteBlock:
       action = .deleteBlock(block: try m.block.required("block", objectOffset: start, ifNull: NullFor.string))
-    case "move_page":
+    case .movePage:
       action = .movePage(parent: try m.parent.optional())
-    case "delete_page":
+    case .deletePage:
       action = .deletePage
-    case "set_view":
+    case .setView:
       action = .setView(filter: try m.filter.optional(), sort: try m.sort.optional())
-    default:
+    case .unknown(let type):
       throw JSONReadError.invalidValue("unknown mutation type \"\(type.prefix(40))\"", at: start).inside(
         .key("type"))
     }
