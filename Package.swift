@@ -12,6 +12,7 @@ let package = Package(
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
+    .library(name: "StrictJSON", targets: ["StrictJSON"]),
     .library(name: "SQLiteStore", targets: ["SQLiteStore"]),
     // What the libFuzzer targets in Fuzz/ (a package of its own) drive: the protocol's messages, the page
     // store, both configurations, the daemon's local API and what pagesync reads from it.
@@ -48,8 +49,11 @@ let package = Package(
     // Foundation layer.
     // The only module that touches uv_*: loop, streams, timers, signals, wake-ups, workers, processes.
     .target(name: "EventLoop", dependencies: ["CLibUV"]),
+    // A strict JSON reader (RFC 8259) over UTF-8 bytes, for hand-written decoders of hot request bodies: no
+    // tree, no Foundation. The broker's batch, catch-up, fetch and stream messages are read with it.
+    .target(name: "StrictJSON"),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
-    .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto"]),
+    .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto", "StrictJSON"]),
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
     .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
@@ -66,10 +70,13 @@ let package = Package(
     // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture,
     // a datagram receiver standing in for systemd's notification socket.
     .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
+    // Helpers for tests of JSON readers: an independent strict parser (the oracle), a writer of many spellings,
+    // seeded damage to valid JSON, and the check that a strict reader agrees with JSONDecoder.
+    .target(name: "StrictJSONTestKit", dependencies: ["StrictJSON"]),
 
     // The data model: ids, hybrid logical clocks, property values, mutations and their JSON, rejection codes.
     // Values and pure functions, no I/O.
-    .target(name: "SyncModel"),
+    .target(name: "SyncModel", dependencies: ["StrictJSON"]),
 
     // The broker.
     // Notification fan-out without I/O: channel index, per-subscriber coalescing queues.
@@ -77,13 +84,13 @@ let package = Package(
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
     .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel"]),
     // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
-    .target(name: "SyncProtocol", dependencies: ["BrokerStore", "SyncModel"]),
+    .target(name: "SyncProtocol", dependencies: ["BrokerStore", "SyncModel", "StrictJSON"]),
     // Wiring: configuration, auth, routes, device streams, lifecycle.
     .target(
       name: "Broker",
       dependencies: [
-        "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "TOMLConfig", "Web",
-        "ServiceManager", .product(name: "Logging", package: "swift-log"),
+        "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON", "TOMLConfig",
+        "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
       ]),
@@ -136,7 +143,17 @@ let package = Package(
       name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
-    .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
+    .testTarget(
+      name: "StrictJSONTests", dependencies: ["StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
+    .testTarget(
+      name: "SyncModelTests",
+      dependencies: ["SyncModel", "StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
+    .testTarget(
+      name: "SyncProtocolTests",
+      dependencies: [
+        "SyncProtocol", "SyncModel", "StrictJSON", "StrictJSONTestKit", "Web", "EventLoop",
+        "EventLoopTestKit",
+      ]),
     .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Logging
 import Prometheus
 import SQLiteStore
+import StrictJSON
 import SyncModel
 import SyncProtocol
 import Web
@@ -300,8 +301,9 @@ public final class BrokerServer {
     return response
   }
 
-  /// Decodes a request body, or the 400 naming what is wrong with it.
-  func decodeBody<T: Decodable>(_ type: T.Type, _ request: HTTPRequest) -> Result<T, HTTPResponseError> {
-    json.decode(type, request)
+  /// Decodes a request body with its strict reader (StrictJSON; the hot bodies), or the 400 naming what is
+  /// wrong with it.
+  func decodeBody<T: JSONReadable>(_ type: T.Type, _ request: HTTPRequest) -> Result<T, HTTPResponseError> {
+    json.read(type, request)
   }
 }

@@ -18,38 +18,44 @@ public struct HLCTimestamp: Hashable, Comparable, Sendable, CustomStringConverti
 
   /// Parses `MILLIS:COUNTER`.
   public init(parsing text: String) throws(SyncModelError) {
-    // One pass over the bytes (every mutation of every batch comes through here): digits, one colon, digits;
-    // each number within its type.
-    var millis: UInt64 = 0
-    var counter: UInt64 = 0
-    var digits = (millis: 0, counter: 0)
-    var seenColon = false
-    var valid = true
-    for byte in text.utf8 {
-      if byte == UInt8(ascii: ":") && !seenColon {
-        seenColon = true
-      } else if byte >= 0x30 && byte <= 0x39 {
-        let digit = UInt64(byte - 0x30)
-        if seenColon {
-          counter = counter * 10 + digit
-          digits.counter += 1
-          if counter > UInt64(UInt32.max) { valid = false }
-        } else {
-          let (times10, overflow1) = millis.multipliedReportingOverflow(by: 10)
-          let (sum, overflow2) = times10.addingReportingOverflow(digit)
-          millis = sum
-          digits.millis += 1
-          if overflow1 || overflow2 { valid = false }
-        }
-      } else {
-        valid = false
-      }
-      if !valid { break }
+    let parsed =
+      text.utf8.withContiguousStorageIfAvailable(HLCTimestamp.parse(utf8:))
+      ?? Array(text.utf8).withUnsafeBufferPointer(HLCTimestamp.parse(utf8:))
+    guard let parsed else { throw .invalidTimestamp(String(text.prefix(80))) }
+    self = parsed
+  }
+
+  /// Parses the UTF-8 `bytes` of `MILLIS:COUNTER` (the broker's batch reader parses times where it reads them).
+  public init(parsingUTF8 bytes: UnsafeBufferPointer<UInt8>) throws(SyncModelError) {
+    guard let parsed = HLCTimestamp.parse(utf8: bytes) else {
+      throw .invalidTimestamp(String(String(decoding: bytes, as: UTF8.self).prefix(80)))
     }
-    guard valid, seenColon, digits.millis > 0, digits.counter > 0 else {
-      throw .invalidTimestamp(String(text.prefix(80)))
+    self = parsed
+  }
+
+  private static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>) -> HLCTimestamp? {
+    // Every mutation of every batch comes through here: two runs of digits around one colon, each number
+    // within its type, in one pass over each run.
+    guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
+      let millis = number(bytes[..<colon], limit: .max),
+      let counter = number(bytes[(colon + 1)...], limit: UInt64(UInt32.max))
+    else { return nil }
+    return HLCTimestamp(millis: millis, counter: UInt32(counter))
+  }
+
+  /// The value of a non-empty run of decimal digits, if it is at most `limit`.
+  private static func number(_ digits: Slice<UnsafeBufferPointer<UInt8>>, limit: UInt64) -> UInt64? {
+    guard !digits.isEmpty else { return nil }
+    var value: UInt64 = 0
+    for byte in digits {
+      let digit = byte &- UInt8(ascii: "0")
+      guard digit < 10 else { return nil }
+      let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+      let (sum, overflow2) = times10.addingReportingOverflow(UInt64(digit))
+      guard !overflow1 && !overflow2 && sum <= limit else { return nil }
+      value = sum
     }
-    self.init(millis: millis, counter: UInt32(counter))
+    return value
   }
 
   public static func < (lhs: HLCTimestamp, rhs: HLCTimestamp) -> Bool {

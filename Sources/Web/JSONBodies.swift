@@ -1,4 +1,5 @@
 import FoundationEssentials
+import StrictJSON
 
 /// JSON bodies over HTTP, as both of pagesync's servers speak them: sorted keys (stable output for tests and
 /// diffs), and decoding errors turned into a 400 that says where and what.
@@ -49,6 +50,23 @@ public struct JSONBodies {
       return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(Self.describe(error))"))
     } catch {
       return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(error)"))
+    }
+  }
+
+  /// Reads a request body with its type's strict reader (StrictJSON), or the 400 naming what is wrong: the same
+  /// values as `decode` for the same bodies, at a fraction of the cost, and stricter where docs/protocol.md
+  /// says ("Strict JSON"). For the bodies the broker reads most.
+  public func read<T: JSONReadable>(_ type: T.Type, _ request: HTTPRequest) -> Result<T, HTTPResponseError> {
+    request.body.withUnsafeReadableBytes { bytes in
+      // As `decode`: a body that is not UTF-8 is told so first, wherever the bad byte is.
+      guard UTF8Validator.isValid(bytes) else {
+        return .failure(HTTPResponseError(.badRequest, "invalid JSON body: it is not valid UTF-8"))
+      }
+      do throws(JSONReadError) {
+        return .success(try JSONReader.decode(type, from: bytes))
+      } catch {
+        return .failure(HTTPResponseError(.badRequest, "invalid JSON body: \(error)"))
+      }
     }
   }
 

@@ -8,12 +8,32 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   @Test(arguments: ["a", "A-b_9", String(repeating: "x", count: 64), "0f8e2c1a-9b7d-4e6f-8a5b-3c2d1e0f9a8b"])
   func acceptsWellFormedIDs(_ text: String) throws {
     #expect(try EntityID(validating: text).rawValue == text)
+    let fromBytes = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(SyncModelError) in
+      try EntityID(validatingUTF8: bytes)
+    }
+    #expect(fromBytes.rawValue == text)
   }
 
   @Test(arguments: ["", String(repeating: "x", count: 65), "a b", "a/b", "é", "a.b", "a\u{0}"])
   func refusesMalformedIDsNamingTheRule(_ text: String) {
     #expect(throws: SyncModelError.invalidID(text)) { try EntityID(validating: text) }
+    #expect(throws: SyncModelError.invalidID(text)) {
+      try Array(text.utf8).withUnsafeBufferPointer { bytes throws(SyncModelError) in
+        try EntityID(validatingUTF8: bytes)
+      }
+    }
     #expect(SyncModelError.invalidID(text).description.contains("1 to 64"))
+  }
+
+  @Test func longMalformedIDsAreQuotedUpTo80CharactersEitherWay() {
+    let text = String(repeating: "\u{E9}", count: 100)
+    let expected = SyncModelError.invalidID(String(repeating: "\u{E9}", count: 80))
+    #expect(throws: expected) { try EntityID(validating: text) }
+    #expect(throws: expected) {
+      try Array(text.utf8).withUnsafeBufferPointer { bytes throws(SyncModelError) in
+        try EntityID(validatingUTF8: bytes)
+      }
+    }
   }
 
   @Test func randomIDsAreValidUUIDShapedAndDistinct() {
@@ -104,6 +124,20 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   ])
   func refusesMalformedTimestamps(_ text: String) {
     #expect(throws: SyncModelError.invalidTimestamp(text)) { try HLCTimestamp(parsing: text) }
+    #expect(throws: SyncModelError.invalidTimestamp(text)) {
+      try Array(text.utf8).withUnsafeBufferPointer { bytes throws(SyncModelError) in
+        try HLCTimestamp(parsingUTF8: bytes)
+      }
+    }
+  }
+
+  /// The batch reader parses times from their bytes: the same times as from a string.
+  @Test(arguments: ["1732244000123:7", "18446744073709551615:4294967295", "0:0", "007:01", "1:4294967295"])
+  func parsesTheSameTimesFromBytes(_ text: String) throws {
+    let fromBytes = try Array(text.utf8).withUnsafeBufferPointer { bytes throws(SyncModelError) in
+      try HLCTimestamp(parsingUTF8: bytes)
+    }
+    #expect(try fromBytes == HLCTimestamp(parsing: text))
   }
 
   @Test func lastWriterWinsOrdersByTimeThenClient() {

@@ -1,0 +1,124 @@
+import FoundationEssentials
+import StrictJSON
+
+/// Decodes the same bytes with `JSONDecoder` and with a type's strict reader, and says whether the two agree as
+/// docs/protocol.md ("Strict JSON") promises:
+///
+/// - a text that is not strict JSON (`TestJSON(parsing:)`, an independent parser, is the oracle) is refused by
+///   the strict reader with a syntax error, whatever `JSONDecoder` does with it;
+/// - strict JSON is never refused for its syntax, and then both accept it with the same value (compared as
+///   sorted-keys `JSONEncoder` bytes, so `-0.0` is not `0.0` and a key's spelling counts), or both refuse it;
+///   the one exception is a number `JSONDecoder` rounds into an integer field, which the strict reader refuses
+///   as `inexactInteger`.
+public enum DecodingAgreement {
+  /// What happened to one input.
+  public enum Outcome: Equatable, Sendable {
+    /// Both decoded it, to the same value.
+    case bothAccepted
+    /// Both refused it (the messages: `JSONBodies.describe`'s and the strict reader's).
+    case bothRefused(foundation: String, strict: String)
+    /// Not strict JSON: the strict reader refused it with a syntax error (`JSONDecoder` accepted it or not).
+    case notStrictJSON(foundationAccepted: Bool)
+    /// `JSONDecoder` rounded a number into an integer field; the strict reader refused it (`inexactInteger`).
+    case inexactInteger
+    /// A divergence: what differs.
+    case disagreement(String)
+  }
+
+  /// The outcome of decoding `bytes` both ways as a `T`.
+  public static func check<T: Codable & JSONReadable>(_ type: T.Type, _ bytes: [UInt8]) -> Outcome {
+    let foundation: Result<T, any Error> = Result { try JSONDecoder().decode(T.self, from: Data(bytes)) }
+    let strict: Result<T, JSONReadError> = Result { () throws(JSONReadError) in
+      try JSONReader.decode(T.self, from: bytes)
+    }
+    let text = String(decoding: bytes.prefix(300), as: UTF8.self).debugDescription
+    guard TestJSON.isStrictJSON(bytes) else {
+      switch strict {
+      case .success(let value):
+        return .disagreement("not strict JSON, but the strict reader accepted it as \(value): \(text)")
+      case .failure(let error) where !error.isSyntaxError:
+        return .disagreement(
+          "not strict JSON, but the strict reader's error is not a syntax error: \(error): \(text)")
+      case .failure:
+        if case .success = foundation { return .notStrictJSON(foundationAccepted: true) }
+        return .notStrictJSON(foundationAccepted: false)
+      }
+    }
+    switch (foundation, strict) {
+    case (.success(let expected), .success(let actual)):
+      let expectedBytes = encoded(expected)
+      let actualBytes = encoded(actual)
+      guard expectedBytes == actualBytes else {
+        return .disagreement(
+          "different values: JSONDecoder \(String(decoding: expectedBytes, as: UTF8.self)), strict "
+            + "\(String(decoding: actualBytes, as: UTF8.self)): \(text)")
+      }
+      return .bothAccepted
+    case (.failure(let expected), .failure(let actual)):
+      if actual.isSyntaxError {
+        return .disagreement("strict JSON refused for its syntax: \(actual): \(text)")
+      }
+      return .bothRefused(foundation: describe(expected), strict: actual.description)
+    case (.success(let expected), .failure(let actual)):
+      if actual.kind == .inexactInteger { return .inexactInteger }
+      return .disagreement(
+        "JSONDecoder accepted \(expected), the strict reader refused it: \(actual): \(text)")
+    case (.failure(let expected), .success(let actual)):
+      return .disagreement(
+        "JSONDecoder refused it (\(describe(expected))), the strict reader read \(actual): \(text)")
+    }
+  }
+
+  /// As `JSONBodies.describe` writes a decoding error (copied: Web is not a dependency here).
+  public static func describe(_ error: any Error) -> String {
+    guard let error = error as? DecodingError else { return "\(error)" }
+    func path(_ context: DecodingError.Context) -> String {
+      let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+      return path.isEmpty ? "" : "at \(path.hasPrefix(".") ? String(path.dropFirst()) : path): "
+    }
+    switch error {
+    case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+      return path(context) + context.debugDescription
+    case .keyNotFound(let key, let context):
+      return path(context) + "missing field \"\(key.stringValue)\""
+    @unknown default:
+      return "\(error)"
+    }
+  }
+
+  /// `value` as sorted-keys JSON.
+  public static func encoded(_ value: some Encodable) -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return Array((try? encoder.encode(value)) ?? Data("unencodable".utf8))
+  }
+
+  /// Tallies of outcomes over a run, for a test to check that its inputs reached every kind.
+  public struct Tally: CustomStringConvertible, Sendable {
+    public var accepted = 0
+    public var refused = 0
+    public var notStrict = 0
+    public var notStrictButFoundationAccepted = 0
+    public var inexact = 0
+    public var disagreements: [String] = []
+
+    public init() {}
+
+    public mutating func add(_ outcome: Outcome) {
+      switch outcome {
+      case .bothAccepted: accepted += 1
+      case .bothRefused: refused += 1
+      case .notStrictJSON(let foundationAccepted):
+        notStrict += 1
+        if foundationAccepted { notStrictButFoundationAccepted += 1 }
+      case .inexactInteger: inexact += 1
+      case .disagreement(let what): disagreements.append(what)
+      }
+    }
+
+    public var description: String {
+      "accepted \(accepted), refused \(refused), not strict JSON \(notStrict) (JSONDecoder accepted "
+        + "\(notStrictButFoundationAccepted)), inexact integers \(inexact), disagreements \(disagreements.count)"
+    }
+  }
+}
