@@ -63,10 +63,10 @@ build: deps
 	$(SWIFT) build
 
 lint:
-	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
+	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources Benchmarks
 
 format:
-	$(SWIFT) format format --in-place --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
+	$(SWIFT) format format --in-place --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources Benchmarks
 
 # The main job on embedded defaults: the broker on 127.0.0.1:7700 and a device daemon on var/pagesyncd.sock,
 # their stores under ./var (no tokens: loopback only). Prints how to use pagesync; Ctrl-C stops both.

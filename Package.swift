@@ -13,6 +13,9 @@ let package = Package(
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
     .library(name: "StrictJSON", targets: ["StrictJSON"]),
+    // The strict reader's oracle and agreement check, for tests and the fuzz targets that hold the broker's
+    // readers to JSONDecoder.
+    .library(name: "StrictJSONTestKit", targets: ["StrictJSONTestKit"]),
     .library(name: "SQLiteStore", targets: ["SQLiteStore"]),
     // What the libFuzzer targets in Fuzz/ (a package of its own) drive: the protocol's messages, the page
     // store, both configurations, the daemon's local API and what pagesync reads from it.

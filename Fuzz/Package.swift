@@ -24,6 +24,8 @@ let package = Package(
         .product(name: "SyncModel", package: "pagesync"), .product(name: "SyncProtocol", package: "pagesync"),
         .product(name: "BrokerStore", package: "pagesync"),
         .product(name: "PagesyncCLI", package: "pagesync"),
+        .product(name: "StrictJSON", package: "pagesync"),
+        .product(name: "StrictJSONTestKit", package: "pagesync"),
       ]),
     .executableTarget(
       name: "FuzzConfig",
@@ -36,7 +38,8 @@ let package = Package(
       dependencies: [
         "FuzzSupport", .product(name: "Web", package: "pagesync"),
         .product(name: "SyncModel", package: "pagesync"), .product(name: "BrokerStore", package: "pagesync"),
-        .product(name: "SQLiteStore", package: "pagesync"),
+        .product(name: "SQLiteStore", package: "pagesync"), .product(name: "StrictJSON", package: "pagesync"),
+        .product(name: "StrictJSONTestKit", package: "pagesync"),
       ]),
     .executableTarget(
       name: "FuzzLocalAPI",

@@ -144,7 +144,7 @@ extension Dictionary: JSONReadable where Key: JSONKeyReadable, Value: JSONReadab
   /// `Could not convert key to type K`.
   @inlinable
   public init(reading reader: inout JSONReader) throws(JSONReadError) {
-    self = [:]
+    self = Dictionary(minimumCapacity: try reader.countMembers())
     var members = try reader.beginObject()
     while let key = try reader.nextKey(&members) {
       let text = key.string

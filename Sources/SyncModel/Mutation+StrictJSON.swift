@@ -4,7 +4,7 @@ import StrictJSON
 // them; `JSONDecoder` cost some 43,000 instructions a mutation. Each reads the same value as the type's
 // `Decodable` code from every text that code decodes, refuses what it refuses, and says the same thing about a
 // value that does not fit (a missing field, a type mismatch, an invalid id), with the same path: `Codable`
-// stays for everything else, and the tests (StrictJSONTests' agreement suites) hold the two together.
+// stays for everything else, and MutationBatchStrictJSONTests (DecodingAgreement) holds the two together.
 // Stricter than `JSONDecoder` where docs/protocol.md says ("Strict JSON").
 
 extension EntityID: JSONReadable {

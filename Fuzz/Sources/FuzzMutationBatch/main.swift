@@ -2,13 +2,18 @@ import BrokerStore
 import FoundationEssentials
 import FuzzSupport
 import SQLiteStore
+import StrictJSON
+import StrictJSONTestKit
 import SyncModel
 import Web
 
-// A batch, decoded from the input's JSON as the broker decodes `POST /v1/batch` or, when the input is not a
-// batch, built from its bytes (so most inputs reach the store), applied to a page store by alice, who may write
-// workspace ws1, on top of a fixed starting state. Then the same batch is sent again, as a client whose answer
-// was lost does. Properties:
+// A batch, decoded from the input's JSON as the broker decodes `POST /v1/batch` (its strict reader) or, when the
+// input is not a batch, built from its bytes (so most inputs reach the store), applied to a page store by
+// alice, who may write workspace ws1, on top of a fixed starting state. Then the same batch is sent again, as a
+// client whose answer was lost does. Properties:
+// - the strict reader and JSONDecoder agree on the input (StrictJSONTestKit's DecodingAgreement: the same
+//   batch or both refuse; not strict JSON is refused with a syntax error; the one allowed difference is an
+//   integer field's inexact number, docs/protocol.md);
 // - applying never traps and fails only with a `BatchError` (the whole batch refused, for a reason with a
 //   name): a store error on a client's input is a finding;
 // - exactly once: the re-send changes nothing (no sequence), keeps the client's last id, refuses the same way a
@@ -79,7 +84,6 @@ private func startingStore() -> PageStore {
 
 nonisolated(unsafe) private let store = startingStore()
 nonisolated(unsafe) private let startingSequence = store.sequence
-nonisolated(unsafe) private let decoder = JSONBodies().decoder
 nonisolated(unsafe) private var inputs = 0
 
 private let pages = ["home", "tasks", "r1", "r2", "gone", "secret", "new1", "new2"].map(id)
@@ -199,8 +203,11 @@ private func check(_ batch: MutationBatch) {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   let bytes = UnsafeRawBufferPointer(start: data, count: size)
+  if case .disagreement(let what) = DecodingAgreement.check(MutationBatch.self, Array(bytes)) {
+    preconditionFailure("property violated: the strict reader and JSONDecoder disagree: \(what)")
+  }
   let batch: MutationBatch
-  if let decoded = try? decoder.decode(MutationBatch.self, from: Data(bytes)) {
+  if let decoded = try? JSONReader.decode(MutationBatch.self, from: bytes) {
     batch = decoded
   } else {
     var input = FuzzBytes(bytes)

@@ -3,6 +3,8 @@ import EventLoop
 import FoundationEssentials
 import FuzzSupport
 import PagesyncCLI
+import StrictJSON
+import StrictJSONTestKit
 import SyncModel
 import SyncProtocol
 import Web
@@ -11,7 +13,10 @@ import Web
 // way its reader decodes it: the broker's request bodies through `JSONBodies` (a 400 naming the problem), the
 // device stream's text frames and the daemon's answers through the same `JSONDecoder`, and the daemon's local
 // API answers as `pagesync` reads them (`JSONValue`). What decodes must survive its sender's encoding: decode,
-// encode, decode gives the same value (`==` where the type has it, the same bytes re-encoded where not).
+// encode, decode gives the same value (`==` where the type has it, the same bytes re-encoded where not). The
+// broker reads batches, catch-up and fetch bodies and stream messages with their strict readers: each agrees
+// with JSONDecoder on every input (StrictJSONTestKit's DecodingAgreement), and a body it refuses is a 400 that
+// names the problem.
 
 nonisolated(unsafe) private let bodies = JSONBodies()
 
@@ -67,6 +72,26 @@ private func requestBody<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
   }
 }
 
+/// A request body as the broker reads it (the strict reader, `JSONBodies.read`), held to what `JSONDecoder`
+/// makes of the same bytes: the value, or a 400 whose message says what is wrong.
+private func strictBody<T: Codable & JSONReadable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
+  if case .disagreement(let what) = DecodingAgreement.check(T.self, bytes) {
+    preconditionFailure("property violated: the strict \(T.self) reader and JSONDecoder disagree: \(what)")
+  }
+  let request = HTTPRequest(
+    head: HTTPRequestHead(method: .POST, target: "/v1/fuzz"), body: ByteBuffer(bytes: bytes))
+  switch bodies.read(type, request) {
+  case .success(let value):
+    return value
+  case .failure(let error):
+    let prefix = "invalid JSON body: "
+    require(
+      error.status == .badRequest && error.message.hasPrefix(prefix) && error.message.count > prefix.count,
+      "a bad \(T.self) body got \(error.status) \(error.message)")
+    return nil
+  }
+}
+
 /// A message as a stream reader or the daemon's broker link decodes it: the value, or a `DecodingError` that
 /// `JSONBodies.describe` turns into a line.
 private func message<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) -> T? {
@@ -93,10 +118,18 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   }
   if let catchUp = requestBody(BrokerProtocol.CatchUpRequest.self, bytes) { requireRoundTrip(catchUp) }
   if let fetch = requestBody(BrokerProtocol.FetchRequest.self, bytes) { requireRoundTrip(fetch) }
+  // As the broker reads them.
+  _ = strictBody(MutationBatch.self, bytes)
+  _ = strictBody(BrokerProtocol.CatchUpRequest.self, bytes)
+  _ = strictBody(BrokerProtocol.FetchRequest.self, bytes)
 
   // The device stream, both ways: text frames are UTF-8 by the time they are read (WebSocketMessageAssembler).
   let frame = Array(String(decoding: bytes, as: UTF8.self).utf8)
   if let client = message(BrokerProtocol.ClientMessage.self, frame) { requireRoundTrip(client) }
+  if case .disagreement(let what) = DecodingAgreement.check(BrokerProtocol.ClientMessage.self, frame) {
+    preconditionFailure(
+      "property violated: the strict ClientMessage reader and JSONDecoder disagree: \(what)")
+  }
   if let subscribed = message(BrokerProtocol.Subscribed.self, frame) { requireRoundTrip(subscribed) }
   if let unsubscribed = message(BrokerProtocol.Unsubscribed.self, frame) { requireRoundTrip(unsubscribed) }
   if let changed = message(BrokerProtocol.Changed.self, frame) { requireRoundTrip(changed) }
