@@ -384,6 +384,17 @@ private func strict(_ bytes: [UInt8]) throws(JSONReadError) -> MutationBatch {
     #expect(strictError(json)?.description == message)
   }
 
+  /// `JSONDecoder` traps (SIGILL, in its Decimal fallback) on an integer written with a long fraction and an
+  /// exponent: one such batch stopped the broker. The strict reader refuses it (JSONDecoder is not called here:
+  /// it would stop the test run).
+  @Test func refusesTheIntegerThatMadeJSONDecoderTrap() {
+    let number = "9007199254740993" + String(repeating: "9", count: 300) + "e-300"
+    let json = Self.batch(#"{"id":"# + number + #","page":"p","time":"1:0","type":"delete_page"}"#)
+    let error = strictError(json)
+    #expect(error?.kind == .inexactInteger)
+    #expect(error?.path == [.key("mutations"), .index(0), .key("id")])
+  }
+
   /// A member the action does not use is ignored even when it does not fit (as `init(from:)` ignores it), the
   /// first of duplicate members wins, keys may be escaped, and `null` is absent where the field is optional.
   @Test(arguments: [

@@ -387,6 +387,19 @@ def table_broker_http(s):
         ("another client re-using the laptop's ids 2-3 (ids are per client)",
          request("POST", "/v1/batch", batch("alice-tablet", laptop[1:])), 409,
          "mutation ids must continue from 1; the batch starts at 2", False, None),
+        # Regression: JSONDecoder trapped (SIGILL) on an integer written with a long fraction and an exponent
+        # (its Decimal fallback), and one batch, catch-up or fetch stopped the broker. The strict readers refuse it.
+        ("a mutation id JSONDecoder trapped on", request("POST", "/v1/batch", (
+            b'{"client":"alice-laptop","workspace":"w1","mutations":[{"id":9007199254740993' + b"9" * 300
+            + b'e-300,"page":"home","time":"1700000000000:0","type":"set_title","title":"t"}]}')), 400,
+         "at mutations[0].id: an integer written with a fraction or an exponent must be exactly a whole number",
+         False, None),
+        ("a catch-up time JSONDecoder trapped on", request("POST", "/v1/catchup", (
+            b'{"pages":{"home":9007199254740993' + b"9" * 300 + b'e-300}}')), 400,
+         "at pages.home: an integer written with a fraction or an exponent", False, None),
+        ("a fetch limit JSONDecoder trapped on", request("POST", "/v1/fetch", (
+            b'{"pages":{},"limit":9007199254740993' + b"9" * 300 + b'e-300}')), 400,
+         "at limit: an integer written with a fraction or an exponent", False, None),
         # Regression: id 0 was acknowledged as a duplicate (and a daemon drops duplicates from its queue).
         ("mutation id 0", request("POST", "/v1/batch", batch("alice-laptop", [mutation(0, "home")])), 200,
          '"reason":{"code":3,"name":"invalid_value"},"status":"rejected"', False, None),
