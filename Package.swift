@@ -75,7 +75,7 @@ let package = Package(
     .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
     // Helpers for tests of JSON readers: an independent strict parser (the oracle), a writer of many spellings,
     // seeded damage to valid JSON, and the check that a strict reader agrees with JSONDecoder.
-    .target(name: "StrictJSONTestKit", dependencies: ["StrictJSON"]),
+    .target(name: "StrictJSONTestKit", dependencies: ["StrictJSON", "Web"]),
 
     // The data model: ids, hybrid logical clocks, property values, mutations and their JSON, rejection codes.
     // Values and pure functions, no I/O.

@@ -142,26 +142,9 @@ public struct JSONReader {
 
   /// The next member's key, with its `:` read (its value is next), or nil once the object's `}` is read.
   public mutating func nextKey(_ members: inout ObjectMembers) throws(JSONReadError) -> JSONKey? {
-    skipWhitespace()
-    guard position < bytes.count else { throw endOfInput(expecting: "a member or '}'") }
-    var byte = bytes[position]
-    if byte == UInt8(ascii: "}") {
-      position += 1
-      depth -= 1
-      return nil
-    }
-    if members.count > 0 {
-      guard byte == UInt8(ascii: ",") else {
-        throw .syntax(
-          "expected ',' or '}' after an object member, found \(describeByte(at: position))", at: position)
-      }
-      position += 1
-      skipWhitespace()
-      guard position < bytes.count else { throw endOfInput(expecting: "a member") }
-      byte = bytes[position]
-      if byte == UInt8(ascii: "}") { throw .syntax("trailing comma before '}'", at: position) }
-    }
-    guard byte == UInt8(ascii: "\"") else {
+    guard try !readEndOrComma(UInt8(ascii: "}"), after: members.count, entry: ("a", "member", "object"))
+    else { return nil }
+    guard bytes[position] == UInt8(ascii: "\"") else {
       throw .syntax("expected a string key, found \(describeByte(at: position))", at: position)
     }
     let key = try readKey()
@@ -198,26 +181,40 @@ public struct JSONReader {
 
   /// Whether another element follows (its value is next); false once the array's `]` is read.
   public mutating func nextElement(_ elements: inout ArrayElements) throws(JSONReadError) -> Bool {
+    guard try !readEndOrComma(UInt8(ascii: "]"), after: elements.count, entry: ("an", "element", "array"))
+    else { return false }
+    elements.count += 1
+    return true
+  }
+
+  /// Reads a container's closing `close` (true: the container ended), or else, after `count` entries, the `,`
+  /// before the next one; leaves `position` at the next entry's first byte. A trailing comma is an error.
+  /// `entry`: how errors name an entry ("a member" of an "object").
+  private mutating func readEndOrComma(
+    _ close: UInt8, after count: Int, entry: (article: String, noun: String, container: String)
+  ) throws(JSONReadError) -> Bool {
+    let closing = "'\(Character(Unicode.Scalar(close)))'"
     skipWhitespace()
-    guard position < bytes.count else { throw endOfInput(expecting: "an element or ']'") }
-    let byte = bytes[position]
-    if byte == UInt8(ascii: "]") {
+    guard position < bytes.count else {
+      throw endOfInput(expecting: "\(entry.article) \(entry.noun) or \(closing)")
+    }
+    if bytes[position] == close {
       position += 1
       depth -= 1
-      return false
+      return true
     }
-    if elements.count > 0 {
-      guard byte == UInt8(ascii: ",") else {
+    if count > 0 {
+      guard bytes[position] == UInt8(ascii: ",") else {
         throw .syntax(
-          "expected ',' or ']' after an array element, found \(describeByte(at: position))", at: position)
+          "expected ',' or \(closing) after an \(entry.container) \(entry.noun), found \(describeByte(at: position))",
+          at: position)
       }
       position += 1
       skipWhitespace()
-      guard position < bytes.count else { throw endOfInput(expecting: "an element") }
-      if bytes[position] == UInt8(ascii: "]") { throw .syntax("trailing comma before ']'", at: position) }
+      guard position < bytes.count else { throw endOfInput(expecting: "\(entry.article) \(entry.noun)") }
+      if bytes[position] == close { throw .syntax("trailing comma before \(closing)", at: position) }
     }
-    elements.count += 1
-    return true
+    return false
   }
 
   private mutating func enter() throws(JSONReadError) {

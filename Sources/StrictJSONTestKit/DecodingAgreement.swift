@@ -1,5 +1,6 @@
 import FoundationEssentials
 import StrictJSON
+import Web
 
 /// Decodes the same bytes with `JSONDecoder` and with a type's strict reader, and says whether the two agree as
 /// docs/protocol.md ("Strict JSON") promises:
@@ -69,21 +70,10 @@ public enum DecodingAgreement {
     }
   }
 
-  /// As `JSONBodies.describe` writes a decoding error (copied: Web is not a dependency here).
+  /// A decoding error as the broker words it (`JSONBodies.describe`).
   public static func describe(_ error: any Error) -> String {
     guard let error = error as? DecodingError else { return "\(error)" }
-    func path(_ context: DecodingError.Context) -> String {
-      let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-      return path.isEmpty ? "" : "at \(path.hasPrefix(".") ? String(path.dropFirst()) : path): "
-    }
-    switch error {
-    case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
-      return path(context) + context.debugDescription
-    case .keyNotFound(let key, let context):
-      return path(context) + "missing field \"\(key.stringValue)\""
-    @unknown default:
-      return "\(error)"
-    }
+    return JSONBodies.describe(error)
   }
 
   /// `value` as sorted-keys JSON.
