@@ -4,7 +4,14 @@
 docs/benchmarks.md quotes no figure from a single run: this machine is shared and noisy.
 
   scripts/load-median.py 3 .build-release/release/pagesync-load compare B1 --rate 1000
+
+Interleaved rounds (run A, B, C once each, three times over, so that a change in the machine's load falls on all
+of them alike): keep each run's report with --save DIR, then summarize the kept reports with --reports.
+
+  scripts/load-median.py --save var/round/b1 1 .build-release/release/pagesync-load compare B1 --sweep
+  scripts/load-median.py --reports var/round/b1/*.json
 """
+import os
 import json
 import statistics
 import subprocess
@@ -50,15 +57,36 @@ def leaf(obj, path):
 
 
 def main():
-    runs, command = int(sys.argv[1]), sys.argv[2:]
+    args = sys.argv[1:]
+    if args[:1] == ["--reports"]:
+        paths = args[1:]
+        if not paths:
+            sys.exit("--reports needs at least one report file")
+        summarize(" ".join(paths), [json.load(open(path)) for path in paths])
+        return
+    save = None
+    if args[:1] == ["--save"]:
+        save, args = args[1], args[2:]
+        os.makedirs(save, exist_ok=True)
+    runs, command = int(args[0]), args[1:]
     reports = []
     for index in range(runs):
         out = subprocess.run(command + ["--json", "--quiet"], capture_output=True, text=True)
         if out.returncode not in (0, 2):
             sys.exit(f"run {index + 1} failed ({out.returncode}): {out.stderr}")
         reports.append(json.loads(out.stdout))
+        if save:
+            # Numbered after the reports already there, so repeated calls (interleaved rounds) add to them.
+            taken = len([name for name in os.listdir(save) if name.endswith(".json")])
+            with open(os.path.join(save, f"{taken + 1:02}.json"), "w") as file:
+                file.write(out.stdout)
+    summarize(" ".join(command), reports)
+
+
+def summarize(title, reports):
+    runs = len(reports)
     sides = ["pagesync", "redis"] if "ratios" in reports[0] else [None]
-    print(f"{' '.join(command)}  ({runs} runs: median [min..max])")
+    print(f"{title}  ({runs} runs: median [min..max])")
     for path in FIGURES:
         cells = []
         for side in sides:
