@@ -190,16 +190,9 @@ extension BrokerServer {
 
   private func catchUp(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
     metrics.catchUpRequested()
-    let body: BrokerProtocol.CatchUpRequest
-    switch decodeBody(BrokerProtocol.CatchUpRequest.self, request) {
-    case .failure(let error):
-      responder.respond(error.response)
-      return
-    case .success(let decoded):
-      body = decoded
-    }
-    guard knowsEveryPage(of: body) else {
-      catchUpFromStore(body, grant, responder)
+    guard let indexed = withChannels({ IndexedCatchUp.read(request, $0) }) else {
+      // A page nobody follows (or an id the fast reader leaves to the decoder, or a bad body): the store.
+      catchUpFromStore(request, grant, responder)
       return
     }
     // The index holds every page's newest time once each commit before this request has been published: a job
@@ -207,48 +200,45 @@ extension BrokerServer {
     writer.read(
       on: loop, { _ in () },
       completion: { [unowned self] _ in
-        if let answer = self.catchUpFromIndex(body, grant) {
+        if let answer = self.catchUpFromIndex(indexed, grant) {
           self.catchUpsFromIndex += 1
           responder.respond(self.jsonResponse(answer))
         } else {
-          // A page lost its last subscriber meanwhile, and the index forgot it.
-          self.catchUpFromStore(body, grant, responder)
+          // A page lost its last subscriber meanwhile, and its key may stand for another page now.
+          self.catchUpFromStore(request, grant, responder)
         }
       })
   }
 
-  private func knowsEveryPage(of body: BrokerProtocol.CatchUpRequest) -> Bool {
-    withChannels { channels in
-      body.pages.keys.allSatisfy { page in
-        channels.existingKey(for: page.rawValue).flatMap { channels.facts(of: $0) } != nil
-      }
-    }
-  }
-
-  /// A catch-up answered from what the channel index knows of each page, or nil if it does not know one.
-  private func catchUpFromIndex(_ body: BrokerProtocol.CatchUpRequest, _ grant: Grant)
-    -> BrokerProtocol.CatchUpResponse?
+  /// A catch-up answered from what the channel index knows of each page, or nil if a key was released since the
+  /// body was read.
+  private func catchUpFromIndex(_ indexed: IndexedCatchUp, _ grant: Grant) -> BrokerProtocol.CatchUpResponse?
   {
-    let sameEpoch = body.epoch == nil || body.epoch == epoch
+    let sameEpoch = indexed.epoch == nil || indexed.epoch == epoch
     return withChannels { channels -> BrokerProtocol.CatchUpResponse? in
+      guard channels.keyReleases == indexed.keyReleases else { return nil }
       var changed: [EntityID: UInt64] = [:]
       var gone: [EntityID] = []
-      var visible: [ChannelIndex.WorkspaceNumber: Bool] = [:]
-      for (page, time) in body.pages {
-        guard let key = channels.existingKey(for: page.rawValue), let facts = channels.facts(of: key) else {
-          return nil
-        }
+      // Whether the grant may see a workspace, by the index's number for it (few: looked up once each).
+      var visible: [Bool?] = []
+      for (key, time) in indexed.entries {
+        guard let facts = channels.facts(of: key) else { return nil }
+        let number = Int(facts.workspace.rawValue)
+        if number >= visible.count { visible += repeatElement(nil, count: number + 1 - visible.count) }
         let maySee: Bool
-        if let known = visible[facts.workspace] {
+        if let known = visible[number] {
           maySee = known
         } else {
           let workspace = try? EntityID(validating: channels.workspaceID(facts.workspace))
           maySee = workspace.map { grant.workspaces.contains($0) } ?? false
-          visible[facts.workspace] = maySee
+          visible[number] = maySee
         }
+        guard !maySee || !sameEpoch || facts.lastUpdated > time else { continue }
+        // Few pages get here (the changed, the gone): making their ids is cheap.
+        guard let page = try? EntityID(validating: channels.pageID(for: key)) else { return nil }
         if !maySee {
           gone.append(page)
-        } else if !sameEpoch || facts.lastUpdated > time {
+        } else {
           changed[page] = facts.lastUpdated
         }
       }
@@ -258,9 +248,15 @@ extension BrokerServer {
     }
   }
 
-  private func catchUpFromStore(
-    _ body: BrokerProtocol.CatchUpRequest, _ grant: Grant, _ responder: HTTPResponder
-  ) {
+  private func catchUpFromStore(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
+    let body: BrokerProtocol.CatchUpRequest
+    switch decodeBody(BrokerProtocol.CatchUpRequest.self, request) {
+    case .failure(let error):
+      responder.respond(error.response)
+      return
+    case .success(let decoded):
+      body = decoded
+    }
     let box = storeBox
     writer.read(
       on: loop,

@@ -71,6 +71,10 @@ final class StreamSession {
   }
 
   private func handle(_ text: String) {
+    if let keys = knownPagesToSubscribe(text) {
+      subscribe(.inIndex(keys), valid: [], denied: [])
+      return
+    }
     let message: BrokerProtocol.ClientMessage
     do throws(JSONReadError) {
       // The strict reader (StrictJSON): a subscribe may carry thousands of ids.
@@ -83,6 +87,47 @@ final class StreamSession {
     case "subscribe": subscribe(message.pages ?? [])
     case "unsubscribe": unsubscribe(message.pages ?? [])
     default: fail(4400, "unknown op \"\(message.op.prefix(40))\": expected subscribe or unsubscribe")
+    }
+  }
+
+  /// The keys of a `subscribe` frame's pages, read straight against the channel index (no string made per id),
+  /// if the index knows every one of them with its workspace: a device that comes back subscribes again to a
+  /// thousand pages others follow (B3, B4 in docs/benchmarks.md). Nil for anything else (another op, a page the
+  /// index does not know, an escaped id, an error): `handle` then decodes the frame as usual.
+  private func knownPagesToSubscribe(_ text: String) -> [PageKey]? {
+    var text = text
+    return text.withUTF8 { bytes in
+      broker.withChannels { channels in
+        try? JSONReader.read(bytes) { reader throws(JSONReadError) -> [PageKey]? in
+          var isSubscribe: Bool?
+          var keys: [PageKey]?
+          var members = try reader.beginObject()
+          while let key = try reader.nextKey(&members) {
+            if key.matches("op") && isSubscribe == nil {
+              isSubscribe = try reader.readString { $0.elementsEqual("subscribe".utf8) }
+              guard isSubscribe == true else { return nil }
+            } else if key.matches("pages") && keys == nil {
+              guard try !reader.readNull() else { return nil }
+              var read: [PageKey] = []
+              var elements = try reader.beginArray()
+              while try reader.nextElement(&elements) {
+                let known = try reader.readString { id -> PageKey? in
+                  guard let key = channels.existingKey(utf8: id), channels.workspace(of: key) != nil else {
+                    return nil
+                  }
+                  return key
+                }
+                guard let known else { return nil }
+                read.append(known)
+              }
+              keys = read
+            } else {
+              try reader.skipValue()
+            }
+          }
+          return isSubscribe == true ? keys : nil
+        }
+      }
     }
   }
 
@@ -110,7 +155,7 @@ final class StreamSession {
       guard let self, self.socket.isOpen else { return }
       self.waitingForStore = false
       switch result {
-      case .success(let workspaces): self.subscribe(valid, denied: denied, workspaces: workspaces)
+      case .success(let workspaces): self.subscribe(workspaces, valid: valid, denied: denied)
       case .failure: self.fail(4500, "the subscription could not be checked; try again")
       }
       if !answeredAtOnce {
@@ -121,25 +166,39 @@ final class StreamSession {
     answeredAtOnce = false
   }
 
-  /// Subscribes to `valid` but for the pages that exist outside the grant's workspaces.
-  private func subscribe(_ valid: [EntityID], denied: [String], workspaces: PageWorkspaceLookup.Answer) {
+  /// Subscribes to the pages (their keys if the index knows them all, else `valid` and what the store read of
+  /// them) but for those that exist outside the grant's workspaces.
+  private func subscribe(_ workspaces: PageWorkspaceLookup.Answer, valid: [EntityID], denied: [String]) {
     var denied = denied
     let limit = broker.configuration.limits.subscriptionsPerConnection
     let grant = self.grant
     let subscriber = id
     let (added, total) = broker.withChannels { channels -> (Int, Int) in
-      var allowedNumbers: [ChannelIndex.WorkspaceNumber: Bool] = [:]
+      // Whether the grant may see a workspace, by the index's number for it (few: looked up once each).
+      var allowedNumbers: [Bool?] = []
       func allowed(_ number: ChannelIndex.WorkspaceNumber) -> Bool {
-        if let known = allowedNumbers[number] { return known }
+        let index = Int(number.rawValue)
+        if index >= allowedNumbers.count {
+          allowedNumbers += repeatElement(nil, count: index + 1 - allowedNumbers.count)
+        }
+        if let known = allowedNumbers[index] { return known }
         let workspace = try? EntityID(validating: channels.workspaceID(number))
         let allowed = workspace.map { grant.workspaces.contains($0) } ?? false
-        allowedNumbers[number] = allowed
+        allowedNumbers[index] = allowed
         return allowed
       }
       var keys: [PageKey] = []
       var learned: [(PageKey, PageFacts)] = []
       var count = channels.subscriptionCount(of: subscriber)
-      for (position, page) in valid.enumerated() {
+      let pageCount: Int
+      switch workspaces {
+      case .inIndex(let known): pageCount = known.count
+      case .read: pageCount = valid.count
+      }
+      keys.reserveCapacity(pageCount)
+      // If every page could be new and still stay within the limit, no page needs its own check against it.
+      let cannotReachLimit = count + pageCount <= limit
+      for position in 0..<pageCount {
         // Whether the page may be seen, its key if it has one, and what the store said of it.
         let isAllowed: Bool
         let existing: PageKey?
@@ -149,15 +208,16 @@ final class StreamSession {
           existing = known[position]
           isAllowed = channels.workspace(of: known[position]).map(allowed) ?? true
         case .read(let found):
-          existing = channels.existingKey(for: page.rawValue)
-          facts = found[page]
+          existing = channels.existingKey(for: valid[position].rawValue)
+          facts = found[valid[position]]
           isAllowed = facts.map { grant.workspaces.contains($0.workspace) } ?? true
         }
-        let subscribed = existing.map { channels.isSubscribed(subscriber, to: $0) } ?? false
-        if !isAllowed || (count >= limit && !subscribed) {
-          denied.append(page.rawValue)
+        let subscribed =
+          cannotReachLimit ? false : existing.map { channels.isSubscribed(subscriber, to: $0) } ?? false
+        if !isAllowed || (!cannotReachLimit && count >= limit && !subscribed) {
+          denied.append(existing.map { channels.pageID(for: $0) } ?? valid[position].rawValue)
         } else {
-          let key = existing ?? channels.key(for: page.rawValue)
+          let key = existing ?? channels.key(for: valid[position].rawValue)
           if !subscribed { count += 1 }
           keys.append(key)
           if let facts { learned.append((key, facts)) }

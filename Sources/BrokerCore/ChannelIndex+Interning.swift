@@ -28,10 +28,14 @@ extension ChannelIndex {
   /// The key of a page id, if it has one (a page somebody subscribes to). Nil for invalid ids.
   public func existingKey(for pageID: String) -> PageKey? {
     var pageID = pageID
-    return pageID.withUTF8 { id in
-      guard Self.isValidPageID(id), !keySlots.isEmpty else { return nil }
-      return findKey(id, hash: Self.hash(id)).key.map(PageKey.init)
-    }
+    return pageID.withUTF8 { existingKey(utf8: $0) }
+  }
+
+  /// The key of a page id given as its UTF-8 bytes (straight from a request body, with no String made), if it
+  /// has one. Nil for invalid ids.
+  public func existingKey(utf8 pageID: UnsafeBufferPointer<UInt8>) -> PageKey? {
+    guard Self.isValidPageID(pageID), !keySlots.isEmpty else { return nil }
+    return findKey(pageID, hash: Self.hash(pageID)).key.map(PageKey.init)
   }
 
   /// The page id of a live key.
@@ -144,6 +148,7 @@ extension ChannelIndex {
   /// Forgets a channel with no subscribers: its id, its slot, its key (onto the free list, or trimmed off the end),
   /// then gives memory back where a structure has become mostly empty.
   mutating func release(_ key: UInt32) {
+    keyReleases &+= 1
     let ref = nameRefs[Int(key)]
     deleteKeySlot(of: key, hash: ref.hash)
     channelCount -= 1

@@ -53,6 +53,10 @@ public struct ChannelIndex: Sendable {
   var setHeapBytes = 0
   let seed = HashSeed.process
 
+  /// Keys released so far. While it stays the same, every key that was live is live still and stands for the
+  /// same page: a caller holding keys across loop turns checks it before using them.
+  public internal(set) var keyReleases = 0
+
   /// Channels (page ids) with a key.
   public internal(set) var channelCount = 0
   /// Subscriptions (subscriber, page) in the index.

@@ -17,3 +17,19 @@ public struct SubscriberID: Hashable, Sendable {
 
   public init(_ rawValue: UInt32) { self.rawValue = rawValue }
 }
+
+/// A set of page keys, laid out as the index's own sets (a few bytes a key, a seeded hash): for a request that
+/// must notice a page it names twice.
+public struct PageKeySet {
+  private var keys = KeySet()
+  private let seed = HashSeed.process
+
+  public init() {}
+
+  public var count: Int { keys.count }
+
+  /// Adds `key`; returns false if it was already there.
+  public mutating func insert(_ key: PageKey) -> Bool { keys.insert(key.rawValue, seed: seed) }
+
+  public func contains(_ key: PageKey) -> Bool { keys.contains(key.rawValue, seed: seed) }
+}

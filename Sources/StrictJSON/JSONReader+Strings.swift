@@ -19,6 +19,10 @@ public struct JSONKey {
     return true
   }
 
+  /// The key's bytes if it has no escapes (nearly every key), without a copy; nil if it has (then `string`).
+  /// Valid until the reader reads on.
+  public var plainBytes: UnsafeBufferPointer<UInt8>? { escaped ? nil : raw }
+
   /// The key as a string.
   public var string: String {
     escaped ? String(decoding: unescapedBytes, as: UTF8.self) : String(decoding: raw, as: UTF8.self)

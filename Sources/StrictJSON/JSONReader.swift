@@ -59,6 +59,21 @@ public struct JSONReader {
     return value!
   }
 
+  /// Reads `bytes`, which must hold exactly one JSON value, with `body`: for a reader that needs more than the
+  /// bytes (a table to look its keys up in) or may give up part way. Nil if `body` gave up (returned nil: the
+  /// rest is not read, and so not checked); otherwise `body`'s value once the text ends after the value. The
+  /// errors are the syntax's and `body`'s, in the order met; a caller that gives up, or gets an error, and wants
+  /// `decode`'s exact error, decodes the bytes again with it.
+  public static func read<T>(
+    _ bytes: UnsafeBufferPointer<UInt8>, _ body: (inout JSONReader) throws(JSONReadError) -> T?
+  ) throws(JSONReadError) -> T? {
+    var reader = JSONReader(bytes)
+    reader.skipByteOrderMark()
+    guard let value = try body(&reader) else { return nil }
+    try reader.expectEnd()
+    return value
+  }
+
   /// Decodes one `T` from raw bytes (bound or not: they are read as bytes).
   public static func decode<T: JSONReadable>(
     _ type: T.Type, from bytes: UnsafeRawBufferPointer

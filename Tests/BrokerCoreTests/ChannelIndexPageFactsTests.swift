@@ -63,3 +63,60 @@ import Testing
     #expect(MemoryLayout<ChannelIndex.NameRef>.stride == 24)
   }
 }
+
+@Suite struct ChannelIndexKeysFromBytesTests {
+  let alice = SubscriberID(1)
+
+  private func key(_ index: ChannelIndex, utf8 id: String) -> PageKey? {
+    var id = id
+    return id.withUTF8 { index.existingKey(utf8: $0) }
+  }
+
+  @Test func findsTheSameKeyFromBytesAsFromAString() {
+    var index = ChannelIndex()
+    #expect(key(index, utf8: "a") == nil)
+    _ = index.subscribe(alice, toPageIDs: ["a", "page-2", String(repeating: "x", count: 64)])
+    for id in ["a", "page-2", String(repeating: "x", count: 64)] {
+      #expect(key(index, utf8: id) != nil)
+      #expect(key(index, utf8: id) == index.existingKey(for: id))
+    }
+    // Not followed, a prefix, and ids that are not ids: no key.
+    for id in ["b", "page-", "page-22", "", "a b", "é", String(repeating: "x", count: 65)] {
+      #expect(key(index, utf8: id) == nil)
+    }
+  }
+
+  @Test func countsReleasedKeysSoThatHeldKeysCanBeChecked() {
+    var index = ChannelIndex()
+    _ = index.subscribe(alice, toPageIDs: ["a", "b", "c"])
+    let before = index.keyReleases
+    let b = index.existingKey(for: "b")!
+    // Subscribing more, and learning, releases nothing: held keys stay good.
+    _ = index.subscribe(alice, toPageIDs: ["d"])
+    index.learn(workspace: "w", lastUpdated: 1, of: b)
+    #expect(index.keyReleases == before)
+    _ = index.unsubscribe(alice, from: [b])
+    #expect(index.keyReleases == before + 1)
+    // The last subscriber going releases every key it held.
+    _ = index.removeSubscriber(alice)
+    #expect(index.keyReleases == before + 4)
+    #expect(index.channelCount == 0)
+  }
+
+  @Test func aPageKeySetTellsKeysSeenBefore() {
+    var index = ChannelIndex()
+    let ids = (0..<100).map { "p\($0)" }
+    _ = index.subscribe(alice, toPageIDs: ids)
+    var seen = PageKeySet()
+    for id in ids {
+      let added = seen.insert(index.existingKey(for: id)!)
+      #expect(added)
+    }
+    for id in ids {
+      #expect(seen.contains(index.existingKey(for: id)!))
+      let addedAgain = seen.insert(index.existingKey(for: id)!)
+      #expect(!addedAgain)
+    }
+    #expect(seen.count == 100)
+  }
+}

@@ -13,6 +13,11 @@ import Testing
     try expectBrokerScriptPasses("broker_api.py", [TestTokens.alice, TestTokens.bob])
   }
 
+  @Test func subscriptionsStopAtTheConnectionLimit() throws {
+    try expectBrokerScriptPasses(
+      "broker_limits.py", [TestTokens.alice], extraConfig: "[limits]\nsubscriptions_per_connection = 5\n")
+  }
+
   @Test func curlSeesTheSeedGuideAPIAndItsErrors() throws {
     let loop = try Loop()
     let directory = ScratchDirectory()

@@ -439,3 +439,43 @@ import Testing
     #expect(lax.notStrict == 500 && lax.notStrictButFoundationAccepted > 50, "\(lax)")
   }
 }
+
+/// `JSONReader.read`: a reader driven by the caller, which may give up part way.
+@Suite struct JSONReaderDrivenTests {
+  /// The plain keys of an object whose values are all numbers; nil at the first escaped key.
+  private func plainKeys(_ text: String) throws(JSONReadError) -> [String]? {
+    let utf8 = Array(text.utf8)
+    let result = utf8.withUnsafeBufferPointer { bytes in
+      Result { () throws(JSONReadError) -> [String]? in
+        try JSONReader.read(bytes) { reader throws(JSONReadError) -> [String]? in
+          var keys: [String] = []
+          var members = try reader.beginObject()
+          while let key = try reader.nextKey(&members) {
+            guard let plain = key.plainBytes else { return nil }
+            #expect(key.matches("a") == plain.elementsEqual("a".utf8))
+            keys.append(String(decoding: plain, as: UTF8.self))
+            _ = try reader.readUInt64()
+          }
+          return keys
+        }
+      }
+    }
+    return try result.get()
+  }
+
+  @Test func readsWhatTheCallerAsksAndChecksTheEnd() throws {
+    #expect(try plainKeys(#" {"a": 1, "bc": 2, "a": 3} "#) == ["a", "bc", "a"])
+    #expect(try plainKeys("\u{FEFF}{}") == [])
+    // Something after the value is an error, once the caller has read it.
+    #expect(throws: JSONReadError.self) { try plainKeys(#"{"a": 1} x"#) }
+    // As are the caller's own reads' errors and syntax errors met on the way.
+    #expect(throws: JSONReadError.self) { try plainKeys(#"{"a": "1"}"#) }
+    #expect(throws: JSONReadError.self) { try plainKeys(#"{"a": 1,}"#) }
+  }
+
+  @Test func aCallerThatGivesUpGetsNilAndTheRestIsNotRead() throws {
+    // An escaped key ("a" written as \u0061): no plain bytes. The caller gives up; what follows is not read, so
+    // even its syntax error is not met.
+    #expect(try plainKeys(#"{"b": 1, "\u0061": 2, ]]]"#) == nil)
+  }
+}

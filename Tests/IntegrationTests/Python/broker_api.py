@@ -29,6 +29,18 @@ def metric(name):
     return 0.0
 
 
+def call_text(path, text, token=ALICE):
+    """POST `text` as it is (duplicate keys, escapes: what json.dumps cannot write) -> (status, decoded answer)."""
+    request = urllib.request.Request(BASE + path, data=text.encode(), method="POST")
+    request.add_header("Authorization", "Bearer " + token)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
 def clock_header(path):
     """The broker's HLC from an answer's Pagesync-Clock header, as (millis, counter)."""
     request = urllib.request.Request(BASE + path, headers={"Authorization": "Bearer " + ALICE})
@@ -158,6 +170,13 @@ async def main():
             await bob.send(json.dumps({"op": "subscribe", "pages": pages[:2] + ["bob-page"]}))
             answer = json.loads(await bob.recv())
             check(answer["denied"] == pages[:2] and answer["added"] == 1, "subscribing to another workspace's pages is denied")
+            # Pages the broker's index knows, with "op" last: the index reads the frame without a decoder.
+            reads = metric("subscribe_store_reads_pages_total")
+            await bob.send('{"pages": ' + json.dumps(pages[:2]) + ', "op": "subscribe", "op": "unsubscribe"}')
+            answer = json.loads(await bob.recv())
+            check(answer["op"] == "subscribed" and answer["denied"] == pages[:2] and answer["added"] == 0
+                  and answer["total"] == 1 and metric("subscribe_store_reads_pages_total") == reads,
+                  f"followed pages of another workspace are denied from the index, the first op winning ({answer})")
             status, secret = alice.push([alice.mutation(pages[0], "set_title", title="secret")])
             await receive_changes(ws, {pages[0]: secret["sequence"]})
             await assert_quiet(bob)
@@ -202,6 +221,22 @@ async def main():
         check(status == 200 and stored["changed"] == one["changed"] and stored["gone"] == ["nope"]
               and metric("catchups_from_index_total") == from_index + 4,
               "with a page nobody follows the store answers, the same for the others")
+        # The index reads the body itself (no decoder): it must read it as the decoder does. The first of duplicate
+        # keys wins, pages and epoch alike; a later duplicate that is not a time is no error.
+        p0, p1, epoch = json.dumps(pages[0]), json.dumps(pages[1]), json.dumps(both["epoch"])
+        status, first_wins = call_text("/v1/catchup", f'{{"pages": {{{p0}: {t0 - 1}, {p1}: {t1}, {p0}: {t0}, {p1}: {t1 - 1}}}, '
+                                                      f'"epoch": {epoch}, "epoch": "another", "pages": {{}}}}')
+        check(status == 200 and first_wins["changed"] == {pages[0]: t0} and not first_wins["epochChanged"]
+              and metric("catchups_from_index_total") == from_index + 5,
+              f"the index reads the first of duplicate pages and epochs ({first_wins})")
+        status, later_text = call_text("/v1/catchup", f'{{"pages": {{{p0}: {t0}, {p1}: {t1 - 1}, {p0}: "late"}}}}')
+        check(status == 200 and later_text["changed"] == {pages[1]: t1},
+              f"a later duplicate that is not a time is ignored, as by the decoder ({later_text})")
+        escaped = "\\u00" + format(ord(pages[0][0]), "02x") + pages[0][1:]
+        status, from_escape = call_text("/v1/catchup", f'{{"pages": {{"{escaped}": {t0 - 1}}}}}')
+        check(status == 200 and from_escape["changed"] == {pages[0]: t0}, f"an id written with escapes is that id ({from_escape})")
+        status, not_time = call_text("/v1/catchup", f'{{"pages": {{{p0}: "soon"}}}}')
+        check(status == 400 and "UInt64" in not_time["message"], f"a followed page's time that is not one is 400 ({not_time})")
         check(metric("subscribe_store_reads_pages_total") == reads, "catch-ups read no workspace for subscriptions")
         status, body = call("POST", "/v1/fetch", {"pages": {pages[0]: 0, pages[1]: 0}, "limit": 1})
         check(status == 200 and len(body["deltas"]) == 1 and body["deltas"][0]["full"] and body["nextCursor"] == pages[0],
