@@ -12,7 +12,7 @@ import urllib.request
 
 import websockets
 
-from checks import check, fail, json_caller
+from checks import check, fail, json_caller, metric_reader
 
 BASE, ALICE, BOB = sys.argv[1], sys.argv[2], sys.argv[3]
 WS = BASE.replace("http://", "ws://") + "/v1/stream"
@@ -20,13 +20,7 @@ WS = BASE.replace("http://", "ws://") + "/v1/stream"
 call = json_caller(BASE, ALICE)
 
 
-def metric(name):
-    """A counter or gauge of GET /metrics (0 if absent)."""
-    with urllib.request.urlopen(BASE + "/metrics", timeout=20) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("pagesync_broker_" + name + " "):
-                return float(line.split()[1])
-    return 0.0
+metric = metric_reader(BASE)
 
 
 def call_text(path, text, token=ALICE):

@@ -7,11 +7,10 @@ Prints one "OK ..." line per check and "ALL OK" at the end; on the first mismatc
 import asyncio
 import json
 import sys
-import urllib.request
 
 import websockets
 
-from checks import check, json_caller
+from checks import check, json_caller, metric_reader
 
 BASE, ALICE = sys.argv[1], sys.argv[2]
 WS = BASE.replace("http://", "ws://") + "/v1/stream"
@@ -19,12 +18,7 @@ call = json_caller(BASE, ALICE)
 PAGES = [f"limit-{letter}" for letter in "abcdefg"]
 
 
-def metric(name):
-    with urllib.request.urlopen(BASE + "/metrics", timeout=20) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("pagesync_broker_" + name + " "):
-                return float(line.split()[1])
-    return 0.0
+metric = metric_reader(BASE)
 
 
 async def subscribe(ws, pages):

@@ -32,3 +32,16 @@ def json_caller(base, default_token):
             return error.code, json.loads(error.read() or b"null")
 
     return call
+
+
+def metric_reader(base):
+    """metric(name) -> the broker's counter or gauge `pagesync_broker_NAME` of GET /metrics at `base` (0 if absent)."""
+
+    def metric(name):
+        with urllib.request.urlopen(base + "/metrics", timeout=20) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("pagesync_broker_" + name + " "):
+                    return float(line.split()[1])
+        return 0.0
+
+    return metric
