@@ -13,10 +13,7 @@ extension BatchOutcome {
     JSONText.appendNumber(lastMutationId, to: &out)
     out.append(contentsOf: #","pages":{"#.utf8)
     // Keys in byte order, as `.sortedKeys` sorts them.
-    for (index, page) in pages.keys.sorted(by: {
-      $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8)
-    })
-    .enumerated() {
+    for (index, page) in pages.keys.sorted().enumerated() {
       if index > 0 { out.append(UInt8(ascii: ",")) }
       JSONText.appendString(page.rawValue, to: &out)
       out.append(UInt8(ascii: ":"))

@@ -61,8 +61,10 @@ public struct EntityID: Hashable, Comparable, Sendable, CustomStringConvertible 
 
   init(unchecked rawValue: String) { self.rawValue = rawValue }
 
+  /// Byte order. Ids are ASCII, whose String order is byte order, and String compares ASCII with a memcmp (the
+  /// generic `utf8` views took ~20 instructions a byte, in every sorted answer).
   public static func < (lhs: EntityID, rhs: EntityID) -> Bool {
-    lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+    lhs.rawValue < rhs.rawValue
   }
   public var description: String { rawValue }
 }

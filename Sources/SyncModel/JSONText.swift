@@ -3,15 +3,44 @@
 /// writer byte-identical to `JSONEncoder` with `.sortedKeys`.
 public enum JSONText {
   public static func appendNumber(_ value: some BinaryInteger, to out: inout [UInt8]) {
-    out.append(contentsOf: String(value).utf8)
+    // Digits written straight into `out` (a String per number cost ~1,000 instructions, on every id and time of
+    // a batch's answer). Any integer type: negative values through their magnitude.
+    guard let magnitude = UInt64(exactly: value.magnitude) else {
+      out.append(contentsOf: String(value).utf8)
+      return
+    }
+    if value < 0 { out.append(UInt8(ascii: "-")) }
+    appendDigits(magnitude, to: &out)
+  }
+
+  private static func appendDigits(_ value: UInt64, to out: inout [UInt8]) {
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for UInt64.max's 20 digits
+    var count = 0
+    var rest = value
+    withUnsafeMutableBytes(of: &digits) { buffer in
+      repeat {
+        buffer[23 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
+        rest /= 10
+        count += 1
+      } while rest > 0
+      out.append(contentsOf: buffer[(24 - count)...])
+    }
   }
 
   /// A JSON string: `"` and `\` escaped, control characters as their short escapes or `\u00XX`, the rest
   /// (slashes and non-ASCII included) as is.
   public static func appendString(_ text: String, to out: inout [UInt8]) {
     out.append(UInt8(ascii: "\""))
-    if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-      out.append(contentsOf: text.utf8)
+    var text = text
+    // Over the contiguous bytes: the generic `utf8` view cost ~20 instructions a byte.
+    let plain = text.withUTF8 { bytes in
+      guard bytes.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else {
+        return false
+      }
+      out.append(contentsOf: bytes)
+      return true
+    }
+    if plain {
       out.append(UInt8(ascii: "\""))
       return
     }

@@ -298,3 +298,51 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     #expect(batch([.max - 1, .max]).hasConsecutiveIDs)
   }
 }
+
+/// `JSONText`, the writer of the hot answers: the same text as `String` and `JSONEncoder` for every value.
+@Suite struct JSONTextTests {
+  private func number(_ value: some BinaryInteger) -> String {
+    var out: [UInt8] = []
+    JSONText.appendNumber(value, to: &out)
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  @Test func numbersAreWrittenAsStringWritesThem() {
+    let unsigned: [UInt64] = [0, 1, 9, 10, 99, 100, 4_294_967_295, 1 << 53 + 1, UInt64.max - 1, UInt64.max]
+    for value in unsigned { #expect(number(value) == String(value)) }
+    let signed: [Int64] = [0, -1, -9, -10, 12_345, Int64.max, Int64.min, Int64.min + 1]
+    for value in signed { #expect(number(value) == String(value)) }
+    #expect(number(Int8.min) == "-128")
+    #expect(number(UInt8.max) == "255")
+    var random = SystemRandomNumberGenerator()
+    for _ in 0..<1000 {
+      let value =
+        UInt64.random(in: 0...UInt64.max, using: &random) >> UInt64.random(in: 0...63, using: &random)
+      #expect(number(value) == String(value))
+      #expect(
+        number(-Int64(truncatingIfNeeded: value >> 1)) == String(-Int64(truncatingIfNeeded: value >> 1)))
+    }
+  }
+
+  @Test func stringsAreEscapedAsJSONEncoderEscapesThem() throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.withoutEscapingSlashes]
+    for text in [
+      "", "plain-id_09", "a/b", "quote\"back\\slash", "\u{0}\u{1f}\n\r\t\u{8}\u{c}", "é✓😀", "\u{7f}",
+    ] {
+      var out: [UInt8] = []
+      JSONText.appendString(text, to: &out)
+      #expect(
+        String(decoding: out, as: UTF8.self) == String(decoding: try encoder.encode(text), as: UTF8.self))
+    }
+  }
+
+  @Test func idsSortInByteOrder() {
+    let ids = ["b", "a", "B", "_", "-", "0", "a0", "a-", "A_", "zz", "z"].map {
+      try! EntityID(validating: $0)
+    }
+    #expect(
+      ids.sorted().map(\.rawValue)
+        == ids.map(\.rawValue).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+  }
+}
