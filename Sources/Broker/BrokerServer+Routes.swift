@@ -219,19 +219,11 @@ extension BrokerServer {
       guard channels.keyReleases == indexed.keyReleases else { return nil }
       var changed: [EntityID: UInt64] = [:]
       var gone: [EntityID] = []
-      // Whether the grant may see a workspace, by the index's number for it (few: looked up once each).
-      var visible: [Bool?] = []
+      var visibility = WorkspaceVisibility()
       for (key, time) in indexed.entries {
         guard let facts = channels.facts(of: key) else { return nil }
-        let number = Int(facts.workspace.rawValue)
-        if number >= visible.count { visible += repeatElement(nil, count: number + 1 - visible.count) }
-        let maySee: Bool
-        if let known = visible[number] {
-          maySee = known
-        } else {
-          let workspace = try? EntityID(validating: channels.workspaceID(facts.workspace))
-          maySee = workspace.map { grant.workspaces.contains($0) } ?? false
-          visible[number] = maySee
+        let maySee = visibility.maySee(facts.workspace, grant) {
+          try? EntityID(validating: channels.workspaceID(facts.workspace))
         }
         guard !maySee || !sameEpoch || facts.lastUpdated > time else { continue }
         // Few pages get here (the changed, the gone): making their ids is cheap.

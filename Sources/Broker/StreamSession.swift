@@ -17,9 +17,14 @@ final class StreamSession {
   let id: SubscriberID
   let socket: WebSocket
   /// Replaced when a reload changes what the device's token may see (`BrokerServer.reload`).
-  var grant: Grant
+  var grant: Grant {
+    didSet { visibility = WorkspaceVisibility() }
+  }
+  private var visibility = WorkspaceVisibility()
   unowned let broker: BrokerServer
   var queue = CoalescingQueue()
+  /// Queued for the broker's next flush of dirty sessions (`BrokerServer.publish`).
+  var isDirty = false
   private var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
 
   /// Most pages in one `changed` frame.
@@ -34,6 +39,11 @@ final class StreamSession {
     socket.onBinary = { [unowned self] _ in self.fail(4400, "frames are JSON text") }
     socket.onDrain = { [unowned self] in self.flush() }
     socket.onClose = { [unowned self] info in self.broker.closeSession(self, info) }
+  }
+
+  /// Whether the grant may see `workspace`, whose number in the channel index is `number`.
+  func maySee(_ workspace: EntityID, numbered number: ChannelIndex.WorkspaceNumber) -> Bool {
+    visibility.maySee(number, grant) { workspace }
   }
 
   private func received(_ text: String) {
@@ -174,18 +184,10 @@ final class StreamSession {
     let grant = self.grant
     let subscriber = id
     let (added, total) = broker.withChannels { channels -> (Int, Int) in
-      // Whether the grant may see a workspace, by the index's number for it (few: looked up once each).
-      var allowedNumbers: [Bool?] = []
+      var visibility = self.visibility
+      defer { self.visibility = visibility }
       func allowed(_ number: ChannelIndex.WorkspaceNumber) -> Bool {
-        let index = Int(number.rawValue)
-        if index >= allowedNumbers.count {
-          allowedNumbers += repeatElement(nil, count: index + 1 - allowedNumbers.count)
-        }
-        if let known = allowedNumbers[index] { return known }
-        let workspace = try? EntityID(validating: channels.workspaceID(number))
-        let allowed = workspace.map { grant.workspaces.contains($0) } ?? false
-        allowedNumbers[index] = allowed
-        return allowed
+        visibility.maySee(number, grant) { try? EntityID(validating: channels.workspaceID(number)) }
       }
       var keys: [PageKey] = []
       var learned: [(PageKey, PageFacts)] = []

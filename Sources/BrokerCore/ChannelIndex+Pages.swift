@@ -28,6 +28,11 @@ extension ChannelIndex {
   /// The workspace of a live key's page, if the index has learned it.
   public func workspace(of key: PageKey) -> WorkspaceNumber? { facts(of: key)?.workspace }
 
+  /// The number of a workspace id, if a page of it has been learned.
+  public func number(ofWorkspace id: String) -> WorkspaceNumber? {
+    workspaceNumbers[id].map(WorkspaceNumber.init(rawValue:))
+  }
+
   /// The id of a workspace number.
   public func workspaceID(_ number: WorkspaceNumber) -> String {
     workspaceIDs[Int(number.rawValue)]
