@@ -110,8 +110,8 @@ let package = Package(
     .target(
       name: "Daemon",
       dependencies: [
-        "DaemonCore", "DaemonStore", "BrokerStore", "SQLiteStore", "SyncModel", "SyncProtocol", "TOMLConfig",
-        "Web", "EventLoop", "ServiceManager",
+        "DaemonCore", "DaemonStore", "BrokerStore", "SQLiteStore", "SyncModel", "SyncProtocol", "StrictJSON",
+        "TOMLConfig", "Web", "EventLoop", "ServiceManager",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .executableTarget(
@@ -177,7 +177,8 @@ let package = Package(
     .testTarget(
       name: "DaemonTests",
       dependencies: [
-        "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "TOMLConfig", "EventLoop", "EventLoopTestKit",
+        "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "SyncProtocol", "BrokerStore", "StrictJSON",
+        "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit",
       ]),
     .testTarget(
       name: "PagesyncCLITests", dependencies: ["PagesyncCLI", "Web", "EventLoop", "EventLoopTestKit"]),

@@ -1,5 +1,6 @@
 import EventLoop
 import FoundationEssentials
+import StrictJSON
 import SyncModel
 import Web
 
@@ -31,7 +32,7 @@ enum BrokerLinkError: Error, Equatable, CustomStringConvertible {
 }
 
 /// The JSON body of an error answer (docs/protocol.md: `{"error": STATUS, "message": "..."}`).
-private struct ErrorBody: Decodable {
+struct ErrorBody: Codable {
   var message: String
 }
 
@@ -45,6 +46,9 @@ final class BrokerLink {
   private var authorization: HTTPHeaders
   private var configuration: HTTPClientConfiguration
   private let json = JSONBodies()
+  /// Reads every answer: a broker (or anyone on the path of plain HTTP) must not be able to stop the daemon
+  /// with one, as `JSONDecoder` can be made to trap (docs/threat-model.md).
+  private let decoder = StrictJSONDecoder()
   private var connection: HTTPClientConnection?
   /// Called with the broker's clock (`Pagesync-Clock`) from every answer that carries one.
   var onClock: ((HLCTimestamp) -> Void)?
@@ -132,17 +136,28 @@ final class BrokerLink {
       if let text = response.head.headers["Pagesync-Clock"], let time = try? HLCTimestamp(parsing: text) {
         onClock?(time)
       }
-      let data = Data(response.body.readableBytesArray)
-      guard (200..<300).contains(response.head.status.code) else {
-        let message =
-          (try? json.decoder.decode(ErrorBody.self, from: data))?.message ?? response.body.readableString
-        return .failure(.status(response.head.status.code, message))
-      }
-      do {
-        return .success(try json.decoder.decode(type, from: data))
-      } catch {
-        return .failure(.invalidAnswer("\(error)"))
-      }
+      return Self.decodeAnswer(
+        status: response.head.status.code, body: response.body.readableBytesArray, as: type, with: decoder)
+    }
+  }
+
+  /// What an answer of `status` with `body` means: the decoded `Answer` (2xx), the broker's error message
+  /// (`ErrorBody`, or the body as text), or `invalidAnswer` when a 2xx body is not strict JSON of `Answer`.
+  /// Decoded with the strict decoder: no answer can make the daemon trap.
+  static func decodeAnswer<Answer: Decodable>(
+    status: Int, body: [UInt8], as type: Answer.Type, with decoder: StrictJSONDecoder = StrictJSONDecoder()
+  ) -> Result<Answer, BrokerLinkError> {
+    guard (200..<300).contains(status) else {
+      let message =
+        (try? decoder.decode(ErrorBody.self, from: body))?.message ?? String(decoding: body, as: UTF8.self)
+      return .failure(.status(status, message))
+    }
+    do {
+      return .success(try decoder.decode(type, from: body))
+    } catch let error as DecodingError {
+      return .failure(.invalidAnswer(JSONBodies.describe(error)))
+    } catch {
+      return .failure(.invalidAnswer("\(error)"))
     }
   }
 

@@ -4,6 +4,7 @@ import DaemonStore
 import EventLoop
 import FoundationEssentials
 import Logging
+import StrictJSON
 import SyncModel
 import SyncProtocol
 import TOMLConfig
@@ -302,7 +303,7 @@ final class SyncDriver {
     }
   }
 
-  private struct StreamMessage: Decodable {
+  struct StreamMessage: Codable {
     var op: String
     var pages: [String: UInt64]?
     var denied: [String]?
@@ -313,7 +314,8 @@ final class SyncDriver {
 
   private func received(_ text: String, generation expected: Int) {
     guard expected == generation else { return }
-    guard let message = try? json.decoder.decode(StreamMessage.self, from: Data(text.utf8)) else {
+    // Strict: a frame from the broker (or anyone on the path) must not be able to make the daemon trap.
+    guard let message = try? StrictJSONDecoder().decode(StreamMessage.self, from: text) else {
       logger.warning("an unreadable stream message", metadata: ["message": "\(text.prefix(200))"])
       return
     }

@@ -112,3 +112,50 @@ public enum DecodingAgreement {
     }
   }
 }
+
+extension DecodingAgreement {
+  /// `check` for `StrictJSONDecoder` (any `Decodable`) instead of a hand-written strict reader: the same
+  /// promises, the strict side's syntax and number errors found under its `DecodingError`s. Where both refuse,
+  /// the messages are `JSONBodies.describe`'s of each.
+  public static func checkDecoder<T: Codable>(_ type: T.Type, _ bytes: [UInt8]) -> Outcome {
+    let strict: Result<T, any Error> = Result { try StrictJSONDecoder().decode(T.self, from: bytes) }
+    let text = String(decoding: bytes.prefix(300), as: UTF8.self).debugDescription
+    guard TestJSON.isStrictJSON(bytes) else {
+      let foundationAccepted = (try? JSONDecoder().decode(T.self, from: Data(bytes))) != nil
+      switch strict {
+      case .success(let value):
+        return .disagreement("not strict JSON, but the strict decoder accepted it as \(value): \(text)")
+      case .failure(let error):
+        guard let readError = StrictJSONDecoder.readError(of: error), readError.isSyntaxError else {
+          return .disagreement(
+            "not strict JSON, but the strict decoder's error is not a syntax error: \(error): \(text)")
+        }
+        return .notStrictJSON(foundationAccepted: foundationAccepted)
+      }
+    }
+    let foundation: Result<T, any Error> = Result { try JSONDecoder().decode(T.self, from: Data(bytes)) }
+    switch (foundation, strict) {
+    case (.success(let expected), .success(let actual)):
+      let expectedBytes = encoded(expected)
+      let actualBytes = encoded(actual)
+      guard expectedBytes == actualBytes else {
+        return .disagreement(
+          "different values: JSONDecoder \(String(decoding: expectedBytes, as: UTF8.self)), strict "
+            + "\(String(decoding: actualBytes, as: UTF8.self)): \(text)")
+      }
+      return .bothAccepted
+    case (.failure(let expected), .failure(let actual)):
+      if let readError = StrictJSONDecoder.readError(of: actual), readError.isSyntaxError {
+        return .disagreement("strict JSON refused for its syntax: \(readError): \(text)")
+      }
+      return .bothRefused(foundation: describe(expected), strict: describe(actual))
+    case (.success(let expected), .failure(let actual)):
+      if StrictJSONDecoder.readError(of: actual)?.kind == .inexactInteger { return .inexactInteger }
+      return .disagreement(
+        "JSONDecoder accepted \(expected), the strict decoder refused it: \(describe(actual)): \(text)")
+    case (.failure(let expected), .success(let actual)):
+      return .disagreement(
+        "JSONDecoder refused it (\(describe(expected))), the strict decoder read \(actual): \(text)")
+    }
+  }
+}

@@ -50,6 +50,10 @@ import Testing
 
   @Test func aDeviceOfAnotherWorkspaceIsRefused() throws { try runScenario("workspace") }
 
+  /// A fake broker answers with the number `JSONDecoder` trapped on (a catch-up answer, a stream frame): the
+  /// daemon says the answer is not understood and runs on (it died of SIGILL before the strict decoder).
+  @Test func aHostileBrokerCannotStopTheDaemon() throws { try runScenario("hostile_broker") }
+
   /// Runs `daemon_e2e.py BIN_DIR scenario` and expects it to end with `ALL OK`.
   private func runScenario(_ scenario: String) throws {
     let loop = try Loop()

@@ -13,6 +13,8 @@ PAGESYNC_E2E_LOG=debug sets the processes' log level.
 Every process a scenario starts is stopped at its end, whatever happened. Waiting for something asynchronous is a
 poll with a deadline (every 50 ms), never a bare sleep. Set PAGESYNC_E2E_KEEP=1 to keep the temporary directories.
 """
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -1169,6 +1171,151 @@ def scenario_workspace(s):
     a.cli_fails(["show", "Cpage"], "A reading w2's page", ["Cpage"])
 
 
+# The number JSONDecoder trapped on (SIGILL) in an integer field: one answer carrying it stopped the daemon.
+TRAP_NUMBER = b"9007199254740993" + b"9" * 300 + b"e-300"
+
+
+class HostileBroker:
+    """A fake broker on 127.0.0.1 (port 0) that speaks just enough of the protocol for a daemon to connect: the
+    stream's WebSocket handshake, `subscribed` answers, then a `changed` frame whose time is TRAP_NUMBER; and a
+    catch-up answer whose `sequence` is TRAP_NUMBER. Counts what it sent."""
+
+    def __init__(self, scenario):
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.catch_ups = 0
+        self.trap_frames = 0
+        self.closed = False
+        scenario.proxies.append(self)  # closed with the scenario
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def counts(self):
+        with self.lock:
+            return {"catchUps": self.catch_ups, "trapFrames": self.trap_frames}
+
+    def close(self):
+        self.closed = True
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    @staticmethod
+    def _read_exactly(connection, count, buffer):
+        while len(buffer) < count:
+            chunk = connection.recv(65536)
+            if not chunk:
+                raise EOFError
+            buffer += chunk
+        return buffer[:count], buffer[count:]
+
+    def _serve(self, connection):
+        buffer = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                head, buffer = buffer.split(b"\r\n\r\n", 1)
+                lines = head.decode("latin-1").split("\r\n")
+                method, target = lines[0].split(" ")[:2]
+                headers = {line.split(":", 1)[0].strip().lower(): line.split(":", 1)[1].strip()
+                           for line in lines[1:] if ":" in line}
+                _, buffer = self._read_exactly(connection, int(headers.get("content-length", "0")), buffer)
+                if headers.get("upgrade", "").lower() == "websocket":
+                    accept = base64.b64encode(hashlib.sha1(
+                        (headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+                    connection.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                       b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+                    self._stream(connection, buffer)
+                    return
+                if method == "POST" and target.endswith("/v1/catchup"):
+                    with self.lock:
+                        self.catch_ups += 1
+                    body = (b'{"epoch":"e","epochChanged":false,"sequence":' + TRAP_NUMBER
+                            + b',"changed":{},"gone":[]}')
+                    status = b"200 OK"
+                else:
+                    body = b'{"error":404,"message":"not here"}'
+                    status = b"404 Not Found"
+                connection.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+                                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        except (OSError, EOFError, ValueError, KeyError):
+            pass
+        finally:
+            connection.close()
+
+    def _stream(self, connection, buffer):
+        def send(opcode, payload):
+            length = len(payload)
+            header = bytes([0x80 | opcode]) + (bytes([length]) if length < 126
+                                                  else bytes([126]) + struct.pack("!H", length))
+            connection.sendall(header + payload)
+
+        while True:
+            header, buffer = self._read_exactly(connection, 2, buffer)
+            opcode, length = header[0] & 0x0F, header[1] & 0x7F
+            if length == 126:
+                extended, buffer = self._read_exactly(connection, 2, buffer)
+                length = struct.unpack("!H", extended)[0]
+            elif length == 127:
+                extended, buffer = self._read_exactly(connection, 8, buffer)
+                length = struct.unpack("!Q", extended)[0]
+            mask, buffer = self._read_exactly(connection, 4, buffer) if header[1] & 0x80 else (b"\0" * 4, buffer)
+            payload, buffer = self._read_exactly(connection, length, buffer)
+            payload = bytes(byte ^ mask[index % 4] for index, byte in enumerate(payload))
+            if opcode == 0x8:
+                send(0x8, payload[:2])
+                return
+            if opcode == 0x9:
+                send(0xA, payload)
+            elif opcode == 0x1 and json.loads(payload).get("op") == "subscribe":
+                send(0x1, b'{"op":"changed","pages":{"home":' + TRAP_NUMBER + b'}}')
+                send(0x1, b'{"op":"subscribed","added":0,"total":0,"denied":[]}')
+                with self.lock:
+                    self.trap_frames += 1
+
+
+def scenario_hostile_broker(s):
+    """A broker whose answers carry the number JSONDecoder traps on (in a stream frame and in a catch-up
+    answer): the daemon refuses them as unreadable or not understood, keeps retrying and serving, and never
+    crashes."""
+    broker = HostileBroker(s)
+    device = Device(s, "D", broker.url, "alice", "w1", {})
+    device.start(wait_connected=False)
+    wait_until("the daemon read a trap frame and retried catch-up twice",
+               lambda: (lambda c: (c["trapFrames"] >= 2 and c["catchUps"] >= 3, c))(broker.counts()))
+    check(device.process.poll() is None, "the daemon runs on", "running", f"exit {device.process.returncode}")
+    status = device.status()
+    check("not understood" in (status.get("lastError") or "") and "exactly a whole number" in status["lastError"],
+          "the status says the catch-up answer was not understood, and why", "invalidAnswer", status.get("lastError"))
+    ok(f"lastError: {status['lastError'][:160]}")
+    with open(device.log_path, errors="replace") as log:
+        text = log.read()
+    check("an unreadable stream message" in text, "the trap frame is logged as unreadable and dropped", "the warning",
+          text[-2000:])
+    device.cli_fails(["sync"], "a sync against that broker", ["not understood"])
+    check(device.process.poll() is None, "the daemon still runs after a sync", "running",
+          f"exit {device.process.returncode}")
+
+
 SCENARIOS = {
     "seed": scenario_seed,
     "row_limit": scenario_row_limit,
@@ -1186,6 +1333,7 @@ SCENARIOS = {
     "rejected": scenario_rejected,
     "kill9": scenario_kill9,
     "workspace": scenario_workspace,
+    "hostile_broker": scenario_hostile_broker,
 }
 
 
