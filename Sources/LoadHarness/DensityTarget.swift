@@ -137,7 +137,7 @@ final class RedisDensity: DensityTarget {
       case .success(let connection):
         devices[device] = connection
         connection.onPush = { _, payload in
-          guard let entries = ChangedFrame.parse(String(decoding: payload, as: UTF8.self)) else { return }
+          guard let entries = ChangedFrame.parse(utf8: payload) else { return }
           for entry in entries {
             if let page = pages.index(of: entry.id) { onEntry(page, entry.time) }
           }

@@ -146,7 +146,7 @@ final class RedisFanOut: FanOutTarget {
       case .success(let connection):
         subscribers.append(connection)
         connection.onPush = { _, payload in
-          if let time = ChangedFrame.time(of: channel, in: String(decoding: payload, as: UTF8.self)) {
+          if let time = ChangedFrame.time(of: channel, inUTF8: payload) {
             onToken(time)
           }
         }

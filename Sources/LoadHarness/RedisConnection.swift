@@ -12,8 +12,8 @@ final class RedisConnection {
   private var decoder = RESPDecoder()
   private var waiting: [(Result<RESPValue, LoadError>) -> Void] = []
   private var waitingHead = 0
-  /// A pushed `message`: channel, payload.
-  var onPush: ((String, [UInt8]) -> Void)?
+  /// A pushed `message`: its channel's and payload's bytes, valid during the call.
+  var onPush: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void)?
   private(set) var failure: LoadError?
 
   private init(stream: ByteStream) {
@@ -80,7 +80,10 @@ final class RedisConnection {
   private func received(_ bytes: UnsafeRawBufferPointer) {
     decoder.feed(bytes)
     do {
-      while let value = try decoder.next() { dispatch(value) }
+      while let value = try decoder.next(message: { [onPush] channel, payload in onPush?(channel, payload) })
+      {
+        dispatch(value)
+      }
     } catch {
       fail(.connectFailed("redis sent bad RESP: \(error)"))
     }
@@ -90,7 +93,7 @@ final class RedisConnection {
     if case .array(let parts?) = value, parts.count == 3, case .bulk(let kind?) = parts[0],
       kind == Array("message".utf8), case .bulk(let channel?) = parts[1], case .bulk(let payload?) = parts[2]
     {
-      onPush?(String(decoding: channel, as: UTF8.self), payload)
+      channel.withUnsafeBytes { channel in payload.withUnsafeBytes { onPush?(channel, $0) } }
       return
     }
     guard waitingHead < waiting.count else { return }
