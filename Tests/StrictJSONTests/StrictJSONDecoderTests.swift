@@ -213,6 +213,22 @@ private struct Probe: Codable {
     #expect(double.v == 9_007_199_254_740_994)
   }
 
+  /// The agreement checks (tests and fuzz targets) never give `JSONDecoder` such a number: it would stop the
+  /// process (this test with it). The shortest trap measured: 166 digits; the guard takes runs over 100.
+  @Test func theAgreementChecksKeepSuchNumbersFromJSONDecoder() {
+    let shortestTrap = "9007199254740993" + String(repeating: "9", count: 150) + "e-149"
+    for number in [Self.trapNumber, shortestTrap] {
+      let text = Array(#"{"v":"#.utf8) + Array(number.utf8) + Array("}".utf8)
+      #expect(DecodingAgreement.mayTrapJSONDecoder(text))
+      #expect(DecodingAgreement.checkDecoder(Plain<Int>.self, text) == .foundationSkipped)
+      #expect(DecodingAgreement.check([String: UInt64].self, text) == .foundationSkipped)
+    }
+    // Up to 100 digits they go to JSONDecoder as before.
+    let hundred = Array(#"{"v":1"#.utf8) + Array(repeating: UInt8(ascii: "0"), count: 99) + Array("}".utf8)
+    #expect(!DecodingAgreement.mayTrapJSONDecoder(hundred))
+    #expect(DecodingAgreement.checkDecoder(Plain<Double>.self, hundred) == .bothAccepted)
+  }
+
   /// A syntax error anywhere comes first, as `dataCorrupted` at the top with the reader's place and offset.
   @Test func reportsSyntaxErrorsWithTheReadersPlace() {
     do {
