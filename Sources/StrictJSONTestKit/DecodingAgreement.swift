@@ -72,14 +72,7 @@ public enum DecodingAgreement {
     }
     switch (foundation, strict) {
     case (.success(let expected), .success(let actual)):
-      let expectedBytes = encoded(expected)
-      let actualBytes = encoded(actual)
-      guard expectedBytes == actualBytes else {
-        return .disagreement(
-          "different values: JSONDecoder \(String(decoding: expectedBytes, as: UTF8.self)), strict "
-            + "\(String(decoding: actualBytes, as: UTF8.self)): \(text)")
-      }
-      return .bothAccepted
+      return sameValue(expected, actual, text)
     case (.failure(let expected), .failure(let actual)):
       if actual.isSyntaxError {
         return .disagreement("strict JSON refused for its syntax: \(actual): \(text)")
@@ -93,6 +86,18 @@ public enum DecodingAgreement {
       return .disagreement(
         "JSONDecoder refused it (\(describe(expected))), the strict reader read \(actual): \(text)")
     }
+  }
+
+  /// Both decoded `text`: `.bothAccepted` if to the same value (as sorted-keys JSON), else what differs.
+  static func sameValue<T: Encodable>(_ expected: T, _ actual: T, _ text: String) -> Outcome {
+    let expectedBytes = encoded(expected)
+    let actualBytes = encoded(actual)
+    guard expectedBytes == actualBytes else {
+      return .disagreement(
+        "different values: JSONDecoder \(String(decoding: expectedBytes, as: UTF8.self)), strict "
+          + "\(String(decoding: actualBytes, as: UTF8.self)): \(text)")
+    }
+    return .bothAccepted
   }
 
   /// A decoding error as the broker words it (`JSONBodies.describe`).
@@ -168,14 +173,7 @@ extension DecodingAgreement {
     let foundation: Result<T, any Error> = Result { try JSONDecoder().decode(T.self, from: Data(bytes)) }
     switch (foundation, strict) {
     case (.success(let expected), .success(let actual)):
-      let expectedBytes = encoded(expected)
-      let actualBytes = encoded(actual)
-      guard expectedBytes == actualBytes else {
-        return .disagreement(
-          "different values: JSONDecoder \(String(decoding: expectedBytes, as: UTF8.self)), strict "
-            + "\(String(decoding: actualBytes, as: UTF8.self)): \(text)")
-      }
-      return .bothAccepted
+      return sameValue(expected, actual, text)
     case (.failure(let expected), .failure(let actual)):
       if let readError = StrictJSONDecoder.readError(of: actual), readError.isSyntaxError {
         return .disagreement("strict JSON refused for its syntax: \(readError): \(text)")
