@@ -110,14 +110,7 @@ extension BrokerServer {
   private func pushBatch(
     _ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder, mustPullAfter: UInt64?
   ) {
-    let batch: MutationBatch
-    switch decodeBody(MutationBatch.self, request) {
-    case .failure(let error):
-      responder.respond(error.response)
-      return
-    case .success(let decoded):
-      batch = decoded
-    }
+    guard let batch = decodeBody(MutationBatch.self, request, orAnswer: responder) else { return }
     guard batch.mutations.count <= configuration.limits.batchMutations else {
       responder.respond(
         HTTPResponseError(
@@ -241,13 +234,8 @@ extension BrokerServer {
   }
 
   private func catchUpFromStore(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
-    let body: BrokerProtocol.CatchUpRequest
-    switch decodeBody(BrokerProtocol.CatchUpRequest.self, request) {
-    case .failure(let error):
-      responder.respond(error.response)
+    guard let body = decodeBody(BrokerProtocol.CatchUpRequest.self, request, orAnswer: responder) else {
       return
-    case .success(let decoded):
-      body = decoded
     }
     let box = storeBox
     writer.read(
@@ -266,13 +254,8 @@ extension BrokerServer {
 
   private func fetch(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
     metrics.fetchRequested()
-    let body: BrokerProtocol.FetchRequest
-    switch decodeBody(BrokerProtocol.FetchRequest.self, request) {
-    case .failure(let error):
-      responder.respond(error.response)
+    guard let body = decodeBody(BrokerProtocol.FetchRequest.self, request, orAnswer: responder) else {
       return
-    case .success(let decoded):
-      body = decoded
     }
     let limit = min(max(body.limit ?? 100, 1), 1000)
     let box = storeBox

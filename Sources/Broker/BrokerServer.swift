@@ -314,9 +314,16 @@ public final class BrokerServer {
     return response
   }
 
-  /// Decodes a request body with its strict reader (StrictJSON; the hot bodies), or the 400 naming what is
-  /// wrong with it.
-  func decodeBody<T: JSONReadable>(_ type: T.Type, _ request: HTTPRequest) -> Result<T, HTTPResponseError> {
-    json.read(type, request)
+  /// Decodes a request body with its strict reader (StrictJSON; the hot bodies); if it cannot, answers the 400
+  /// naming what is wrong with it and returns nil.
+  func decodeBody<T: JSONReadable>(_ type: T.Type, _ request: HTTPRequest, orAnswer responder: HTTPResponder)
+    -> T?
+  {
+    switch json.read(type, request) {
+    case .success(let value): return value
+    case .failure(let error):
+      responder.respond(error.response)
+      return nil
+    }
   }
 }
