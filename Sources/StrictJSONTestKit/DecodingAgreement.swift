@@ -113,6 +113,20 @@ public enum DecodingAgreement {
     return Array((try? encoder.encode(value)) ?? Data("unencodable".utf8))
   }
 
+  /// One round of an agreement test on `tree`: `check` of it rewritten in a random style (respaced and
+  /// re-escaped, not respelled: an integer field respelled may be refused as inexact) goes into `whole`, and of
+  /// six random damages of it (`JSONMutator`) into `damaged`.
+  public static func rewriteAndDamage(
+    _ tree: TestJSON, using random: inout some RandomNumberGenerator, whole: inout Tally,
+    damaged: inout Tally,
+    _ check: ([UInt8]) -> Outcome
+  ) {
+    var style = TestJSON.Style.random(using: &random)
+    style.respelling = 0
+    whole.add(check(tree.text(style, using: &random)))
+    for _ in 0..<6 { damaged.add(check(JSONMutator.mutate(tree, using: &random))) }
+  }
+
   /// Tallies of outcomes over a run, for a test to check that its inputs reached every kind.
   public struct Tally: CustomStringConvertible, Sendable {
     public var accepted = 0

@@ -163,11 +163,8 @@ private enum RandomAnswer {
     for _ in 0..<rounds {
       let tree = make(&random)
       #expect(DecodingAgreement.checkDecoder(T.self, tree.compactText) == .bothAccepted)
-      var style = TestJSON.Style.random(using: &random)
-      style.respelling = 0
-      whole.add(DecodingAgreement.checkDecoder(T.self, tree.text(style, using: &random)))
-      for _ in 0..<6 {
-        damaged.add(DecodingAgreement.checkDecoder(T.self, JSONMutator.mutate(tree, using: &random)))
+      DecodingAgreement.rewriteAndDamage(tree, using: &random, whole: &whole, damaged: &damaged) {
+        DecodingAgreement.checkDecoder(T.self, $0)
       }
     }
     #expect(

@@ -84,12 +84,8 @@ enum RandomRequest {
       let decoded = try JSONReader.decode(T.self, from: encoded)
       #expect(DecodingAgreement.encoded(decoded) == DecodingAgreement.encoded(value))
       let tree = try #require(TestJSON(parsing: encoded))
-      // Respaced and re-escaped, not respelled: an integer field respelled may be refused (inexact).
-      var style = TestJSON.Style.random(using: &random)
-      style.respelling = 0
-      whole.add(DecodingAgreement.check(T.self, tree.text(style, using: &random)))
-      for _ in 0..<6 {
-        damaged.add(DecodingAgreement.check(T.self, JSONMutator.mutate(tree, using: &random)))
+      DecodingAgreement.rewriteAndDamage(tree, using: &random, whole: &whole, damaged: &damaged) {
+        DecodingAgreement.check(T.self, $0)
       }
     }
     #expect(
