@@ -77,10 +77,12 @@ run: build
 demo: build
 	@scripts/demo.sh
 
-# Every test: unit, loopback and interoperability (curl, Python websockets).
+# Every test: unit, loopback and interoperability (curl, Python websockets); and the module graph's rules the
+# compiler cannot see (scripts/check-layering.sh: the device's programs link nothing of the broker).
 test: deps lint
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory verify-units
+	@scripts/check-layering.sh "$$($(SWIFT) build --show-bin-path)"
 	$(SWIFT) test --skip-build
 
 # The systemd units as `make install` lays them out, with this build's programs, through `systemd-analyze

@@ -87,7 +87,7 @@ let package = Package(
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
     .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel"]),
     // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
-    .target(name: "SyncProtocol", dependencies: ["BrokerStore", "SyncModel", "StrictJSON"]),
+    .target(name: "SyncProtocol", dependencies: ["SyncModel", "StrictJSON"]),
     // Wiring: configuration, auth, routes, device streams, lifecycle.
     .target(
       name: "Broker",
@@ -105,12 +105,12 @@ let package = Package(
     // The offline forest (why each page is offline, and the minimal rows to write), without I/O.
     .target(name: "DaemonCore", dependencies: ["SyncModel"]),
     // The daemon's local SQLite store: offline set, local pages and blocks, mutation queue, sync metadata.
-    .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore", "BrokerStore"]),
+    .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore"]),
     // Wiring: configuration, the broker link (HTTP + the device stream), the sync driver, the local API.
     .target(
       name: "Daemon",
       dependencies: [
-        "DaemonCore", "DaemonStore", "BrokerStore", "SQLiteStore", "SyncModel", "SyncProtocol", "StrictJSON",
+        "DaemonCore", "DaemonStore", "SQLiteStore", "SyncModel", "SyncProtocol", "StrictJSON",
         "TOMLConfig", "Web", "EventLoop", "ServiceManager",
         .product(name: "Logging", package: "swift-log"),
       ]),
@@ -171,13 +171,12 @@ let package = Package(
     .testTarget(
       name: "DaemonStoreTests",
       dependencies: [
-        "DaemonStore", "SQLiteStore", "SyncModel", "DaemonCore", "BrokerStore", "EventLoop",
-        "EventLoopTestKit",
+        "DaemonStore", "SQLiteStore", "SyncModel", "DaemonCore", "EventLoop", "EventLoopTestKit",
       ]),
     .testTarget(
       name: "DaemonTests",
       dependencies: [
-        "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "SyncProtocol", "BrokerStore", "StrictJSON",
+        "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "SyncProtocol", "StrictJSON",
         "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit",
       ]),
     .testTarget(

@@ -22,7 +22,6 @@ let package = Package(
       dependencies: [
         "FuzzSupport", .product(name: "Web", package: "pagesync"),
         .product(name: "SyncModel", package: "pagesync"), .product(name: "SyncProtocol", package: "pagesync"),
-        .product(name: "BrokerStore", package: "pagesync"),
         .product(name: "PagesyncCLI", package: "pagesync"),
         .product(name: "StrictJSON", package: "pagesync"),
         .product(name: "StrictJSONTestKit", package: "pagesync"),

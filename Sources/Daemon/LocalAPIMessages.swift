@@ -1,4 +1,3 @@
-import BrokerStore
 import DaemonCore
 import DaemonStore
 import SyncModel

@@ -1,13 +1,6 @@
 import SQLiteStore
 import SyncModel
 
-/// A database's current view as `local_page.view` holds it: the JSON of the broker's `ViewState` (same keys,
-/// absent when nil), which has no public initializer outside BrokerStore.
-struct StoredView: Codable, Equatable {
-  var filter: ViewFilter?
-  var sort: ViewSort?
-}
-
 /// The local header fields an edit's side effects depend on.
 struct LocalHeader: Equatable {
   var kind: String
@@ -50,7 +43,7 @@ extension LocalStore {
         """,
         [
           page, .text(kind), parent.map { .text($0.rawValue) } ?? .null, .text(title),
-          .text(try json(properties)), isDatabase ? .text(try json(StoredView())) : .null,
+          .text(try json(properties)), isDatabase ? .text(try json(ViewState())) : .null,
           isDatabase ? .text("[]") : .null,
         ])
     }
@@ -116,7 +109,7 @@ extension LocalStore {
       try connection.execute("UPDATE local_page SET deleted = 1 WHERE id = ?", [page])
     case .setView(let filter, let sort):
       if before?.isDatabase == true {
-        try refreshRows(of: mutation.page, setting: StoredView(filter: filter, sort: sort))
+        try refreshRows(of: mutation.page, setting: ViewState(filter: filter, sort: sort))
       }
     }
     try connection.execute("UPDATE local_page SET sync_status = 'pending' WHERE id = ?", [page])
@@ -246,7 +239,7 @@ extension LocalStore {
   /// and only what is certain is applied: rows deleted here, or moved out of the database here, leave `rows`.
   ///
   /// `onlyIfViewReads`: skip unless the current view filters or sorts by that property (a property edit).
-  func refreshRows(of database: EntityID, setting newView: StoredView? = nil, onlyIfViewReads: String? = nil)
+  func refreshRows(of database: EntityID, setting newView: ViewState? = nil, onlyIfViewReads: String? = nil)
     throws
   {
     let id = SQLiteValue.text(database.rawValue)
@@ -257,7 +250,7 @@ extension LocalStore {
     else { return }
     let oldView =
       row[1] == .null
-      ? StoredView() : try decode(StoredView.self, row[1], table: "local_page", column: "view")
+      ? ViewState() : try decode(ViewState.self, row[1], table: "local_page", column: "view")
     if let property = onlyIfViewReads, oldView.filter?.property != property,
       oldView.sort?.property != property
     {

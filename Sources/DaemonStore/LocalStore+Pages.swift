@@ -1,4 +1,3 @@
-import BrokerStore
 import SQLiteStore
 import SyncModel
 

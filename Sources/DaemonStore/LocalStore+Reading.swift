@@ -1,4 +1,3 @@
-import BrokerStore
 import DaemonCore
 import SQLiteStore
 import SyncModel

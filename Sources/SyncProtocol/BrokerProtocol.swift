@@ -1,4 +1,3 @@
-import BrokerStore
 import SyncModel
 
 /// The JSON messages of the broker's HTTP and WebSocket API. docs/protocol.md describes each with examples.

@@ -1,4 +1,3 @@
-import BrokerStore
 import DaemonStore
 import EventLoopTestKit
 import SQLiteStore

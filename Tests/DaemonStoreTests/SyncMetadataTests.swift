@@ -1,4 +1,3 @@
-import BrokerStore
 import EventLoopTestKit
 import SQLiteStore
 import SyncModel

@@ -1,8 +1,8 @@
-import BrokerStore
 import EventLoopTestKit
 import FoundationEssentials
 import StrictJSON
 import StrictJSONTestKit
+import SyncModel
 import SyncProtocol
 import Testing
 

@@ -1,4 +1,3 @@
-import BrokerStore
 import EventLoop
 import FoundationEssentials
 import FuzzSupport

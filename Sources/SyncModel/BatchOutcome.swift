@@ -1,62 +1,4 @@
-import SyncModel
-
-/// A page as the broker holds it, in full: what a client stores when it downloads the page.
-public struct PageSnapshot: Hashable, Sendable, Codable {
-  public var id: EntityID
-  public var workspace: EntityID
-  /// `page` or `database`.
-  public var kind: String
-  public var parent: EntityID?
-  public var title: String
-  public var deleted: Bool
-  public var properties: [String: PropertyValue]
-  /// Live blocks, in order.
-  public var blocks: [BlockState]
-  /// Databases whose parent is this page (inline in it), in creation order. Always in a whole page; in a delta's
-  /// header only when they changed, so that an empty list always means "none" and never "unchanged".
-  public var databases: [EntityID]?
-  /// For a database: its current view.
-  public var view: ViewState?
-  /// For a database: its rows in view, in view order.
-  public var rows: [EntityID]?
-  /// The sequence of the last batch that changed the page.
-  public var lastUpdatedTime: UInt64
-}
-
-/// One block of a page.
-public struct BlockState: Hashable, Sendable, Codable {
-  public var id: EntityID
-  public var type: String
-  public var text: String
-  public var attributes: [String: String]
-  /// Orders the page's blocks (ascending); only the order is meaningful.
-  public var position: Double
-  /// A deleted block appears only in deltas, so the client removes it.
-  public var deleted: Bool
-}
-
-/// A database's current view.
-public struct ViewState: Hashable, Sendable, Codable {
-  public var filter: ViewFilter?
-  public var sort: ViewSort?
-}
-
-/// What changed in a page since a time: the current value of every field that changed, or the whole page when
-/// the change log no longer reaches back that far (`full`).
-public struct PageDelta: Hashable, Sendable, Codable {
-  public var id: EntityID
-  /// The time the delta is relative to.
-  public var since: UInt64
-  public var lastUpdatedTime: UInt64
-  /// True when `page` is a snapshot to replace the client's copy; false when only the fields below changed.
-  public var full: Bool
-  /// The page's header fields (always present: id, kind, parent, title, deleted) and, when `full`, everything.
-  public var page: PageSnapshot
-  /// Properties that changed (nil: removed). Empty when `full`.
-  public var properties: [String: PropertyValue?]
-  /// Blocks that changed, deleted ones included. Empty when `full`.
-  public var blocks: [BlockState]
-}
+// The answer to a batch of mutations: what the broker's store returns and sends, and what the daemon records.
 
 /// How the broker answered one mutation.
 public struct MutationResult: Hashable, Sendable, Codable {
@@ -73,6 +15,15 @@ public struct MutationResult: Hashable, Sendable, Codable {
   public var page: EntityID
   public var status: Status
   public var reason: RejectionReason?
+
+  public init(
+    mutationId: UInt64, page: EntityID, status: Status, reason: RejectionReason? = nil
+  ) {
+    self.mutationId = mutationId
+    self.page = page
+    self.status = status
+    self.reason = reason
+  }
 }
 
 /// The answer to a batch.
@@ -92,6 +43,18 @@ public struct BatchOutcome: Hashable, Sendable, Codable {
 
   private enum CodingKeys: String, CodingKey {
     case results, pages, sequence, lastMutationId, epoch
+  }
+
+  public init(
+    results: [MutationResult], pages: [EntityID: UInt64], sequence: UInt64?, lastMutationId: UInt64,
+    epoch: String, workspaces: [EntityID: EntityID] = [:]
+  ) {
+    self.results = results
+    self.pages = pages
+    self.sequence = sequence
+    self.lastMutationId = lastMutationId
+    self.epoch = epoch
+    self.workspaces = workspaces
   }
 }
 

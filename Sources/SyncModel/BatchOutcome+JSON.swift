@@ -1,5 +1,3 @@
-import SyncModel
-
 extension BatchOutcome {
   /// The answer's JSON, byte for byte what `JSONEncoder` with `.sortedKeys` and `.withoutEscapingSlashes` writes
   /// (a test holds the two equal), written directly: it is the answer to every batch, and the general encoder

@@ -3,8 +3,6 @@ import FoundationEssentials
 import SyncModel
 import Testing
 
-@testable import BrokerStore
-
 @Suite struct BatchOutcomeJSONTests {
   private static func foundation(_ outcome: BatchOutcome) throws -> [UInt8] {
     let encoder = JSONEncoder()
