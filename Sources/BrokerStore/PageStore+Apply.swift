@@ -297,7 +297,7 @@ struct ApplyContext {
       }
     case .setTitle(let title):
       let row = try writablePage(page)
-      if stamp > row.titleStamp {
+      if LastWriterWins.replaces(stamp, over: row.titleStamp) {
         try connection.execute(
           "UPDATE page SET title = ?, title_stamp = ? WHERE id = ?",
           [.text(title), .text(stamp), .text(page.rawValue)])
@@ -308,7 +308,7 @@ struct ApplyContext {
       let current = try connection.query(
         "SELECT stamp FROM property WHERE page_id = ? AND name = ?", [.text(page.rawValue), .text(name)]
       ).first?.first
-      if case .text(let existing)? = current, existing >= stamp { return }
+      if case .text(let existing)? = current, !LastWriterWins.replaces(stamp, over: existing) { return }
       try touchDatabase(row.parent)
       try connection.execute(
         """
@@ -337,13 +337,13 @@ struct ApplyContext {
     case .editBlock(let block, let text, let attributes):
       _ = try writablePage(page)
       let stamps = try liveBlock(block, on: page)
-      if let text, stamp > stamps.text {
+      if let text, LastWriterWins.replaces(stamp, over: stamps.text) {
         try connection.execute(
           "UPDATE block SET text = ?, text_stamp = ? WHERE id = ?",
           [.text(text), .text(stamp), .text(block.rawValue)])
         changes.record(page, "block:" + block.rawValue)
       }
-      if let attributes, stamp > stamps.attributes {
+      if let attributes, LastWriterWins.replaces(stamp, over: stamps.attributes) {
         try connection.execute(
           "UPDATE block SET attributes = ?, attributes_stamp = ? WHERE id = ?",
           [.text(store.json(attributes)), .text(stamp), .text(block.rawValue)])
@@ -352,7 +352,7 @@ struct ApplyContext {
     case .moveBlock(let block, let after):
       _ = try writablePage(page)
       let stamps = try liveBlock(block, on: page)
-      if stamp > stamps.position {
+      if LastWriterWins.replaces(stamp, over: stamps.position) {
         let position = try positionAfter(after, on: page, excluding: block)
         try connection.execute(
           "UPDATE block SET position = ?, position_stamp = ? WHERE id = ?",
@@ -362,7 +362,7 @@ struct ApplyContext {
     case .deleteBlock(let block):
       _ = try writablePage(page)
       let stamps = try liveBlock(block, on: page)
-      if stamp > stamps.deleted {
+      if LastWriterWins.replaces(stamp, over: stamps.deleted) {
         try connection.execute(
           "UPDATE block SET deleted = 1, deleted_stamp = ? WHERE id = ?",
           [.text(stamp), .text(block.rawValue)])
@@ -370,7 +370,7 @@ struct ApplyContext {
       }
     case .movePage(let parent):
       let row = try writablePage(page)
-      guard stamp > row.parentStamp, parent != row.parent else { return }
+      guard LastWriterWins.replaces(stamp, over: row.parentStamp), parent != row.parent else { return }
       if let parent {
         let target = try writablePage(parent)
         guard target.workspace == row.workspace else { throw Rejection(.invalidParent) }
@@ -396,7 +396,7 @@ struct ApplyContext {
       }
     case .deletePage:
       let row = try writablePage(page)
-      guard stamp > row.deletedStamp else { return }
+      guard LastWriterWins.replaces(stamp, over: row.deletedStamp) else { return }
       try touchDatabase(row.parent)
       try connection.execute(
         "UPDATE page SET deleted = 1, deleted_stamp = ? WHERE id = ?", [.text(stamp), .text(page.rawValue)])
@@ -407,7 +407,9 @@ struct ApplyContext {
       guard row.isDatabase else { throw Rejection(.notADatabase) }
       let current = try connection.query(
         "SELECT stamp FROM view WHERE database_id = ?", [.text(page.rawValue)])
-      if case .text(let existing)? = current.first?.first, existing >= stamp { return }
+      if case .text(let existing)? = current.first?.first, !LastWriterWins.replaces(stamp, over: existing) {
+        return
+      }
       try touchDatabase(page)
       try connection.execute(
         """
@@ -469,44 +471,24 @@ struct ApplyContext {
     return (text, attributes, position, deleted)
   }
 
-  /// A position just after `after` (nil: first) among the page's live blocks. Positions are doubles midway
-  /// between neighbours; when neighbours get too close the page's blocks are renumbered 1, 2, 3, ... first.
+  /// Where a block goes `after` another (`BlockPlacement`'s rule, shared with the device), among the page's
+  /// blocks with their tombstones; a renumbering it calls for is written first, and its blocks are in the delta.
   private mutating func positionAfter(_ after: EntityID?, on page: EntityID, excluding block: EntityID) throws
     -> Double
   {
-    var blocks = try liveBlocks(of: page, excluding: block)
-    var index = 0
-    if let after {
-      guard let found = blocks.firstIndex(where: { $0.id == after }) else { throw Rejection(.unknownBlock) }
-      index = found + 1
-    }
-    func gap() -> (Double, Double) {
-      let low = index > 0 ? blocks[index - 1].position : (blocks.first?.position ?? 1) - 2
-      let high = index < blocks.count ? blocks[index].position : low + 2
-      return (low, high)
-    }
-    var (low, high) = gap()
-    if high - low < 1e-9 {
-      for (i, existing) in blocks.enumerated() {
-        try connection.execute(
-          "UPDATE block SET position = ? WHERE id = ?", [.real(Double(i + 1)), .text(existing.id.rawValue)])
-        blocks[i].position = Double(i + 1)
-        changes.record(page, "block:" + existing.id.rawValue)
-      }
-      (low, high) = gap()
-    }
-    return (low + high) / 2
-  }
-
-  private func liveBlocks(of page: EntityID, excluding block: EntityID) throws -> [(
-    id: EntityID, position: Double
-  )] {
-    try connection.query(
-      "SELECT id, position FROM block WHERE page_id = ? AND deleted = 0 AND id != ? ORDER BY position, id",
+    let blocks = try connection.query(
+      "SELECT id, position FROM block WHERE page_id = ? AND id != ? ORDER BY position, id",
       [.text(page.rawValue), .text(block.rawValue)]
-    ).compactMap { row in
+    ).compactMap { row -> BlockPlacement.Slot? in
       guard case .text(let id) = row[0], case .real(let position) = row[1] else { return nil }
-      return (EntityID(trusted: id), position)
+      return BlockPlacement.Slot(id: EntityID(trusted: id), position: position)
     }
+    let decision = BlockPlacement.place(after: after, among: blocks)
+    for slot in decision.renumbered {
+      try connection.execute(
+        "UPDATE block SET position = ? WHERE id = ?", [.real(slot.position), .text(slot.id.rawValue)])
+      changes.record(page, "block:" + slot.id.rawValue)
+    }
+    return decision.position
   }
 }

@@ -15,49 +15,27 @@ extension PageStore {
     let sort: ViewSort? = view.flatMap {
       if case .text(let t) = $0[1] { decode(ViewSort.self, t) } else { nil }
     }
-    var rows: [(id: EntityID, created: Int64, sortValue: PropertyValue?)] = []
+    var rows: [(id: EntityID, properties: [String: PropertyValue])] = []
     let names = Array(Set([filter?.property, sort?.property].compactMap { $0 }))
-    // One query for the rows and the (at most two) properties the view reads: a LEFT JOIN yields a row per
-    // (page, property) pair, ordered by page, which is folded below.
+    // One query for the rows, in creation order, and the (at most two) properties the view reads: a LEFT JOIN
+    // yields a row per (page, property) pair, ordered by page, which is folded below.
     let marks = names.isEmpty ? "NULL" : Array(repeating: "?", count: names.count).joined(separator: ", ")
-    var current: (id: String, created: Int64, values: [String: PropertyValue])?
-    func finish() {
-      guard let page = current else { return }
-      if let filter, page.values[filter.property] != filter.value { return }
-      rows.append((EntityID(trusted: page.id), page.created, sort.flatMap { page.values[$0.property] }))
-    }
     for row in try connection.query(
       """
-      SELECT p.id, p.created_seq, pr.name, pr.value FROM page p
+      SELECT p.id, pr.name, pr.value FROM page p
       LEFT JOIN property pr ON pr.page_id = p.id AND pr.value IS NOT NULL AND pr.name IN (\(marks))
       WHERE p.parent_id = ? AND p.deleted = 0 ORDER BY p.created_seq, p.id
       """, names.map { .text($0) } + [.text(database.rawValue)])
     {
-      guard case .text(let id) = row[0], case .integer(let created) = row[1] else { continue }
-      if current?.id != id {
-        finish()
-        current = (id, created, [:])
-      }
-      if case .text(let name) = row[2], case .text(let json) = row[3],
+      guard case .text(let id) = row[0] else { continue }
+      if rows.last?.id.rawValue != id { rows.append((EntityID(trusted: id), [:])) }
+      if case .text(let name) = row[1], case .text(let json) = row[2],
         let value = decode(PropertyValue.self, json)
       {
-        current?.values[name] = value
+        rows[rows.count - 1].properties[name] = value
       }
     }
-    finish()
-    if let sort {
-      rows.sort { a, b in
-        switch (a.sortValue, b.sortValue) {
-        case (nil, nil): return a.created < b.created
-        case (nil, _): return false
-        case (_, nil): return true
-        case (let x?, let y?):
-          if x == y { return a.created < b.created }
-          return sort.descending ? PropertyValue.orders(y, before: x) : PropertyValue.orders(x, before: y)
-        }
-      }
-    }
-    return rows.map(\.id)
+    return ViewState(filter: filter, sort: sort).rowsInView(rows)
   }
 
   /// The page as a client downloads it, if it exists in `workspaces`.
@@ -251,29 +229,5 @@ public struct PageFacts: Hashable, Sendable {
   public init(workspace: EntityID, lastUpdated: UInt64) {
     self.workspace = workspace
     self.lastUpdated = lastUpdated
-  }
-}
-
-extension PropertyValue {
-  /// The order of a view's sort: numbers numerically, strings and lists by their UTF-8, false before true; values
-  /// of different kinds by kind (bool, number, string, list).
-  static func orders(_ a: PropertyValue, before b: PropertyValue) -> Bool {
-    switch (a, b) {
-    case (.number(let x), .number(let y)): return x < y
-    case (.string(let x), .string(let y)): return x.utf8.lexicographicallyPrecedes(y.utf8)
-    case (.bool(let x), .bool(let y)): return !x && y
-    case (.list(let x), .list(let y)):
-      return x.joined(separator: "\u{0}").utf8.lexicographicallyPrecedes(y.joined(separator: "\u{0}").utf8)
-    default: return a.kindRank < b.kindRank
-    }
-  }
-
-  private var kindRank: Int {
-    switch self {
-    case .bool: 0
-    case .number: 1
-    case .string: 2
-    case .list: 3
-    }
   }
 }

@@ -5,8 +5,9 @@ import SyncModel
 /// The broker's authoritative page store over one SQLite connection.
 ///
 /// Threading: owned by the thread that runs its connection (the broker's writer thread); never the loop thread.
-/// Writes are expected inside a transaction the caller opened (`SQLiteWriter` groups batches into one); each
-/// mutation runs in a savepoint so a rejected one leaves nothing behind.
+/// Writes are expected inside a transaction the caller opened (`SQLiteWriter` groups batches into one, each
+/// batch in a savepoint). A mutation has no savepoint of its own: every rejection is decided before its first
+/// write, so a rejected one leaves nothing behind (`apply` checks that rule on every rejection).
 public final class PageStore {
   public let connection: SQLiteConnection
   /// A random id made when the store was created: a restored or replaced store has another, which tells clients
@@ -92,20 +93,6 @@ public final class PageStore {
     guard let text else { return nil }
     return try? decoder.decode(type, from: Data(text.utf8))
   }
-}
-
-extension LWWStamp {
-  /// A text form that sorts as the stamps do: zero-padded milliseconds and counter, then the client id.
-  var sortKey: String {
-    func padded(_ value: some BinaryInteger, _ width: Int) -> String {
-      let digits = String(value)
-      return String(repeating: "0", count: max(0, width - digits.count)) + digits
-    }
-    return padded(time.millis, 20) + ":" + padded(time.counter, 10) + "@" + client.rawValue
-  }
-
-  /// The stamp below every real one (for fields nobody has written).
-  static let origin = ""
 }
 
 /// Small crypto helpers without Foundation's `UUID` (which would pull in more than FoundationEssentials).

@@ -183,16 +183,15 @@ extension LocalStore {
       deleted: deleted != 0)
   }
 
-  /// A position just after `after` among the page's local blocks: first when `after` is nil, last when `after`
-  /// is not a block of the page here (the broker would reject `unknown_block`; locally the text is kept visible
-  /// rather than lost). Midway between neighbours, as the broker does; when they are too close, the page's
-  /// local blocks are renumbered 1, 2, 3, ... first. The broker's positions replace these at the next delta.
+  /// Where a block goes `after` another among the page's local blocks: `BlockPlacement`'s rule, the broker's.
+  /// The device keeps no tombstones, so a block placed after one deleted here goes last until the broker's delta
+  /// gives its final position. A renumbering the rule calls for is written first.
   private func localPosition(after: EntityID?, on page: EntityID, excluding block: EntityID) throws -> Double
   {
-    var blocks = try connection.query(
+    let blocks = try connection.query(
       "SELECT id, position FROM local_block WHERE page_id = ? AND deleted = 0 AND id != ? ORDER BY position, id",
       [.text(page.rawValue), .text(block.rawValue)]
-    ).map { row -> (id: EntityID, position: Double) in
+    ).map { row -> BlockPlacement.Slot in
       let position: Double
       switch row[1] {
       case .real(let value): position = value
@@ -200,28 +199,15 @@ extension LocalStore {
       default:
         throw LocalStoreError.corruptValue(table: "local_block", column: "position", value: "\(row[1])")
       }
-      return (try entityID(row[0], table: "local_block", column: "id"), position)
+      return BlockPlacement.Slot(
+        id: try entityID(row[0], table: "local_block", column: "id"), position: position)
     }
-    var index = 0
-    if let after {
-      index = (blocks.firstIndex { $0.id == after }).map { $0 + 1 } ?? blocks.count
+    let decision = BlockPlacement.place(after: after, among: blocks)
+    for slot in decision.renumbered {
+      try connection.execute(
+        "UPDATE local_block SET position = ? WHERE id = ?", [.real(slot.position), .text(slot.id.rawValue)])
     }
-    func gap() -> (Double, Double) {
-      let low = index > 0 ? blocks[index - 1].position : (blocks.first?.position ?? 1) - 2
-      let high = index < blocks.count ? blocks[index].position : low + 2
-      return (low, high)
-    }
-    var (low, high) = gap()
-    if high - low < 1e-9 {
-      for i in blocks.indices {
-        blocks[i].position = Double(i + 1)
-        try connection.execute(
-          "UPDATE local_block SET position = ? WHERE id = ?",
-          [.real(blocks[i].position), .text(blocks[i].id.rawValue)])
-      }
-      (low, high) = gap()
-    }
-    return (low + high) / 2
+    return decision.position
   }
 
   /// Re-derives a local database's `rows` (and, with `setting`, stores a new view first).
@@ -283,8 +269,7 @@ extension LocalStore {
       if oldView.sort == nil, let stored {
         for (index, row) in stored.enumerated() where rank[row] == nil { rank[row] = index }
       }
-      typealias Candidate = (id: EntityID, created: (Int, Int64), value: PropertyValue?)
-      var candidates: [Candidate] = []
+      var candidates: [(id: EntityID, created: (Int, Int64), properties: [String: PropertyValue])] = []
       for child in try connection.query(
         "SELECT id, properties, rowid FROM local_page WHERE parent = ? AND kind = 'page' AND deleted = 0",
         [id])
@@ -292,22 +277,11 @@ extension LocalStore {
         let row = try entityID(child[0], table: "local_page", column: "id")
         let properties = try decode(
           [String: PropertyValue].self, child[1], table: "local_page", column: "properties")
-        if let filter = view.filter, properties[filter.property] != filter.value { continue }
         guard case .integer(let rowid) = child[2] else { continue }
-        candidates.append((row, (rank[row] ?? Int.max, rowid), view.sort.flatMap { properties[$0.property] }))
+        candidates.append((row, (rank[row] ?? Int.max, rowid), properties))
       }
-      let descending = view.sort?.descending ?? false
-      candidates.sort { a, b in
-        switch (a.value, b.value) {
-        case (nil, nil): return a.created < b.created
-        case (nil, _): return false
-        case (_, nil): return true
-        case (let x?, let y?):
-          if x == y { return a.created < b.created }
-          return descending ? y.sortsBefore(x) : x.sortsBefore(y)
-        }
-      }
-      rows = candidates.map(\.id)
+      candidates.sort { $0.created < $1.created }
+      rows = view.rowsInView(candidates.map { ($0.id, $0.properties) })
     } else {
       rows = stored?.filter { row in
         guard let header = listed[row] else { return true }
@@ -355,31 +329,6 @@ extension LocalStore {
     }
     if list != (stored ?? []) {
       try connection.execute("UPDATE local_page SET databases = ? WHERE id = ?", [.text(try json(list)), id])
-    }
-  }
-}
-
-extension PropertyValue {
-  /// The order of a view's sort, as the broker's (BrokerStore's `PropertyValue.orders`, which is internal
-  /// there): numbers numerically, strings and lists by their UTF-8, false before true; values of different kinds
-  /// by kind (bool, number, string, list).
-  func sortsBefore(_ other: PropertyValue) -> Bool {
-    switch (self, other) {
-    case (.number(let x), .number(let y)): return x < y
-    case (.string(let x), .string(let y)): return x.utf8.lexicographicallyPrecedes(y.utf8)
-    case (.bool(let x), .bool(let y)): return !x && y
-    case (.list(let x), .list(let y)):
-      return x.joined(separator: "\u{0}").utf8.lexicographicallyPrecedes(y.joined(separator: "\u{0}").utf8)
-    default: return kindRank < other.kindRank
-    }
-  }
-
-  private var kindRank: Int {
-    switch self {
-    case .bool: 0
-    case .number: 1
-    case .string: 2
-    case .list: 3
     }
   }
 }

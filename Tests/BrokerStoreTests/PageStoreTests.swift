@@ -267,15 +267,12 @@ private final class StoreFixture {
       ("new2", .createDatabase(parent: id("db"), title: "x"), .invalidParent),
       ("new3", .createRow(database: id("child"), title: "x", properties: ["s": .string("b")]), .notADatabase),
       ("row", .createRow(database: id("db"), title: "again", properties: [:]), .alreadyExists),
-      (
-        "home", .addBlock(block: id("b4"), type: "text", text: "x", after: id("nope"), attributes: [:]),
-        .unknownBlock
-      ),
+      ("home", .deleteBlock(block: id("nope")), .unknownBlock),
       (
         "home", .addBlock(block: id("b1"), type: "text", text: "x", after: nil, attributes: [:]),
         .alreadyExists
       ),
-      ("home", .moveBlock(block: id("b1"), after: id("nope")), .unknownBlock),
+      ("home", .moveBlock(block: id("nope"), after: nil), .unknownBlock),
       ("child", .editBlock(block: id("b1"), text: "x", attributes: nil), .unknownBlock),
       ("home", .movePage(parent: id("child")), .invalidParent),
       ("db", .movePage(parent: id("theirs")), .unknownPage),
@@ -396,6 +393,28 @@ private final class StoreFixture {
     #expect(blocks.first == id("last"))
     #expect(!blocks.contains(id("n0")))
     #expect(blocks.count == 81)
+  }
+
+  /// BlockPlacement's rule for `after`, applied by the store: after a deleted block, where that block was;
+  /// after a block the page does not have, last. Neither is refused: the text typed is kept in the page.
+  @Test func aBlockPlacedAfterADeletedOrUnknownBlockIsKept() throws {
+    let f = try StoreFixture()
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    var after: EntityID?
+    for name in ["a", "b", "c"] {
+      try f.push(
+        "c1", "p", .addBlock(block: id(name), type: "text", text: name, after: after, attributes: [:]))
+      after = id(name)
+    }
+    try f.push("c2", "p", .deleteBlock(block: id("b")))
+    let placed = try f.push(
+      "c1", "p", .addBlock(block: id("x"), type: "text", text: "x", after: id("b"), attributes: [:]))
+    #expect(placed.results.map(\.status) == [.applied])
+    #expect(try f.snapshot("p")?.blocks.map(\.id) == [id("a"), id("x"), id("c")])
+    try f.push(
+      "c1", "p", .addBlock(block: id("y"), type: "text", text: "y", after: id("ghost"), attributes: [:]))
+    try f.push("c1", "p", .moveBlock(block: id("a"), after: id("ghost")))
+    #expect(try f.snapshot("p")?.blocks.map(\.id) == [id("x"), id("c"), id("y"), id("a")])
   }
 
   @Test func deltasCarryOnlyWhatChangedUntilTheLogIsPruned() throws {
