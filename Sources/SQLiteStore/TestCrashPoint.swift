@@ -24,6 +24,9 @@ import EventLoop
 ///
 /// At the point the process writes one line to stderr (`pagesync test crash point: LABEL #N reached, in a
 /// transaction: yes|no`), then raises SIGKILL: no cleanup, no atexit, as `kill -9`.
+///
+/// Debug builds only (the tests and the fault suite run them): in a release build, such as `make install`
+/// makes, every point is empty and setting the variable is an error that says the build has no test hooks.
 public enum TestCrashPoint {
   /// The environment variable that arms the hook.
   public static let environmentVariable = "PAGESYNC_TEST_CRASH_AT"
@@ -36,7 +39,7 @@ public enum TestCrashPoint {
   nonisolated(unsafe) private static var reached = 0
 
   /// Whether a crash point is armed: the one branch every point costs when it is not.
-  @inline(__always) public static var isArmed: Bool { armed }
+  @inline(__always) public static var isArmed: Bool { compiledIn && armed }
 
   /// Reads `PAGESYNC_TEST_CRASH_AT` and arms the hook. Returns what it armed (`LABEL:N`) to log, nil when the
   /// variable is unset or empty; throws a message when it is malformed. Call once, at start-up, before threads.
@@ -44,6 +47,9 @@ public enum TestCrashPoint {
   public static func armFromEnvironment() throws(TestCrashPointError) -> String? {
     guard let raw = getenv(environmentVariable), raw.pointee != 0 else { return nil }
     let spec = String(cString: raw)
+    guard compiledIn else {
+      throw TestCrashPointError(spec: spec, problem: "this is a release build: it has no test hooks")
+    }
     guard let (label, count) = parse(spec) else { throw TestCrashPointError(spec: spec) }
     armedLabel = label
     target = count
@@ -60,15 +66,24 @@ public enum TestCrashPoint {
     return (label, count)
   }
 
+  #if DEBUG
+    static let compiledIn = true
+  #else
+    static let compiledIn = false
+  #endif
+
   /// A labelled point: crashes here if it is the armed label's n-th arrival.
   @inline(__always) public static func reach(_ label: StaticString, inTransaction: Bool) {
-    guard armed else { return }
-    arrive(label.description, inTransaction: inTransaction)
+    #if DEBUG
+      guard armed else { return }
+      arrive(label.description, inTransaction: inTransaction)
+    #endif
   }
 
   /// Called by `SQLiteStatement.step` when armed: counts the first step of each write statement as `write`.
   static func stepping(_ statement: OpaquePointer) {
-    guard armedLabel == "write", sqlite3_stmt_busy(statement) == 0, sqlite3_stmt_readonly(statement) == 0
+    guard compiledIn, armedLabel == "write", sqlite3_stmt_busy(statement) == 0,
+      sqlite3_stmt_readonly(statement) == 0
     else {
       return
     }
@@ -96,7 +111,8 @@ public enum TestCrashPoint {
 /// `PAGESYNC_TEST_CRASH_AT` is set but is not `LABEL:N`.
 public struct TestCrashPointError: Error, CustomStringConvertible {
   public var spec: String
+  public var problem = "expected LABEL:N with N >= 1"
   public var description: String {
-    "\(TestCrashPoint.environmentVariable)=\(spec): expected LABEL:N with N >= 1 (a test hook; unset it)"
+    "\(TestCrashPoint.environmentVariable)=\(spec): \(problem) (a test hook; unset it)"
   }
 }
