@@ -9,6 +9,7 @@ let package = Package(
     .executable(name: "pagesyncd", targets: ["pagesyncd"]),
     .executable(name: "pagesync", targets: ["pagesync"]),
     .executable(name: "pagesync-load", targets: ["pagesync-load"]),
+    .library(name: "ByteBuffers", targets: ["ByteBuffers"]),
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
@@ -50,13 +51,16 @@ let package = Package(
     .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
     // Foundation layer.
+    // `ByteBuffer`: bytes with reader and writer indices, shared copy-on-write; no libuv, so the codecs that only
+    // move bytes do not need an event loop.
+    .target(name: "ByteBuffers"),
     // The only module that touches uv_*: loop, streams, timers, signals, wake-ups, workers, processes.
-    .target(name: "EventLoop", dependencies: ["CLibUV"]),
+    .target(name: "EventLoop", dependencies: ["CLibUV", "ByteBuffers"]),
     // A strict JSON reader (RFC 8259) over UTF-8 bytes, for hand-written decoders of hot request bodies: no
     // tree, no Foundation. The broker's batch, catch-up, fetch and stream messages are read with it.
     .target(name: "StrictJSON"),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
-    .target(name: "Web", dependencies: ["EventLoop", "CHTTPParser", "CCrypto", "StrictJSON"]),
+    .target(name: "Web", dependencies: ["ByteBuffers", "EventLoop", "CHTTPParser", "CCrypto", "StrictJSON"]),
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
     .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
@@ -92,7 +96,8 @@ let package = Package(
     .target(
       name: "Broker",
       dependencies: [
-        "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON", "TOMLConfig",
+        "ByteBuffers", "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON",
+        "TOMLConfig",
         "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -110,7 +115,7 @@ let package = Package(
     .target(
       name: "Daemon",
       dependencies: [
-        "DaemonCore", "DaemonStore", "SQLiteStore", "SyncModel", "SyncProtocol", "StrictJSON",
+        "ByteBuffers", "DaemonCore", "DaemonStore", "SQLiteStore", "SyncModel", "SyncProtocol", "StrictJSON",
         "TOMLConfig", "Web", "EventLoop", "ServiceManager",
         .product(name: "Logging", package: "swift-log"),
       ]),
@@ -122,7 +127,8 @@ let package = Package(
     .target(
       name: "PagesyncCLI",
       dependencies: [
-        "EventLoop", "Web", "SyncModel", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        "ByteBuffers", "EventLoop", "Web", "SyncModel",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
     .executableTarget(name: "pagesync", dependencies: ["PagesyncCLI"]),
 
@@ -131,19 +137,20 @@ let package = Package(
     // latency summaries, RESP framing, the report's table and JSON.
     .target(name: "LoadCore", dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")]),
     // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop.
-    .target(name: "LoadHarness", dependencies: ["LoadCore", "EventLoop", "Web"]),
+    .target(name: "LoadHarness", dependencies: ["LoadCore", "ByteBuffers", "EventLoop", "Web"]),
     .executableTarget(
       name: "pagesync-load",
       dependencies: [
         "LoadHarness", "LoadCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
 
-    .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "EventLoopTestKit"]),
+    .testTarget(name: "EventLoopTests", dependencies: ["ByteBuffers", "EventLoop", "EventLoopTestKit"]),
     .testTarget(
       name: "ServiceManagerTests", dependencies: ["ServiceManager", "EventLoop", "EventLoopTestKit"]),
     // Python/ holds the scripts the interop tests run (python3 Tests/WebTests/Python/...), not resources.
     .testTarget(
-      name: "WebTests", dependencies: ["Web", "EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
+      name: "WebTests", dependencies: ["ByteBuffers", "Web", "EventLoop", "EventLoopTestKit"],
+      exclude: ["Python"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
     .testTarget(
@@ -154,6 +161,7 @@ let package = Package(
     .testTarget(
       name: "SyncProtocolTests",
       dependencies: [
+        "ByteBuffers",
         "SyncProtocol", "SyncModel", "StrictJSON", "StrictJSONTestKit", "Web", "EventLoop",
         "EventLoopTestKit",
       ]),
@@ -180,7 +188,8 @@ let package = Package(
         "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit",
       ]),
     .testTarget(
-      name: "PagesyncCLITests", dependencies: ["PagesyncCLI", "Web", "EventLoop", "EventLoopTestKit"]),
+      name: "PagesyncCLITests",
+      dependencies: ["ByteBuffers", "PagesyncCLI", "Web", "EventLoop", "EventLoopTestKit"]),
     // Real processes on loopback: the broker driven by curl and Python (urllib, websockets); the daemons driven
     // through the built pagesync, their stores read with the sqlite3 command line.
     .testTarget(

@@ -20,7 +20,8 @@ let package = Package(
     .executableTarget(
       name: "FuzzProtocolMessages",
       dependencies: [
-        "FuzzSupport", .product(name: "Web", package: "pagesync"),
+        "FuzzSupport", .product(name: "ByteBuffers", package: "pagesync"),
+        .product(name: "Web", package: "pagesync"),
         .product(name: "SyncModel", package: "pagesync"), .product(name: "SyncProtocol", package: "pagesync"),
         .product(name: "PagesyncCLI", package: "pagesync"),
         .product(name: "StrictJSON", package: "pagesync"),
@@ -43,7 +44,8 @@ let package = Package(
     .executableTarget(
       name: "FuzzLocalAPI",
       dependencies: [
-        "FuzzSupport", .product(name: "Daemon", package: "pagesync"),
+        "FuzzSupport", .product(name: "ByteBuffers", package: "pagesync"),
+        .product(name: "Daemon", package: "pagesync"),
         .product(name: "Web", package: "pagesync"),
         .product(name: "EventLoop", package: "pagesync"), .product(name: "PagesyncCLI", package: "pagesync"),
         .product(name: "SQLiteStore", package: "pagesync"), .product(name: "Logging", package: "swift-log"),

@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerStore
+import ByteBuffers
 import EventLoop
 import FoundationEssentials
 import Logging

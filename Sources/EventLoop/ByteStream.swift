@@ -1,3 +1,4 @@
+import ByteBuffers
 import CLibUV
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import ByteBuffers
 import Web
 
 /// One request of the daemon's local API (docs/protocol.md, "The daemon's local API"): what a command sends.

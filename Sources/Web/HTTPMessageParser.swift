@@ -1,3 +1,4 @@
+import ByteBuffers
 import CHTTPParser
 
 /// One http_parser and the message it is assembling: the engine under `HTTPRequestDecoder` and

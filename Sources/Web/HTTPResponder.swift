@@ -6,6 +6,8 @@
 /// answers 500 and closes the connection, so a forgotten request cannot wedge a pipelined connection.
 ///
 /// Threading: loop thread only.
+import ByteBuffers
+
 public final class HTTPResponder {
   private weak var connection: HTTPServerConnection?
   let slot: ResponseSlot

@@ -15,6 +15,9 @@
 /// backpressure) are copied. Responses complete in any order but are written in request order.
 ///
 /// Threading: loop thread only.
+import ByteBuffers
+import EventLoop
+
 final class HTTPServerConnection {
   private let server: HTTPServer
   let stream: ByteStream

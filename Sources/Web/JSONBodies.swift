@@ -1,3 +1,4 @@
+import ByteBuffers
 import FoundationEssentials
 import StrictJSON
 

@@ -10,6 +10,8 @@
 ///
 /// Errors are sticky: after `nextFrame()` throws, the decoder drops its input and throws the same error again.
 /// Not thread-safe; owned by the connection's loop.
+import ByteBuffers
+
 public struct WebSocketFrameDecoder {
   /// Which end we are: a server requires masked frames, a client unmasked ones.
   public let role: WebSocketRole

@@ -11,6 +11,8 @@
 ///
 /// Errors are sticky: after `push` throws, every later call throws the same error. Not thread-safe; owned by
 /// the connection's loop.
+import ByteBuffers
+
 public struct WebSocketMessageAssembler {
   /// The largest text or binary message accepted, summed over its fragments; a larger one fails with 1009.
   public let maxMessageSize: Int

@@ -1,3 +1,4 @@
+import ByteBuffers
 import EventLoop
 import EventLoopTestKit
 import Testing

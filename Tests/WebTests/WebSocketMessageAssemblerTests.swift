@@ -1,3 +1,4 @@
+import ByteBuffers
 import Testing
 
 @testable import Web

@@ -8,6 +8,9 @@
 /// reading advances `readerIndex`. The storage is a class, so handing a buffer to several writers (the same
 /// notification to a thousand subscribers) shares one allocation; a later mutation through any copy copies first.
 ///
+/// Its own module, below `EventLoop`: the codecs that only move bytes need no event loop (as swift-nio keeps
+/// `ByteBuffer` in NIOCore, the loop in NIOPosix).
+///
 /// Ownership: `ByteStream.write` keeps the storage alive until libuv has finished with it, so the caller may drop
 /// or mutate its copy at once.
 public struct ByteBuffer: @unchecked Sendable {
@@ -15,8 +18,8 @@ public struct ByteBuffer: @unchecked Sendable {
   // so sharing a ByteBuffer across threads shares immutable memory only.
 
   @usableFromInline
-  final class Storage {
-    @usableFromInline var base: UnsafeMutableRawPointer
+  package final class Storage {
+    @usableFromInline package var base: UnsafeMutableRawPointer
     @usableFromInline var capacity: Int
 
     init(capacity: Int) {
@@ -33,7 +36,8 @@ public struct ByteBuffer: @unchecked Sendable {
     deinit { base.deallocate() }
   }
 
-  @usableFromInline var storage: Storage
+  /// `package`: `ByteStream` hands the readable bytes to the kernel without copying them.
+  @usableFromInline package var storage: Storage
   /// Index of the first readable byte.
   public private(set) var readerIndex: Int
   /// Index one past the last readable byte; the next append goes here.
