@@ -56,6 +56,8 @@ let package = Package(
     .target(name: "ByteBuffers"),
     // The only module that touches uv_*: loop, streams, timers, signals, wake-ups, workers, processes.
     .target(name: "EventLoop", dependencies: ["CLibUV", "ByteBuffers"]),
+    // SplitMix64: the seeded generator of the load harness's workloads and of the seeded random tests.
+    .target(name: "SeededRandom"),
     // A strict JSON reader (RFC 8259) over UTF-8 bytes, for hand-written decoders of hot request bodies: no
     // tree, no Foundation. The broker's batch, catch-up, fetch and stream messages are read with it.
     .target(name: "StrictJSON"),
@@ -76,7 +78,10 @@ let package = Package(
     .target(name: "ServiceManager", dependencies: ["EventLoop"]),
     // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture,
     // a datagram receiver standing in for systemd's notification socket.
-    .target(name: "EventLoopTestKit", dependencies: ["EventLoop"]),
+    .target(name: "EventLoopTestKit", dependencies: ["EventLoop", "SeededRandom"]),
+    // What the offline forest's tests share (DaemonCoreTests, DaemonStoreTests): a page structure made of
+    // dictionaries, ids from literals.
+    .target(name: "DaemonCoreTestKit", dependencies: ["DaemonCore", "SyncModel"]),
     // Helpers for tests of JSON readers: an independent strict parser (the oracle), a writer of many spellings,
     // seeded damage to valid JSON, and the check that a strict reader agrees with JSONDecoder.
     .target(name: "StrictJSONTestKit", dependencies: ["StrictJSON", "Web"]),
@@ -135,9 +140,12 @@ let package = Package(
     // The load harness (docs/benchmarks.md).
     // What a load run decides without I/O: the open-loop schedule, delivery bookkeeping under coalescing,
     // latency summaries, RESP framing, the report's table and JSON.
-    .target(name: "LoadCore", dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")]),
+    .target(
+      name: "LoadCore",
+      dependencies: ["SeededRandom", .product(name: "Histogram", package: "hdrhistogram-swift")]),
     // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop.
-    .target(name: "LoadHarness", dependencies: ["LoadCore", "ByteBuffers", "EventLoop", "Web"]),
+    .target(
+      name: "LoadHarness", dependencies: ["LoadCore", "ByteBuffers", "EventLoop", "SeededRandom", "Web"]),
     .executableTarget(
       name: "pagesync-load",
       dependencies: [
@@ -165,7 +173,7 @@ let package = Package(
         "SyncProtocol", "SyncModel", "StrictJSON", "StrictJSONTestKit", "Web", "EventLoop",
         "EventLoopTestKit",
       ]),
-    .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore"]),
+    .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore", "SeededRandom"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",
@@ -175,11 +183,14 @@ let package = Package(
       dependencies: [
         "Broker", "EventLoop", "EventLoopTestKit", "SyncModel", "SyncProtocol", "TOMLConfig", "Web",
       ]),
-    .testTarget(name: "DaemonCoreTests", dependencies: ["DaemonCore", "SyncModel", "EventLoopTestKit"]),
+    .testTarget(
+      name: "DaemonCoreTests",
+      dependencies: ["DaemonCore", "DaemonCoreTestKit", "SyncModel", "EventLoopTestKit"]),
     .testTarget(
       name: "DaemonStoreTests",
       dependencies: [
-        "DaemonStore", "SQLiteStore", "SyncModel", "DaemonCore", "EventLoop", "EventLoopTestKit",
+        "DaemonStore", "SQLiteStore", "SyncModel", "DaemonCore", "DaemonCoreTestKit", "EventLoop",
+        "EventLoopTestKit",
       ]),
     .testTarget(
       name: "DaemonTests",

@@ -150,6 +150,11 @@ public func sqlite3(_ path: String, _ sql: String) throws -> String {
   return output
 }
 
+/// A Unix socket path under /tmp that no other test (or run) uses (short: `sun_path` holds 107 bytes).
+public func temporarySocketPath(_ label: String = "test") -> String {
+  "/tmp/pagesync-\(label)-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+}
+
 /// A database path under /tmp that no other test (or run) uses. Call `remove()` at the end (`defer`): it deletes
 /// the file and its -wal, -shm and -journal companions.
 public struct TemporaryDatabase: Sendable {
@@ -163,4 +168,11 @@ public struct TemporaryDatabase: Sendable {
   public func remove() {
     for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
   }
+}
+
+/// The permission bits of `path`, or nil if it does not exist.
+public func permissions(_ path: String) -> mode_t? {
+  var info = stat()
+  guard stat(path, &info) == 0 else { return nil }
+  return info.st_mode & 0o7777
 }

@@ -4,6 +4,8 @@
 /// Event `i` of `count` is due at `(i + 0.5) × seconds / count` after the start. Devices are drawn without
 /// replacement until every device had its turn, then again: with less than 100% churn over the run no device
 /// churns twice.
+import SeededRandom
+
 public struct ChurnSchedule: Sendable, Equatable {
   public struct Event: Sendable, Equatable {
     /// Nanoseconds after the start of the run.
@@ -20,7 +22,7 @@ public struct ChurnSchedule: Sendable, Equatable {
 
   public init(devices: Int, percentPerMinute: Double, seconds: Double, seed: UInt64) {
     let count = ChurnSchedule.count(devices: devices, percentPerMinute: percentPerMinute, seconds: seconds)
-    var generator = SeededGenerator(seed: seed)
+    var generator = SplitMix64(seed: seed)
     var order: [Int] = []
     var events: [Event] = []
     events.reserveCapacity(count)

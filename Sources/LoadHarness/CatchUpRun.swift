@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 import LoadCore
+import SeededRandom
 import Web
 
 /// Sizes of a catch-up run (C1).
@@ -79,7 +80,7 @@ final class CatchUpRun: ScenarioRun {
 
   /// While the device is away: change the chosen pages in one batch (or as few as the batch limit allows).
   private func changeSome() {
-    var generator = SeededGenerator(seed: seed)
+    var generator = SplitMix64(seed: seed)
     let count = min(options.pages, Int((Double(options.pages) * options.changedPercent / 100).rounded()))
     let chosen = generator.choose(count, of: options.pages).map(page)
     let edits = chosen.map { MutationFields.setTitle(page: $0, time: writers.nextTime(), title: "changed") }

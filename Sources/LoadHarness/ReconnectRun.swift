@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 import LoadCore
+import SeededRandom
 import Web
 
 /// Sizes of a reconnect storm (B4).
@@ -125,7 +126,7 @@ final class ReconnectRun: ScenarioRun {
 
   /// While the devices are away, `changedPercent` of the pool changes (pages chosen by the seed).
   private func changeWhileAway() {
-    var generator = SeededGenerator(seed: seed)
+    var generator = SplitMix64(seed: seed)
     let count = min(layout.pool, Int((Double(layout.pool) * options.changedPercent / 100).rounded()))
     let chosen = generator.choose(count, of: layout.pool)
     let edits = chosen.map {

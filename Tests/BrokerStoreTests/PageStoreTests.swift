@@ -13,7 +13,7 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
 /// A page store on a fresh file, and helpers to push batches as a client would.
 private final class StoreFixture {
-  let path: String
+  let file = TemporaryDatabase()
   let store: PageStore
   var nextID: [String: UInt64] = [:]
   var clock = HybridLogicalClock()
@@ -23,15 +23,14 @@ private final class StoreFixture {
   static let other = id("ws2")
 
   init() throws {
-    path = "/tmp/pagesync-store-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sqlite"
-    let connection = try SQLiteConnection(path: path)
+    let connection = try SQLiteConnection(path: file.path)
     try connection.configure(synchronous: .normal)
     store = try PageStore(connection: connection)
   }
 
   deinit {
     store.connection.close()
-    for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+    file.remove()
   }
 
   func mutation(_ client: String, _ page: String, _ action: MutationAction, time: HLCTimestamp? = nil)
@@ -502,7 +501,7 @@ private final class StoreFixture {
   @Test func theEpochAndSequenceSurviveReopening() throws {
     let f = try StoreFixture()
     try f.push("c1", "p", .createPage(parent: nil, title: "P"))
-    let reopened = try PageStore(connection: SQLiteConnection(path: f.path))
+    let reopened = try PageStore(connection: SQLiteConnection(path: f.file.path))
     #expect(reopened.epoch == f.store.epoch)
     #expect(reopened.sequence == 1)
     #expect(f.store.epoch.utf8.count == 32)
@@ -512,8 +511,9 @@ private final class StoreFixture {
 
 @Suite struct PageStoreFileTests {
   @Test func aNewStoreIsMigratedWALAndIntactAsTheSQLiteCLISeesIt() throws {
-    let path = "/tmp/pagesync-store-cli-\(getpid()).sqlite"
-    defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
+    let file = TemporaryDatabase()
+    defer { file.remove() }
+    let path = file.path
     let connection = try SQLiteConnection(path: path)
     try connection.configure(synchronous: .full)
     let store = try PageStore(connection: connection)

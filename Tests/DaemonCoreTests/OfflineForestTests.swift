@@ -1,4 +1,5 @@
 import DaemonCore
+import DaemonCoreTestKit
 import SyncModel
 import Testing
 

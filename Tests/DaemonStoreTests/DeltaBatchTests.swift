@@ -1,3 +1,4 @@
+import DaemonCoreTestKit
 import DaemonStore
 import EventLoopTestKit
 import SQLiteStore

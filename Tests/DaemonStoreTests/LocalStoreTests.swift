@@ -1,4 +1,5 @@
 import DaemonCore
+import DaemonCoreTestKit
 import EventLoopTestKit
 import SQLiteStore
 import SyncModel

@@ -1,3 +1,4 @@
+import DaemonCoreTestKit
 import EventLoopTestKit
 import SQLiteStore
 import SyncModel

@@ -72,7 +72,7 @@ private func pattern(_ count: Int) -> [UInt8] {
 
   @Test func unixSocketEchoWithOwnerOnlySocketFile() throws {
     let loop = try Loop()
-    let path = "/tmp/pagesync-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+    let path = temporarySocketPath()
     let listener = try makeEchoServer(loop, .unix(path: path))
     var info = stat()
     #expect(stat(path, &info) == 0)
@@ -87,7 +87,7 @@ private func pattern(_ count: Int) -> [UInt8] {
 
   @Test func staleUnixSocketFileIsReplacedButALiveOneIsNot() throws {
     let loop = try Loop()
-    let path = "/tmp/pagesync-stale-\(getpid()).sock"
+    let path = temporarySocketPath("stale")
     // A socket file whose listener is gone.
     let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     var addr = sockaddr_un()

@@ -1,3 +1,4 @@
+import SeededRandom
 import Testing
 
 @testable import LoadCore
@@ -66,15 +67,15 @@ import Testing
   }
 }
 
-@Suite struct SeededGeneratorTests {
+@Suite struct SplitMix64Tests {
   @Test func theSameSeedChoosesTheSamePages() {
-    var a = SeededGenerator(seed: 7)
-    var b = SeededGenerator(seed: 7)
+    var a = SplitMix64(seed: 7)
+    var b = SplitMix64(seed: 7)
     #expect(a.choose(100, of: 10_000) == b.choose(100, of: 10_000))
   }
 
   @Test func choicesAreDistinctSortedAndInRange() {
-    var generator = SeededGenerator(seed: 1)
+    var generator = SplitMix64(seed: 1)
     let chosen = generator.choose(100, of: 1000)
     #expect(chosen.count == 100)
     #expect(Set(chosen).count == 100)

@@ -64,11 +64,6 @@ final class FakeDaemon {
   }
 }
 
-/// A socket path under /tmp that no other test uses (short: sun_path holds 107 bytes).
-func temporarySocketPath() -> String {
-  "/tmp/pagesync-cli-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-}
-
 /// The `pagesync` program SwiftPM built next to the test bundle.
 func pagesyncProgram() -> String {
   var buffer = [CChar](repeating: 0, count: 4096)

@@ -1,4 +1,5 @@
 import EventLoop
+import EventLoopTestKit
 import Testing
 import Web
 

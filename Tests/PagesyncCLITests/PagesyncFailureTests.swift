@@ -1,3 +1,4 @@
+import EventLoopTestKit
 import PagesyncCLI
 import Testing
 

@@ -16,13 +16,6 @@ extension TemporaryDatabase {
   }
 }
 
-/// The permission bits of `path`, or nil if it does not exist.
-func permissions(_ path: String) -> mode_t? {
-  var info = stat()
-  guard stat(path, &info) == 0 else { return nil }
-  return info.st_mode & 0o7777
-}
-
 /// One-shot gate between threads: `wait()` blocks until `open()` (a pthread mutex and condition, which
 /// ThreadSanitizer understands).
 final class Gate: @unchecked Sendable {

@@ -189,7 +189,7 @@ private let nextTransfer = ["--next"] + curlDefaults
 
   @Test func servesCurlOverAUnixSocket() throws {
     let loop = try Loop()
-    let path = "/tmp/pagesync-interop-\(getpid())-curl.sock"
+    let path = temporarySocketPath("curl")
     let test = try TestServer(loop: loop, listen: .unix(path: path))
     let curl = try runCurl(
       loop, against: test,

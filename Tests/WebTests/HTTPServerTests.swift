@@ -539,7 +539,7 @@ import Web
 
   @Test func servesOverAUnixSocket() throws {
     let loop = try Loop()
-    let path = "/tmp/pagesync-http-\(getpid()).sock"
+    let path = temporarySocketPath("http")
     let test = try TestServer(loop: loop, listen: .unix(path: path))
     var body = ""
     HTTPClient.send(

@@ -1,5 +1,7 @@
-/// SplitMix64: a small, fast, seedable generator, so the same `--seed` makes the same workload.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
+/// SplitMix64 (Steele, Lea, Flood 2014): a small, fast, seedable generator. The one copy for everything that
+/// must replay from a seed: the load harness's workloads (the same `--seed` makes the same workload) and the
+/// seeded random tests (a failing case replays from its seed; EventLoopTestKit names it for them).
+public struct SplitMix64: RandomNumberGenerator, Sendable {
   private var state: UInt64
 
   public init(seed: UInt64) { state = seed }
