@@ -143,12 +143,14 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
       return subscribed()
     case .catchUpAnswered(let changed, let gone, let epochChanged):
       return catchUpAnswered(changed: changed, gone: gone, epochChanged: epochChanged)
-    case .fetched(_, let failedPages):
-      return fetched(failed: failedPages)
+    case .fetched(let fetchedPages, let failedPages):
+      return fetched(fetchedPages, failed: failedPages)
     case .poked(let page, let time):
       guard offlinePages.contains(page), state != .idle else { return [] }
-      if let sent = inFlight?[page], sent >= time { return [] }
-      pending[page] = max(pending[page] ?? 0, time)
+      // A page whose fetch failed is fetched now rather than at the heartbeat, with the newer of both times.
+      let known = max(time, failed.removeValue(forKey: page) ?? 0)
+      if let sent = inFlight?[page], sent >= known { return [] }
+      pending[page] = max(pending[page] ?? 0, known)
       return state == .live ? fetchNextBatch() : []
     case .mutationsQueued:
       pushWanted = true
@@ -251,9 +253,11 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     return actions + fetchNextBatch()
   }
 
-  private mutating func fetched(failed failedPages: [EntityID]) -> [SyncAction] {
+  private mutating func fetched(_ fetchedPages: [EntityID], failed failedPages: [EntityID]) -> [SyncAction] {
     guard isConnected, let batch = inFlight else { return [] }
     inFlight = nil
+    // A page fetched is as new as the broker had it: whatever failed for it before is done.
+    for page in fetchedPages { failed[page] = nil }
     for page in failedPages where offlinePages.contains(page) {
       failed[page] = max(failed[page] ?? 0, batch[page] ?? 0)
     }

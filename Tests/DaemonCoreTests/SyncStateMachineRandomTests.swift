@@ -66,8 +66,10 @@ private struct RandomWiring {
         candidates.append(.catchUpAnswered(changed: changed, gone: gone, epochChanged: chance(10)))
       }
       if let batch = fetchInFlight {
-        let failed = batch.keys.filter { _ in chance(10) }
-        candidates.append(.fetched(pages: batch.keys.filter { !failed.contains($0) }, failed: failed))
+        // Sorted: the draws must not depend on the process's hash seed, so a seed replays.
+        let failed = batch.keys.sorted().filter { _ in chance(10) }
+        candidates.append(
+          .fetched(pages: batch.keys.sorted().filter { !failed.contains($0) }, failed: failed))
       }
       if pushesInFlight > 0 {
         candidates += [.pushAnswered(moreQueued: chance(50)), .pushFailed(retryable: chance(70))]
