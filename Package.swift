@@ -177,7 +177,8 @@ let package = Package(
       name: "DaemonTests",
       dependencies: [
         "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "SyncProtocol", "StrictJSON",
-        "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit",
+        "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit", "Web", "SQLiteStore",
+        .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(
       name: "PagesyncCLITests", dependencies: ["PagesyncCLI", "Web", "EventLoop", "EventLoopTestKit"]),
