@@ -195,8 +195,10 @@ let package = Package(
     .testTarget(
       name: "DaemonTests",
       dependencies: [
+        "ByteBuffers", "DaemonCoreTestKit",
         "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "SyncProtocol", "StrictJSON",
-        "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit",
+        "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit", "Web", "SQLiteStore",
+        .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(
       name: "PagesyncCLITests",

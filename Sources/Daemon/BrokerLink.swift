@@ -1,9 +1,5 @@
-import ByteBuffers
-import EventLoop
-import FoundationEssentials
-import StrictJSON
 import SyncModel
-import Web
+import SyncProtocol
 
 /// Why a request to the broker failed.
 enum BrokerLinkError: Error, Equatable, CustomStringConvertible {
@@ -32,199 +28,71 @@ enum BrokerLinkError: Error, Equatable, CustomStringConvertible {
   }
 }
 
-/// The JSON body of an error answer (docs/protocol.md: `{"error": STATUS, "message": "..."}`).
-struct ErrorBody: Codable {
-  var message: String
-}
-
-/// The daemon's connections to the broker: the device stream (one WebSocket) and one keep-alive HTTP connection
-/// for requests (batches, catch-up, fetches, read-through), opened on demand and reopened after a loss. JSON in,
-/// JSON out. Loop thread only.
-final class BrokerLink {
-  let loop: Loop
-  let url: HTTPURL
-  /// `Authorization: Bearer …`, or nothing when the broker has no tokens.
-  private var authorization: HTTPHeaders
-  private var configuration: HTTPClientConfiguration
-  private let json = JSONBodies()
-  /// Reads every answer: a broker (or anyone on the path of plain HTTP) must not be able to stop the daemon
-  /// with one, as `JSONDecoder` can be made to trap (docs/threat-model.md).
-  private let decoder = StrictJSONDecoder()
-  private var connection: HTTPClientConnection?
+/// The daemon's calls to the broker (docs/protocol.md), typed: each call names its request and answer types, so
+/// no caller builds a path or picks how an answer is read. `HTTPBrokerLink` makes them over HTTP and a WebSocket;
+/// tests substitute a scripted broker.
+///
+/// Completions run on the loop thread, later (never inside the call). Loop thread only.
+protocol BrokerLink: AnyObject {
   /// Called with the broker's clock (`Pagesync-Clock`) from every answer that carries one.
-  var onClock: ((HLCTimestamp) -> Void)?
-  /// Requests waiting for the HTTP connection to open.
-  private var waitingForConnection: [(Result<HTTPClientConnection, HTTPClientError>) -> Void] = []
-  /// Bytes of the HTTP connections already closed.
-  private var closedBytes = (received: 0, sent: 0)
+  var onClock: ((HLCTimestamp) -> Void)? { get set }
+  /// Bytes read from and sent to the broker by the requests (the streams count their own).
+  var requestBytes: (received: Int, sent: Int) { get }
 
-  /// Bytes read from and sent to the broker on the HTTP connections (the stream's are its owner's to count).
-  var httpBytes: (received: Int, sent: Int) {
-    guard let connection, connection.isOpen else { return closedBytes }
-    return (closedBytes.received + connection.bytesReceived, closedBytes.sent + connection.bytesSent)
-  }
-
-  init(loop: Loop, url: HTTPURL, token: String, timeoutMillis: UInt64) {
-    self.loop = loop
-    self.url = url
-    authorization = HTTPHeaders()
-    configuration = HTTPClientConfiguration()
-    update(token: token, timeoutMillis: timeoutMillis)
-  }
-
-  /// New credentials and answer timeout (a configuration reload): requests sent from now on carry the token;
-  /// the timeout applies to connections opened from now on. The open stream keeps the grant it was opened with
-  /// until it is reopened.
-  func update(token: String, timeoutMillis: UInt64) {
-    var headers = HTTPHeaders()
-    if !token.isEmpty { headers.add(name: "Authorization", value: "Bearer \(token)") }
-    authorization = headers
-    configuration.responseTimeout = timeoutMillis
-  }
-
-  /// The request target for `path` (`/v1/...`) under the URL's base path.
-  func target(_ path: String) -> String {
-    let base = url.target.hasSuffix("/") ? String(url.target.dropLast()) : url.target
-    return base + path
-  }
-
-  // MARK: Requests
-
-  /// Sends `body` as JSON with `method` to `path` and decodes the answer as `Answer`.
-  func request<Answer: Decodable>(
-    _ method: HTTPMethod, _ path: String, body: (some Encodable)?, as type: Answer.Type,
-    completion: @escaping (Result<Answer, BrokerLinkError>) -> Void
-  ) {
-    var headers = authorization
-    var bytes = ByteBuffer(capacity: 0)
-    if let body {
-      guard let data = try? json.encoder.encode(body) else {
-        completion(.failure(.invalidAnswer("the request could not be encoded")))
-        return
-      }
-      bytes = ByteBuffer(bytes: data)
-      headers.add(name: "Content-Type", value: "application/json")
-    }
-    let request = HTTPRequest(
-      head: HTTPRequestHead(method: method, target: target(path), headers: headers), body: bytes)
-    withConnection { result in
-      switch result {
-      case .failure(let error):
-        completion(.failure(.unreachable(error.description)))
-      case .success(let connection):
-        connection.send(request) { [weak self] result in
-          guard let self else { return }
-          completion(self.interpret(result, as: type))
-        }
-      }
-    }
-  }
-
-  /// A body-less GET.
-  func get<Answer: Decodable>(
-    _ path: String, as type: Answer.Type, completion: @escaping (Result<Answer, BrokerLinkError>) -> Void
-  ) {
-    request(.GET, path, body: String?.none, as: type, completion: completion)
-  }
-
-  private func interpret<Answer: Decodable>(
-    _ result: Result<HTTPResponse, HTTPClientError>, as type: Answer.Type
-  ) -> Result<Answer, BrokerLinkError> {
-    switch result {
-    case .failure(let error):
-      return .failure(.unreachable(error.description))
-    case .success(let response):
-      if let text = response.head.headers["Pagesync-Clock"], let time = try? HLCTimestamp(parsing: text) {
-        onClock?(time)
-      }
-      return Self.decodeAnswer(
-        status: response.head.status.code, body: response.body.readableBytesArray, as: type, with: decoder)
-    }
-  }
-
-  /// What an answer of `status` with `body` means: the decoded `Answer` (2xx), the broker's error message
-  /// (`ErrorBody`, or the body as text), or `invalidAnswer` when a 2xx body is not strict JSON of `Answer`.
-  /// Decoded with the strict decoder: no answer can make the daemon trap.
-  static func decodeAnswer<Answer: Decodable>(
-    status: Int, body: [UInt8], as type: Answer.Type, with decoder: StrictJSONDecoder = StrictJSONDecoder()
-  ) -> Result<Answer, BrokerLinkError> {
-    guard (200..<300).contains(status) else {
-      let message =
-        (try? decoder.decode(ErrorBody.self, from: body))?.message ?? String(decoding: body, as: UTF8.self)
-      return .failure(.status(status, message))
-    }
-    do {
-      return .success(try decoder.decode(type, from: body))
-    } catch let error as DecodingError {
-      return .failure(.invalidAnswer(JSONBodies.describe(error)))
-    } catch {
-      return .failure(.invalidAnswer("\(error)"))
-    }
-  }
-
-  private func withConnection(_ body: @escaping (Result<HTTPClientConnection, HTTPClientError>) -> Void) {
-    if let connection, connection.isOpen {
-      body(.success(connection))
-      return
-    }
-    connection = nil
-    waitingForConnection.append(body)
-    guard waitingForConnection.count == 1 else { return }
-    HTTPClientConnection.connect(loop: loop, to: url.address, configuration: configuration) {
-      [weak self] result in
-      guard let self else {
-        if case .success(let connection) = result { connection.close() }
-        return
-      }
-      if case .success(let connection) = result {
-        self.connection = connection
-        connection.onClose = { [weak self, unowned connection] in
-          self?.closedBytes.received += connection.bytesReceived
-          self?.closedBytes.sent += connection.bytesSent
-        }
-      }
-      let waiting = self.waitingForConnection
-      self.waitingForConnection = []
-      for body in waiting { body(result) }
-    }
-  }
-
-  // MARK: The device stream
-
-  /// Opens `/v1/stream`; the caller sets the socket's callbacks at once.
+  /// `POST /v1/catchup`: which of the pages changed since their times.
+  func catchUp(
+    _ request: BrokerProtocol.CatchUpRequest,
+    completion: @escaping (Result<BrokerProtocol.CatchUpResponse, BrokerLinkError>) -> Void)
+  /// `POST /v1/fetch`: one page of deltas.
+  func fetch(
+    _ request: BrokerProtocol.FetchRequest,
+    completion: @escaping (Result<BrokerProtocol.FetchResponse, BrokerLinkError>) -> Void)
+  /// `POST /v1/batch`: pushes mutations; the outcome of each.
+  func push(_ batch: MutationBatch, completion: @escaping (Result<BatchOutcome, BrokerLinkError>) -> Void)
+  /// `GET /v1/pages/ID`: the whole page (read-through).
+  func page(_ page: EntityID, completion: @escaping (Result<PageSnapshot, BrokerLinkError>) -> Void)
+  /// Opens the device stream (`GET /v1/stream`); the caller sets the stream's callbacks at once.
   func openStream(
     pingInterval: UInt64, maxMessageSize: Int,
-    completion: @escaping (Result<WebSocket, BrokerLinkError>) -> Void
-  ) {
-    var configuration = WebSocketConfiguration()
-    configuration.pingInterval = pingInterval
-    configuration.pongTimeout = pingInterval
-    configuration.maxMessageSize = maxMessageSize
-    configuration.maxFramePayload = maxMessageSize
-    WebSocketClient.connect(
-      loop: loop, to: url.address, target: target("/v1/stream"), headers: authorization,
-      configuration: configuration, handshakeTimeout: self.configuration.responseTimeout
-    ) { result in
-      switch result {
-      case .success(let socket): completion(.success(socket))
-      case .failure(.upgradeRefused(let response)):
-        let message = response.body.readableString
-        completion(
-          .failure(.status(response.head.status.code, message.isEmpty ? "upgrade refused" : message)))
-      case .failure(let error): completion(.failure(.unreachable(error.description)))
-      }
+    completion: @escaping (Result<any BrokerStream, BrokerLinkError>) -> Void)
+
+  /// New credentials and answer timeout (a configuration reload), for requests and streams opened from now on.
+  func update(token: String, timeoutMillis: UInt64)
+  /// Closes the request connection (streams are their owners' to close).
+  func close()
+}
+
+/// What the broker sent on the device stream.
+enum BrokerStreamFrame {
+  /// A frame read as one of the broker's messages.
+  case message(BrokerProtocol.ServerMessage)
+  /// A frame that could not be read (its first 200 characters): logged and dropped.
+  case unreadable(String)
+
+  /// A text frame, read with the strict decoder: a frame from the broker (or anyone on the path) must not be
+  /// able to make the daemon trap.
+  init(text: String) {
+    if let message = try? BrokerProtocol.ServerMessage(strictJSON: text) {
+      self = .message(message)
+    } else {
+      self = .unreadable(String(text.prefix(200)))
     }
   }
+}
 
-  /// Sends one JSON message on the stream.
-  func send(_ message: some Encodable, on socket: WebSocket) {
-    guard let data = try? json.encoder.encode(message) else { return }
-    socket.send(text: String(decoding: data, as: UTF8.self))
-  }
+/// One open device stream. Loop thread only.
+protocol BrokerStream: AnyObject {
+  /// Each frame the broker sends, in order.
+  var onFrame: ((BrokerStreamFrame) -> Void)? { get set }
+  /// Called once when the stream is gone, whoever closed it, with why; callbacks are dropped after it.
+  var onClose: ((String) -> Void)? { get set }
+  /// Bytes read from and sent on the stream, the opening handshake included (final once closed).
+  var bytes: (received: Int, sent: Int) { get }
 
-  /// Closes the HTTP connection (the stream is its owner's to close).
-  func close() {
-    connection?.close()
-    connection = nil
-  }
+  /// Sends one `subscribe` frame for `pages`.
+  func subscribe(_ pages: some Collection<EntityID>)
+  /// Sends one `unsubscribe` frame for `pages`.
+  func unsubscribe(_ pages: some Collection<EntityID>)
+  /// Closes the stream (`1001 going away` with `reason`); `onClose` follows.
+  func close(reason: String)
 }

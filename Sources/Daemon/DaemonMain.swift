@@ -41,7 +41,7 @@ public enum DaemonMain {
       metadata: [
         "socket": "\(configuration.socketPath)", "store": "\(configuration.storePath)",
         "broker": "\(configuration.brokerURL)", "client": "\(driver.store.clientID)",
-        "offlinePages": "\(driver.forest.offlinePageCount)",
+        "offlinePages": "\(driver.offlineSet.offlinePageCount)",
       ])
     driver.start()
     // The store is open and migrated and the local API listens: apps may use it from now on.
@@ -88,7 +88,8 @@ public enum DaemonMain {
     let link = "\(driver.isConnected ? "connected to" : "not connected to") \(driver.configuration.brokerURL)"
     do {
       let counts = try driver.store.status()
-      return "\(link): \(driver.forest.offlinePageCount) offline pages, \(counts.pendingMutations) pending "
+      return
+        "\(link): \(driver.offlineSet.offlinePageCount) offline pages, \(counts.pendingMutations) pending "
         + "mutations, \(counts.failedMutations) rejected"
     } catch {
       return "\(link): store unreadable: \(error)"

@@ -54,7 +54,17 @@ public enum SyncEvent: Sendable, Equatable {
   case pushFailed(retryable: Bool)
   /// Pages entered or left the offline set (the `ForestChange` of an `OfflineForest` operation).
   case offlineSetChanged(added: [EntityID], removed: [EntityID])
-  /// The daemon stops syncing.
+  /// Someone asked to sync now (`POST /v1/sync`, `pagesync sync`): while disconnected, reconnect at once; once
+  /// everything known is done, check the broker for changes (`checkForChanges`), fetch what it found, and answer
+  /// with `answerSync` (see SyncStateMachine+SyncRequests.swift).
+  case syncRequested(SyncRequestID)
+  /// The broker answered a `checkForChanges`: the offline pages newer there than here, with their time.
+  case syncCheckAnswered(SyncRequestID, changed: [EntityID: UInt64])
+  /// A `checkForChanges` could not be made or answered.
+  case syncCheckFailed(SyncRequestID, SyncCheckFailure)
+  /// The wiring's deadline for a sync request passed.
+  case syncTimedOut(SyncRequestID)
+  /// The daemon stops syncing; sync requests still waiting are answered `stopped`.
   case stop
 }
 
@@ -86,4 +96,46 @@ public enum SyncAction: Sendable, Equatable {
   case purge(pages: [EntityID])
   /// The broker's epoch changed: fetch every offline page whole; answer with `fetched`.
   case refetchAll
+  /// Send one catch-up request, as `sendCatchUp` builds it, for a sync request; answer with `syncCheckAnswered`
+  /// or `syncCheckFailed`. Not tied to the connection: its answer is reported whatever happened meanwhile.
+  case checkForChanges(SyncRequestID)
+  /// Answer a sync request; it is forgotten.
+  case answerSync(SyncRequestID, SyncOutcome)
+}
+
+/// One `pagesync sync` request, numbered by the wiring.
+public struct SyncRequestID: Hashable, Sendable, CustomStringConvertible {
+  public var rawValue: UInt64
+
+  public init(_ rawValue: UInt64) {
+    self.rawValue = rawValue
+  }
+
+  public var description: String { "sync \(rawValue)" }
+}
+
+/// How a sync request ended.
+public enum SyncOutcome: Sendable, Equatable {
+  /// Done: what was queued is pushed, what the broker had newer is fetched, nothing is left to do.
+  case synced
+  /// There is no connection to the broker (a reconnect failed, or the connection was lost).
+  case unreachable
+  /// The push failed and waits for the next heartbeat or connection.
+  case pushFailed
+  /// This many offline pages could not be fetched; they are fetched again at the next heartbeat.
+  case pagesNotFetched(Int)
+  /// The extra catch-up check failed.
+  case checkFailed(SyncCheckFailure)
+  /// The wiring's deadline passed first.
+  case timedOut
+  /// The daemon stopped first.
+  case stopped
+}
+
+/// Why a sync request's catch-up check failed.
+public enum SyncCheckFailure: Sendable, Equatable {
+  /// The broker could not be asked or did not answer usably.
+  case broker(String)
+  /// The local store could not say what to ask for.
+  case localStore(String)
 }

@@ -16,7 +16,7 @@ import SyncModel
 ///   one for a page in the batch in flight is dropped unless newer. Pokes that come before `live` stay pending
 ///   and are fetched after the catch-up's pages; pokes for pages not offline are ignored. Pending pages survive a
 ///   lost connection (the next catch-up would find them anyway). Pages a fetch reports failed are fetched again
-///   at the next heartbeat, or after the next catch-up.
+///   at the next heartbeat, after the next catch-up, or at once when poked; a page fetched is no longer failed.
 /// - Pushes: only while `live`, one in flight. A push cut by a lost connection counts as unanswered and is sent
 ///   again once live (the broker applies each mutation exactly once). A retryable failure is pushed again at the
 ///   next heartbeat or once live after a reconnect, whichever comes first: no timer of its own, and new local
@@ -25,6 +25,8 @@ import SyncModel
 ///   while live, none in between. An idle live daemon schedules nothing but its heartbeat: no polling.
 /// - Pages added to the offline set while connected are subscribed at once and fetched (from whatever is current)
 ///   after their `subscribed`; pages removed are unsubscribed. While disconnected only the set changes.
+/// - Sync requests (`pagesync sync`): see SyncStateMachine+SyncRequests.swift. They ride on the states above and
+///   add one catch-up check of their own; their answers come after the actions of the event that decides them.
 ///
 /// Owned by the daemon's loop thread. Times are milliseconds on the injected clock; events that carry `now` use
 /// it, the others read `clock`.
@@ -65,6 +67,8 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
   private var pushInFlight = false
   /// A retryable push failure waits for the next heartbeat or connection.
   private var pushDeferred = false
+  /// Sync requests not answered yet, oldest first.
+  var syncRequests: [SyncRequest] = []
 
   public init(
     offlinePages: Set<EntityID>, backoff: ReconnectBackoff, heartbeatInterval: UInt64, maxPagesPerFetch: Int,
@@ -114,9 +118,15 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
   /// Pages that a fetch failed and that wait for the next heartbeat or catch-up.
   public var failedPages: Set<EntityID> { Set(failed.keys) }
 
-  /// Takes one event; returns what to do, in order.
+  /// Takes one event; returns what to do, in order: the event's own actions, then the answers and checks of sync
+  /// requests it made due.
   public mutating func handle(_ event: SyncEvent) -> [SyncAction] {
     if state == .stopped { return [] }
+    let actions = transition(event)
+    return actions + advanceSyncRequests()
+  }
+
+  private mutating func transition(_ event: SyncEvent) -> [SyncAction] {
     switch event {
     case .start:
       guard state == .idle else { return [] }
@@ -125,10 +135,7 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     case .timerFired(let now):
       return timerFired(now: now)
     case .reconnectNow:
-      guard state == .disconnected else { return [] }
-      timer = nil
-      state = .connecting
-      return [.cancelTimer, .openConnection]
+      return reconnectNow()
     case .connectionOpened(let now):
       guard state == .connecting else { return [] }
       backoff.connected(at: now)
@@ -143,13 +150,10 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
       return subscribed()
     case .catchUpAnswered(let changed, let gone, let epochChanged):
       return catchUpAnswered(changed: changed, gone: gone, epochChanged: epochChanged)
-    case .fetched(_, let failedPages):
-      return fetched(failed: failedPages)
+    case .fetched(let fetchedPages, let failedPages):
+      return fetched(fetchedPages, failed: failedPages)
     case .poked(let page, let time):
-      guard offlinePages.contains(page), state != .idle else { return [] }
-      if let sent = inFlight?[page], sent >= time { return [] }
-      pending[page] = max(pending[page] ?? 0, time)
-      return state == .live ? fetchNextBatch() : []
+      return poked(page, lastUpdatedTime: time)
     case .mutationsQueued:
       pushWanted = true
       return pushIfDue()
@@ -166,10 +170,14 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
       return []
     case .offlineSetChanged(let added, let removed):
       return offlineSetChanged(added: added, removed: removed)
+    case .syncRequested, .syncCheckAnswered, .syncCheckFailed, .syncTimedOut:
+      return syncRequestEvent(event)
     case .stop:
       var actions: [SyncAction] = []
       if state == .connecting || isConnected { actions.append(.closeConnection) }
       if timer != nil { actions.append(.cancelTimer) }
+      actions += syncRequests.map { .answerSync($0.id, .stopped) }
+      syncRequests = []
       state = .stopped
       timer = nil
       return actions
@@ -177,6 +185,28 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
   }
 
   // MARK: Transitions
+
+  /// While disconnected, connect at once instead of waiting out the backoff delay.
+  mutating func reconnectNow() -> [SyncAction] {
+    guard state == .disconnected else { return [] }
+    timer = nil
+    state = .connecting
+    return [.cancelTimer, .openConnection]
+  }
+
+  private mutating func poked(_ page: EntityID, lastUpdatedTime time: UInt64) -> [SyncAction] {
+    note(page, changedAt: time)
+    return state == .live ? fetchNextBatch() : []
+  }
+
+  /// An offline page changed as of `time`: pending, unless the batch in flight already asks for that time. A
+  /// page whose fetch failed is fetched now rather than at the heartbeat, with the newer of both times.
+  mutating func note(_ page: EntityID, changedAt time: UInt64) {
+    guard offlinePages.contains(page), state != .idle else { return }
+    let known = max(time, failed.removeValue(forKey: page) ?? 0)
+    if let sent = inFlight?[page], sent >= known { return }
+    pending[page] = max(pending[page] ?? 0, known)
+  }
 
   private mutating func timerFired(now: UInt64) -> [SyncAction] {
     // A timer not due yet, or replaced since, is stale: the wiring's one timer is the last one scheduled.
@@ -251,9 +281,11 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     return actions + fetchNextBatch()
   }
 
-  private mutating func fetched(failed failedPages: [EntityID]) -> [SyncAction] {
+  private mutating func fetched(_ fetchedPages: [EntityID], failed failedPages: [EntityID]) -> [SyncAction] {
     guard isConnected, let batch = inFlight else { return [] }
     inFlight = nil
+    // A page fetched is as new as the broker had it: whatever failed for it before is done.
+    for page in fetchedPages { failed[page] = nil }
     for page in failedPages where offlinePages.contains(page) {
       failed[page] = max(failed[page] ?? 0, batch[page] ?? 0)
     }
@@ -286,7 +318,7 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
   // MARK: Helpers
 
   /// The next batch if none is in flight; once nothing is left while fetching, goes live.
-  private mutating func fetchNextBatch() -> [SyncAction] {
+  mutating func fetchNextBatch() -> [SyncAction] {
     guard state == .fetching || state == .live, inFlight == nil else { return [] }
     if !pending.isEmpty {
       let pages = pending.keys.sorted().prefix(maxPagesPerFetch)

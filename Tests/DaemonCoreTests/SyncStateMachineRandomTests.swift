@@ -29,6 +29,14 @@ private struct RandomWiring {
   var owed: [EntityID: UInt64] = [:]
   var owedFailed: Set<EntityID> = []
 
+  // Sync requests: asked, with a check out, answered (each exactly once).
+  var lastSyncID: UInt64 = 0
+  var syncsRequested: Set<SyncRequestID> = []
+  var checksOut: Set<SyncRequestID> = []
+  var syncsAnswered: Set<SyncRequestID> = []
+  /// The event being handled, for the checks of the answers it may bring.
+  var currentEvent: SyncEvent?
+
   init(seed: UInt64) {
     random = SplitMix64(seed: seed)
     let clock = clock
@@ -50,6 +58,21 @@ private struct RandomWiring {
     ]
     if chance(5) { candidates.append(.offlineSetChanged(added: somePages(), removed: somePages())) }
     if chance(5) { candidates.append(.reconnectNow) }
+    if chance(5) {
+      lastSyncID += 1
+      candidates.append(.syncRequested(SyncRequestID(lastSyncID)))
+    }
+    if chance(5),
+      let asked = syncsRequested.sorted(by: { $0.rawValue < $1.rawValue }).randomElement(using: &random)
+    {
+      candidates.append(.syncTimedOut(asked))
+    }
+    // A check is not tied to the connection: its answer may come whenever (even after its request was answered).
+    if let check = checksOut.sorted(by: { $0.rawValue < $1.rawValue }).randomElement(using: &random) {
+      var changed: [EntityID: UInt64] = [:]
+      for page in somePages() { changed[page] = UInt64.random(in: 0...now, using: &random) }
+      candidates += [.syncCheckAnswered(check, changed: changed), .syncCheckFailed(check, .broker("down"))]
+    }
     if let due = timerAt {
       clock.now = max(now, due)
       candidates.append(.timerFired(now: clock.now))
@@ -67,8 +90,10 @@ private struct RandomWiring {
         candidates.append(.catchUpAnswered(changed: changed, gone: gone, epochChanged: chance(10)))
       }
       if let batch = fetchInFlight {
-        let failed = batch.keys.filter { _ in chance(10) }
-        candidates.append(.fetched(pages: batch.keys.filter { !failed.contains($0) }, failed: failed))
+        // Sorted: the draws must not depend on the process's hash seed, so a seed replays.
+        let failed = batch.keys.sorted().filter { _ in chance(10) }
+        candidates.append(
+          .fetched(pages: batch.keys.sorted().filter { !failed.contains($0) }, failed: failed))
       }
       if pushesInFlight > 0 {
         candidates += [.pushAnswered(moreQueued: chance(50)), .pushFailed(retryable: chance(70))]
@@ -86,7 +111,9 @@ private struct RandomWiring {
       #expect(actions.isEmpty, "an action after stop: \(event) → \(actions)")
       return
     }
+    currentEvent = event
     for action in actions { perform(action) }
+    currentEvent = nil
     #expect(pushesInFlight <= 1)
     if machine.state == .live && fetchInFlight == nil {
       let unfetched = Set(owed.keys).subtracting(owedFailed)
@@ -137,7 +164,17 @@ private struct RandomWiring {
         owedFailed.remove(page)
       }
     case .stop: stopped = true
-    case .start, .mutationsQueued, .reconnectNow: break
+    case .syncRequested(let request): syncsRequested.insert(request)
+    case .syncCheckAnswered(let request, let changed):
+      checksOut.remove(request)
+      // Fetched as pokes are, if the request still waits for its check.
+      guard !syncsAnswered.contains(request), machine.state != .idle else { break }
+      for (page, time) in changed where machine.offlinePages.contains(page) {
+        owed[page] = max(owed[page] ?? 0, time)
+        owedFailed.remove(page)
+      }
+    case .syncCheckFailed(let request, _): checksOut.remove(request)
+    case .start, .mutationsQueued, .reconnectNow, .syncTimedOut: break
     }
   }
 
@@ -175,6 +212,38 @@ private struct RandomWiring {
       #expect(open && machine.state == .live && pushesInFlight == 0, "a push while not live or one in flight")
       pushesInFlight += 1
     case .markSynced, .purge: break
+    case .checkForChanges(let request):
+      #expect(
+        syncsRequested.contains(request) && !syncsAnswered.contains(request) && !checksOut.contains(request))
+      #expect(machine.isSettled, "a check before everything known was done")
+      checksOut.insert(request)
+    case .answerSync(let request, let outcome):
+      #expect(syncsRequested.contains(request), "an answer to a sync never requested")
+      #expect(syncsAnswered.insert(request).inserted, "a sync answered twice: \(request)")
+      checkAnswer(outcome)
+    }
+  }
+
+  /// Each outcome holds only in its own situation.
+  func checkAnswer(_ outcome: SyncOutcome) {
+    switch outcome {
+    case .synced:
+      #expect(machine.isSettled && machine.failedPages.isEmpty, "synced while \(machine.state)")
+    case .unreachable: #expect(machine.state == .disconnected)
+    case .pushFailed: #expect(machine.isPushDeferred)
+    case .pagesNotFetched(let count):
+      #expect(count > 0 && count == machine.failedPages.count && machine.isSettled)
+    case .checkFailed:
+      guard case .syncCheckFailed = currentEvent else {
+        Issue.record("checkFailed after \(String(describing: currentEvent))")
+        return
+      }
+    case .timedOut:
+      guard case .syncTimedOut = currentEvent else {
+        Issue.record("timedOut after \(String(describing: currentEvent))")
+        return
+      }
+    case .stopped: #expect(currentEvent == .stop)
     }
   }
 }
@@ -188,10 +257,13 @@ private struct RandomWiring {
     // Quiesce: a reliable broker from now on; every poked offline page must get fetched.
     var steps = 0
     while steps < 1_000
-      && !(wiring.machine.state == .live && wiring.fetchInFlight == nil && wiring.owed.isEmpty)
+      && !(wiring.machine.state == .live && wiring.fetchInFlight == nil && wiring.owed.isEmpty
+        && wiring.checksOut.isEmpty && wiring.pushesInFlight == 0)
     {
       steps += 1
-      if let batch = wiring.fetchInFlight {
+      if let check = wiring.checksOut.min(by: { $0.rawValue < $1.rawValue }) {
+        wiring.step(.syncCheckAnswered(check, changed: [:]))
+      } else if let batch = wiring.fetchInFlight {
         wiring.step(.fetched(pages: batch.keys.sorted(), failed: []))
       } else if wiring.connecting {
         wiring.step(.connectionOpened(now: wiring.clock.now))
@@ -210,6 +282,9 @@ private struct RandomWiring {
     }
     #expect(wiring.machine.state == .live)
     #expect(wiring.owed.isEmpty, "poked pages never fetched: \(wiring.owed.keys.sorted())")
+    // Every sync asked for was answered, once.
+    #expect(wiring.syncsRequested.count > 10 && wiring.syncsAnswered == wiring.syncsRequested)
+    #expect(wiring.machine.waitingSyncRequests.isEmpty)
     // Stopped: nothing more, whatever comes.
     wiring.step(.stop)
     #expect(wiring.machine.state == .stopped)

@@ -353,6 +353,18 @@ struct SyncTrace {
     trace.step(at: 10_003, .fetched(pages: [id("b")], failed: []), [.markSynced(10_003)])
   }
 
+  @Test func aPokeForAPageWhoseFetchFailedFetchesItNowAndItsSuccessClearsTheFailure() {
+    var trace = SyncTrace(pages: ["a"])
+    trace.goLive(at: 0)
+    trace.step(at: 1, .poked(page: id("a"), lastUpdatedTime: 3), [.fetch(pages: [id("a"): 3])])
+    trace.step(at: 2, .fetched(pages: [], failed: [id("a")]), [])
+    #expect(trace.machine.failedPages == [id("a")])
+    // An older time (a sync's check, say) still asks for at least the newest time known.
+    trace.step(at: 3, .poked(page: id("a"), lastUpdatedTime: 2), [.fetch(pages: [id("a"): 3])])
+    trace.step(at: 4, .fetched(pages: [id("a")], failed: []), [.markSynced(4)])
+    #expect(trace.machine.failedPages.isEmpty)
+  }
+
   @Test func offlineSetChangesWhileLiveSubscribeTheDifferenceAndFetchAddedPagesOnceSubscribed() {
     var trace = SyncTrace(pages: ["a", "b"])
     trace.goLive(at: 0)

@@ -132,15 +132,28 @@ private enum RandomAnswer {
     return .object(members)
   }
 
+  static func count(_ random: inout SplitMix64) -> TestJSON {
+    .number("\([0, 1, 5_000, Int.random(in: 0...Int.max, using: &random)].randomElement(using: &random)!)")
+  }
+
+  /// A frame of the device stream, valid for its `op` (an unknown `op` too), with a stray member at times.
   static func streamMessage(_ random: inout SplitMix64) -> TestJSON {
-    var members: [TestJSON.Member] = [
-      .init("op", .string(["changed", "subscribed", "revoked", "error"].randomElement(using: &random)!))
-    ]
-    if Bool.random(using: &random) { members.append(.init("pages", times(&random))) }
-    if Bool.random(using: &random) { members.append(.init("denied", ids(&random))) }
-    if Bool.random(using: &random) { members.append(.init("revokedPages", ids(&random))) }
-    if Bool.random(using: &random) { members.append(.init("code", .number("4400"))) }
-    if Bool.random(using: &random) { members.append(.init("message", text(&random))) }
+    let op = ["changed", "subscribed", "unsubscribed", "revoked", "error", "hello"].randomElement(
+      using: &random)!
+    var members: [TestJSON.Member] = [.init("op", .string(op))]
+    switch op {
+    case "changed": members.append(.init("pages", times(&random)))
+    case "subscribed":
+      members += [
+        .init("added", count(&random)), .init("total", count(&random)), .init("denied", ids(&random)),
+      ]
+    case "unsubscribed": members += [.init("removed", count(&random)), .init("total", count(&random))]
+    case "revoked": members += [.init("revokedPages", ids(&random)), .init("total", count(&random))]
+    case "error": members += [.init("code", .number("4400")), .init("message", text(&random))]
+    default: members.append(.init("pages", ids(&random)))
+    }
+    if Bool.random(using: &random) { members.append(.init("from", text(&random))) }
+    members.shuffle(using: &random)
     return .object(members)
   }
 
@@ -190,8 +203,56 @@ private enum RandomAnswer {
     checkAgreement(PageSnapshot.self, seed: 0x5EED_0000_0000_0B04, RandomAnswer.page)
   }
 
-  @Test func readsStreamMessagesAsJSONDecoderDoes() {
-    checkAgreement(SyncDriver.StreamMessage.self, seed: 0x5EED_0000_0000_0B05, RandomAnswer.streamMessage)
+  @Test func readsStreamFramesAsJSONDecoderDoes() {
+    checkAgreement(
+      BrokerProtocol.ServerMessage.self, seed: 0x5EED_0000_0000_0B05, RandomAnswer.streamMessage)
+  }
+
+  /// Each frame is read as its `op`'s message, the one the broker writes; an unknown `op` is kept as such, and a
+  /// frame that does not fit its `op` is refused, not half read.
+  @Test func readsEachFrameAsItsOpsMessage() throws {
+    func read(_ text: String) throws -> BrokerProtocol.ServerMessage {
+      try BrokerProtocol.ServerMessage(strictJSON: text)
+    }
+    guard case .changed(let changed) = try read(#"{"op":"changed","pages":{"home":18,"tasks":19}}"#) else {
+      Issue.record("changed")
+      return
+    }
+    #expect(changed.pages == ["home": 18, "tasks": 19])
+    guard
+      case .subscribed(let subscribed) = try read(#"{"total":2,"op":"subscribed","added":2,"denied":["x"]}"#)
+    else {
+      Issue.record("subscribed")
+      return
+    }
+    #expect(subscribed.added == 2 && subscribed.total == 2 && subscribed.denied == ["x"])
+    guard case .revoked(let revoked) = try read(#"{"op":"revoked","revokedPages":["plans"],"total":9}"#)
+    else {
+      Issue.record("revoked")
+      return
+    }
+    #expect(revoked.revokedPages == ["plans"] && revoked.total == 9)
+    guard case .error(let error) = try read(#"{"op":"error","code":4400,"message":"invalid message"}"#) else {
+      Issue.record("error")
+      return
+    }
+    #expect(error.code == 4400 && error.message == "invalid message")
+    guard case .unsubscribed(let unsubscribed) = try read(#"{"op":"unsubscribed","removed":1,"total":1}"#)
+    else {
+      Issue.record("unsubscribed")
+      return
+    }
+    #expect(unsubscribed.removed == 1)
+    #expect(try read(#"{"op":"welcome","pages":[]}"#).op == "welcome")
+    // What the broker writes reads back as the same frame.
+    let written = DecodingAgreement.encoded(BrokerProtocol.Changed(pages: ["p": 3]))
+    #expect(try read(String(decoding: written, as: UTF8.self)).op == "changed")
+    for bad in [
+      #"{"op":"changed"}"#, #"{"op":"changed","pages":{"home":-1}}"#, #"{"op":"subscribed","added":1}"#,
+      #"{"pages":{"home":1}}"#, #"{"op":7}"#, #"["changed"]"#, #"{"op":"changed","pages":{"home":1},}"#,
+    ] {
+      #expect(throws: DecodingError.self, "\(bad)") { try read(bad) }
+    }
   }
 
   @Test func readsErrorBodiesAsJSONDecoderDoes() {
@@ -260,7 +321,7 @@ private enum RandomAnswer {
           Issue.record("\(T.self) at \(path): \(error)")
         }
       }
-      let answer = BrokerLink.decodeAnswer(status: 200, body: body, as: T.self)
+      let answer = HTTPBrokerLink.decodeAnswer(status: 200, body: body, as: T.self)
       guard case .failure(.invalidAnswer(let reason)) = answer else {
         Issue.record("\(T.self) at \(path): \(answer)")
         return
@@ -277,19 +338,27 @@ private enum RandomAnswer {
     expectRefused(BatchOutcome.self, batch, ["pages", "home"])
     expectRefused(BatchOutcome.self, batch, ["results", "0", "mutationId"])
     expectRefused(PageSnapshot.self, RandomAnswer.page(&random), ["lastUpdatedTime"])
-    expectRefused(SyncDriver.StreamMessage.self, stream, ["pages", "home"])
-    set(&stream, "code", .number("4400"))
-    expectRefused(SyncDriver.StreamMessage.self, stream, ["code"])
+    set(&stream, "op", .string("changed"))
+    expectRefused(BrokerProtocol.ServerMessage.self, stream, ["pages", "home"])
+    let error = TestJSON.object([
+      .init("op", .string("error")), .init("code", .number("4400")), .init("message", .string("m")),
+    ])
+    expectRefused(BrokerProtocol.ServerMessage.self, error, ["code"])
+    let subscribed = TestJSON.object([
+      .init("op", .string("subscribed")), .init("added", .number("1")), .init("total", .number("1")),
+      .init("denied", .array([])),
+    ])
+    expectRefused(BrokerProtocol.ServerMessage.self, subscribed, ["total"])
 
     // An error answer: its message is read, a number in a member nobody reads is only checked as JSON.
-    let error =
+    let errorBody =
       Array(#"{"error":"#.utf8) + Array(Self.trapNumber.utf8) + Array(#","message":"slow down"}"#.utf8)
     #expect(
-      BrokerLink.decodeAnswer(status: 429, body: error, as: BatchOutcome.self)
+      HTTPBrokerLink.decodeAnswer(status: 429, body: errorBody, as: BatchOutcome.self)
         == .failure(.status(429, "slow down")))
     // And a body that is not JSON at all is shown as the text it is.
     #expect(
-      BrokerLink.decodeAnswer(status: 502, body: Array("bad gateway".utf8), as: BatchOutcome.self)
+      HTTPBrokerLink.decodeAnswer(status: 502, body: Array("bad gateway".utf8), as: BatchOutcome.self)
         == .failure(.status(502, "bad gateway")))
   }
 }

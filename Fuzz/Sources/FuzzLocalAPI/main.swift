@@ -97,7 +97,7 @@ private func target(_ bytes: ArraySlice<UInt8>) -> String {
 
 /// Whether the offline set in the store is what its reasons say, the forest is sound and the file is intact.
 private func checkStore() {
-  if let violation = harness.driver.forest.invariantViolation() {
+  if let violation = harness.driver.offlineSet.forest.invariantViolation() {
     preconditionFailure("property violated: the offline forest: \(violation)")
   }
   let connection = harness.reader

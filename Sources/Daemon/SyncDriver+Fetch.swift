@@ -1,0 +1,156 @@
+import DaemonCore
+import SyncModel
+import SyncProtocol
+
+/// Catch-up and fetches: one catch-up per connection, sync requests' extra checks, and paginated fetches whose
+/// deltas are stored as they come and whose pages are then pruned. Loop thread only.
+extension SyncDriver {
+  /// The catch-up of a connection, once the whole offline set is subscribed.
+  func sendCatchUp() {
+    let current = generation
+    let request: BrokerProtocol.CatchUpRequest
+    do {
+      request = try catchUpRequest()
+    } catch {
+      logger.error("cannot read the catch-up map", metadata: ["error": "\(error)"])
+      dropConnection("local store error: \(error)", generation: current)
+      return
+    }
+    counters.catchUpRequests += 1
+    link.catchUp(request) { [weak self] result in
+      guard let self, current == generation else { return }
+      switch result {
+      case .failure(let error):
+        dropConnection("catch-up failed: \(error)", generation: current)
+      case .success(let answer):
+        caughtUp(answer, askedWithEpoch: request.epoch)
+      }
+    }
+  }
+
+  /// Every offline page with the time it was last downloaded, and the epoch those times come from.
+  private func catchUpRequest() throws -> BrokerProtocol.CatchUpRequest {
+    BrokerProtocol.CatchUpRequest(epoch: try store.epoch(), pages: try store.catchUpMap())
+  }
+
+  private func caughtUp(_ answer: BrokerProtocol.CatchUpResponse, askedWithEpoch epoch: String?) {
+    logger.info(
+      "caught up",
+      metadata: [
+        "changed": "\(answer.changed.count)", "gone": "\(answer.gone.count)",
+        "epochChanged": "\(answer.epochChanged)",
+      ])
+    var requeued = 0
+    if answer.epochChanged {
+      epochToAdopt = answer.epoch
+      // A replaced (restored) broker store may lack what it acknowledged: queue it again before the pages gone
+      // there are purged and the others refetched, so their copies keep showing those edits.
+      record { requeued = try store.requeueForRestoredBroker() }
+      logger.warning(
+        "the broker's store was replaced (new epoch): refetching every page, pushing again what it may lack",
+        metadata: ["epoch": "\(answer.epoch)", "requeued": "\(requeued)"])
+    } else if epoch == nil {
+      record { try store.setEpoch(answer.epoch) }
+    }
+    handle(.catchUpAnswered(changed: answer.changed, gone: answer.gone, epochChanged: answer.epochChanged))
+    if requeued > 0 { handle(.mutationsQueued) }
+  }
+
+  /// A sync request's check: one catch-up outside the connection's, whose changed pages the machine fetches.
+  /// Its answer is reported whatever happened to the connection meanwhile (the machine decides what it means).
+  func checkForChanges(_ id: SyncRequestID) {
+    let request: BrokerProtocol.CatchUpRequest
+    do {
+      request = try catchUpRequest()
+    } catch {
+      handle(.syncCheckFailed(id, .localStore("local store error: \(error)")))
+      return
+    }
+    counters.catchUpRequests += 1
+    link.catchUp(request) { [weak self] result in
+      guard let self else { return }
+      switch result {
+      case .failure(let error): handle(.syncCheckFailed(id, .broker("catch-up failed: \(error)")))
+      case .success(let answer): handle(.syncCheckAnswered(id, changed: answer.changed))
+      }
+    }
+  }
+
+  /// Fetches `pages` (paginated), stores each answer's deltas as they come (one transaction per answer, a
+  /// savepoint per delta), prunes the offline set by what they say, and reports `fetched`. `refetchAll`: every
+  /// page whole (the broker's epoch changed).
+  func fetch(_ pages: [EntityID], refetchAll: Bool) {
+    let current = generation
+    var since: [EntityID: UInt64] = [:]
+    do {
+      let downloaded = refetchAll ? [:] : try store.catchUpMap()
+      for page in pages { since[page] = downloaded[page] ?? 0 }
+    } catch {
+      logger.error("cannot read download times", metadata: ["error": "\(error)"])
+      handle(.fetched(pages: [], failed: pages))
+      return
+    }
+    let epoch = refetchAll ? nil : (try? store.epoch()) ?? nil
+    var stored: [EntityID] = []
+    var storedSet: Set<EntityID> = []
+    var gone: [EntityID] = []
+    func page(cursor: EntityID?) {
+      let request = BrokerProtocol.FetchRequest(
+        epoch: epoch, pages: since, limit: configuration.fetchBatch, cursor: cursor)
+      counters.fetchRequests += 1
+      link.fetch(request) { [weak self] result in
+        guard let self else { return }
+        switch result {
+        case .failure(let error):
+          lastError = "fetch failed: \(error)"
+          logger.warning("fetch failed", metadata: ["error": "\(error)", "pages": "\(pages.count)"])
+          finish(failed: pages.filter { !storedSet.contains($0) })
+        case .success(let answer):
+          for page in storeDeltas(answer.deltas) {
+            stored.append(page)
+            storedSet.insert(page)
+          }
+          gone += answer.gone
+          if let next = answer.nextCursor {
+            page(cursor: next)
+          } else {
+            let goneSet = Set(gone)
+            finish(failed: pages.filter { !storedSet.contains($0) && !goneSet.contains($0) })
+          }
+        }
+      }
+    }
+    func finish(failed: [EntityID]) {
+      if !gone.isEmpty { record { _ = try store.purge(gone) } }
+      if refetchAll, failed.isEmpty, let epoch = epochToAdopt {
+        record { try store.setEpoch(epoch) }
+        epochToAdopt = nil
+      }
+      // Pruning changes the offline set whichever connection fetched: the machine hears of it either way.
+      offlineSetChanged(offlineSet.prune(afterFetching: stored))
+      guard current == generation else { return }
+      handle(.fetched(pages: stored, failed: failed))
+    }
+    page(cursor: nil)
+  }
+
+  /// Stores one answer's deltas in one transaction, a savepoint per delta; returns the pages stored.
+  private func storeDeltas(_ deltas: [PageDelta]) -> [EntityID] {
+    let outcomes: [(any Error)?]
+    do {
+      outcomes = try store.applyDeltas(deltas)
+    } catch {
+      outcomes = Array(repeating: error, count: deltas.count)
+    }
+    var stored: [EntityID] = []
+    for (delta, error) in zip(deltas, outcomes) {
+      if let error {
+        logger.error("cannot store a delta", metadata: ["page": "\(delta.id)", "error": "\(error)"])
+      } else {
+        fetchedPages += 1
+        stored.append(delta.id)
+      }
+    }
+    return stored
+  }
+}

@@ -1,0 +1,76 @@
+import DaemonCore
+import SyncModel
+
+/// Pushing the mutation queue, one batch in flight, and recording the broker's answer. Loop thread only.
+extension SyncDriver {
+  func push() {
+    let current = generation
+    let mutations: [Mutation]
+    do {
+      mutations = try store.pendingMutations(limit: configuration.pushBatch)
+    } catch {
+      logger.error("cannot read the mutation queue", metadata: ["error": "\(error)"])
+      handle(.pushFailed(retryable: true))
+      return
+    }
+    guard !mutations.isEmpty else {
+      handle(.pushAnswered(moreQueued: false))
+      return
+    }
+    let batch = MutationBatch(
+      client: store.clientID, workspace: configuration.workspace, mutations: mutations)
+    pushInFlight = true
+    link.push(batch) { [weak self] result in
+      guard let self else { return }
+      pushInFlight = false
+      // Once the answer is recorded (whatever it was), a stop waiting for it may close the store.
+      defer {
+        if let settled = onPushSettled {
+          onPushSettled = nil
+          settled()
+        }
+      }
+      switch result {
+      case .success(let outcome): pushAnswered(outcome, generation: current)
+      case .failure(let error):
+        counters.pushFailures += 1
+        lastError = "push failed: \(error)"
+        logger.warning("push failed", metadata: ["error": "\(error)", "mutations": "\(mutations.count)"])
+        record { try store.markPushFailed(ids: mutations.map(\.id), error: error.description) }
+        guard current == generation else { return }
+        handle(.pushFailed(retryable: error.isRetryable))
+      }
+    }
+  }
+
+  /// Records the outcome (applied and duplicate mutations leave the queue, rejected ones stay as conflicts)
+  /// whatever connection it belongs to; tells the machine only if it is the current one's.
+  private func pushAnswered(_ outcome: BatchOutcome, generation current: Int) {
+    counters.batchesPushed += 1
+    counters.mutationsPushed += outcome.results.count
+    counters.mutationsRejected += outcome.results.count { $0.status == .rejected }
+    var more = false
+    var settled: [EntityID] = []
+    do {
+      settled = try store.acknowledge(outcome, nowMillis: WallClock.millis())
+      more = try store.status().pendingMutations > 0
+    } catch {
+      logger.error("cannot record the broker's answer", metadata: ["error": "\(error)"])
+    }
+    // Edited pages with nothing left to push: their copy is ours, not the broker's. Download them whole (an
+    // edit that lost or was rejected changed nothing there, so no notification would come); local copies of
+    // pages not offline were kept only for their mutations.
+    offlineSet.dropCopiesNotKept(settled)
+    let rejected = outcome.results.filter { $0.status == .rejected }
+    if !rejected.isEmpty {
+      logger.warning(
+        "the broker rejected mutations; kept for recovery (pagesync conflicts)",
+        metadata: ["count": "\(rejected.count)"])
+    }
+    guard current == generation else { return }
+    for page in settled where offlineSet.isOffline(page) {
+      handle(.poked(page: page, lastUpdatedTime: max(outcome.pages[page] ?? 1, 1)))
+    }
+    handle(.pushAnswered(moreQueued: more))
+  }
+}

@@ -1,0 +1,178 @@
+import FoundationEssentials
+import SyncModel
+import SyncProtocol
+import Testing
+
+@testable import Daemon
+
+/// One call the daemon made to the broker, answered when the test says (in the spirit of swift-nio's
+/// `EmbeddedChannel`: nothing happens until the test makes it happen).
+final class ScriptedCall<Request, Answer> {
+  let request: Request
+  private var completion: ((Result<Answer, BrokerLinkError>) -> Void)?
+
+  init(_ request: Request, _ completion: @escaping (Result<Answer, BrokerLinkError>) -> Void) {
+    self.request = request
+    self.completion = completion
+  }
+
+  /// Whether the test has answered it.
+  var isAnswered: Bool { completion == nil }
+
+  /// Delivers the answer to the daemon, now, on the caller's thread (the loop's). A call is answered once.
+  func answer(_ result: Result<Answer, BrokerLinkError>) {
+    guard let completion else {
+      Issue.record("a scripted call answered twice: \(request)")
+      return
+    }
+    self.completion = nil
+    completion(result)
+  }
+
+  func succeed(_ answer: Answer) { self.answer(.success(answer)) }
+  func fail(_ error: BrokerLinkError) { answer(.failure(error)) }
+}
+
+/// A broker whose every answer and frame is chosen by the test: `BrokerLink` for `SyncDriver` and `LocalAPI`.
+/// Calls are recorded in order, each waiting for `answer`; streams open only when the test accepts them. Loop
+/// thread only (the test's).
+final class ScriptedBroker: BrokerLink {
+  var onClock: ((HLCTimestamp) -> Void)?
+  var requestBytes = (received: 0, sent: 0)
+
+  private(set) var catchUps: [ScriptedCall<BrokerProtocol.CatchUpRequest, BrokerProtocol.CatchUpResponse>] =
+    []
+  private(set) var fetches: [ScriptedCall<BrokerProtocol.FetchRequest, BrokerProtocol.FetchResponse>] = []
+  private(set) var pushes: [ScriptedCall<MutationBatch, BatchOutcome>] = []
+  private(set) var pageReads: [ScriptedCall<EntityID, PageSnapshot>] = []
+  /// `openStream` calls: accept one with `accept(_:)`, refuse it with `fail`.
+  private(set) var streamOpens: [ScriptedCall<UInt64, any BrokerStream>] = []
+  /// The streams accepted, oldest first.
+  private(set) var streams: [ScriptedStream] = []
+  /// Tokens given by `update(token:timeoutMillis:)`, in order.
+  private(set) var tokens: [String] = []
+  private(set) var isClosed = false
+
+  func catchUp(
+    _ request: BrokerProtocol.CatchUpRequest,
+    completion: @escaping (Result<BrokerProtocol.CatchUpResponse, BrokerLinkError>) -> Void
+  ) {
+    catchUps.append(ScriptedCall(request, completion))
+  }
+
+  func fetch(
+    _ request: BrokerProtocol.FetchRequest,
+    completion: @escaping (Result<BrokerProtocol.FetchResponse, BrokerLinkError>) -> Void
+  ) {
+    fetches.append(ScriptedCall(request, completion))
+  }
+
+  func push(_ batch: MutationBatch, completion: @escaping (Result<BatchOutcome, BrokerLinkError>) -> Void) {
+    pushes.append(ScriptedCall(batch, completion))
+  }
+
+  func page(_ page: EntityID, completion: @escaping (Result<PageSnapshot, BrokerLinkError>) -> Void) {
+    pageReads.append(ScriptedCall(page, completion))
+  }
+
+  func openStream(
+    pingInterval: UInt64, maxMessageSize: Int,
+    completion: @escaping (Result<any BrokerStream, BrokerLinkError>) -> Void
+  ) {
+    streamOpens.append(ScriptedCall(pingInterval, completion))
+  }
+
+  func update(token: String, timeoutMillis: UInt64) { tokens.append(token) }
+  func close() { isClosed = true }
+
+  /// Accepts the newest `openStream` call: the daemon gets a new stream, which is returned.
+  @discardableResult
+  func acceptStream(sourceLocation: SourceLocation = #_sourceLocation) -> ScriptedStream {
+    let stream = ScriptedStream()
+    guard let open = streamOpens.last, !open.isAnswered else {
+      Issue.record("no stream open is waiting", sourceLocation: sourceLocation)
+      return stream
+    }
+    streams.append(stream)
+    open.succeed(stream)
+    return stream
+  }
+
+  /// The newest stream.
+  var stream: ScriptedStream? { streams.last }
+}
+
+/// A device stream scripted by the test: frames the daemon sends are recorded; frames the broker sends are pushed
+/// by the test and read as the real stream reads them (`BrokerStreamFrame(text:)`, the strict decoder); the
+/// broker may drop it. Its close is reported at once (a WebSocket reports it after the closing handshake).
+final class ScriptedStream: BrokerStream {
+  /// What the daemon sent on a stream.
+  enum Sent: Equatable, CustomStringConvertible {
+    case subscribe([EntityID])
+    case unsubscribe([EntityID])
+
+    var description: String {
+      switch self {
+      case .subscribe(let pages): "subscribe \(pages)"
+      case .unsubscribe(let pages): "unsubscribe \(pages)"
+      }
+    }
+  }
+
+  var onFrame: ((BrokerStreamFrame) -> Void)?
+  var onClose: ((String) -> Void)?
+  var bytes = (received: 0, sent: 0)
+  private(set) var sent: [Sent] = []
+  /// Why the daemon closed it, nil while it has not.
+  private(set) var closedByDaemon: String?
+  private(set) var isOpen = true
+
+  func subscribe(_ pages: some Collection<EntityID>) { sent.append(.subscribe(Array(pages))) }
+  func unsubscribe(_ pages: some Collection<EntityID>) { sent.append(.unsubscribe(Array(pages))) }
+
+  func close(reason: String) {
+    guard isOpen else { return }
+    closedByDaemon = reason
+    finish("1001 going away: \(reason)")
+  }
+
+  /// The broker sends `message`, written as the broker writes it.
+  func send(_ message: BrokerProtocol.ServerMessage, sourceLocation: SourceLocation = #_sourceLocation) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    guard let data = try? encoder.encode(message) else {
+      Issue.record("cannot encode \(message)", sourceLocation: sourceLocation)
+      return
+    }
+    send(text: String(decoding: data, as: UTF8.self), sourceLocation: sourceLocation)
+  }
+
+  /// The broker sends a text frame, whatever it holds.
+  func send(text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    guard isOpen else {
+      Issue.record("a frame on a closed stream", sourceLocation: sourceLocation)
+      return
+    }
+    bytes.received += text.utf8.count
+    onFrame?(BrokerStreamFrame(text: text))
+  }
+
+  /// The broker answers the oldest `subscribe` frame not answered yet.
+  func answerSubscribe(total: Int = 0, denied: [String] = []) {
+    send(.subscribed(BrokerProtocol.Subscribed(added: total, total: total, denied: denied)))
+  }
+
+  /// The broker (or the network) drops the stream.
+  func closeByBroker(_ reason: String = "1006 connection lost") {
+    guard isOpen else { return }
+    finish(reason)
+  }
+
+  private func finish(_ reason: String) {
+    isOpen = false
+    let callback = onClose
+    onFrame = nil
+    onClose = nil
+    callback?(reason)
+  }
+}
