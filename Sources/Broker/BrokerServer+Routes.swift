@@ -212,12 +212,10 @@ extension BrokerServer {
       guard channels.keyReleases == indexed.keyReleases else { return nil }
       var changed: [EntityID: UInt64] = [:]
       var gone: [EntityID] = []
-      var visibility = WorkspaceVisibility()
+      var visibility = WorkspaceVisibility(workspaces: grant.workspaceIDs)
       for (key, time) in indexed.entries {
         guard let facts = channels.facts(of: key) else { return nil }
-        let maySee = visibility.maySee(facts.workspace, grant) {
-          try? EntityID(validating: channels.workspaceID(facts.workspace))
-        }
+        let maySee = visibility.maySee(facts.workspace, in: channels)
         guard !maySee || !sameEpoch || facts.lastUpdated > time else { continue }
         // Few pages get here (the changed, the gone): making their ids is cheap.
         guard let page = try? EntityID(validating: channels.pageID(for: key)) else { return nil }

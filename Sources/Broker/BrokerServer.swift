@@ -38,15 +38,18 @@ public final class BrokerServer {
   var authenticator: Authenticator
   let json = JSONBodies()
 
-  // Notification fan-out.
-  var channels = ChannelIndex()
-  var sessions: [SubscriberID: StreamSession] = [:]
+  // Notification fan-out: subscriptions, queues, workspaces and the dirty list, without I/O.
+  var fanOut = FanOut()
+  /// Open device streams by subscriber id (dense: the fan-out reuses the ids of closed streams).
+  var sessions: ContiguousArray<StreamSession?> = []
+  public private(set) var streamCount = 0
   /// The workspaces of the pages `subscribe` frames name (from the index, else the store).
   lazy var pageWorkspaces = PageWorkspaceLookup(broker: self)
-  private var nextSubscriber: UInt32 = 1
-  /// Sessions with notifications queued since the last flush, each once (`StreamSession.isDirty`): a flag and an
-  /// array instead of a set of ids, which cost ~700 instructions per subscriber per commit.
-  private var dirtySessions: [StreamSession] = []
+  private var nextConnection: UInt64 = 1
+  /// The dirty list taken by the last flush (kept to reuse its storage).
+  private var flushing = ContiguousArray<SubscriberID>()
+  /// Where a flush drains a queue before writing it (kept to reuse its storage).
+  private var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
   private var flushWakeup: Wakeup?
   private var pruneTimer: LoopTimer?
   private(set) var stopping = false
@@ -64,7 +67,7 @@ public final class BrokerServer {
   /// Catch-ups answered from the channel index rather than the store.
   public internal(set) var catchUpsFromIndex = 0
   /// Notifications folded into one already pending for the same page and device.
-  public internal(set) var notificationsCoalesced = 0
+  public var notificationsCoalesced: Int { fanOut.coalescedCount }
   /// `GET /metrics`.
   public let metrics: BrokerMetrics
 
@@ -125,11 +128,11 @@ public final class BrokerServer {
     stopping = true
     logger.info(
       "draining",
-      metadata: ["broker.connections": "\(http.connectionCount)", "broker.streams": "\(sessions.count)"])
+      metadata: ["broker.connections": "\(http.connectionCount)", "broker.streams": "\(streamCount)"])
     pruneTimer?.close()
     pruneTimer = nil
-    for session in sessions.values {
-      session.flush()
+    for case let session? in sessions {
+      flush(session)
       session.socket.close(code: .goingAway, reason: "broker shutting down")
     }
     http.close { [unowned self] in
@@ -146,50 +149,29 @@ public final class BrokerServer {
   /// After a commit: every subscriber of a changed page that may see its workspace gets it queued (coalesced),
   /// and the queues are flushed at the end of this loop turn.
   func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID]) {
-    var coalesced = 0
-    defer { notificationsCoalesced += coalesced }
-    for (page, time) in pages {
-      guard let key = channels.existingKey(for: page.rawValue), let workspace = workspaces[page] else {
-        continue
-      }
-      channels.learn(workspace: workspace.rawValue, lastUpdated: time, of: key)
-      // The workspace's number, to check each subscriber's grant without hashing its id again (none only past
-      // 65,535 workspaces: then the grant itself).
-      let number = channels.number(ofWorkspace: workspace.rawValue)
-      for subscriber in channels.subscribers(of: key) {
-        guard let session = sessions[subscriber],
-          number.map({ session.maySee(workspace, numbered: $0) })
-            ?? session.grant.workspaces.contains(workspace)
-        else { continue }
-        if !session.queue.enqueue(key, lastUpdatedTime: time) { coalesced += 1 }
-        if !session.isDirty {
-          session.isDirty = true
-          dirtySessions.append(session)
-        }
+    withFanOut { fanOut in
+      for (page, time) in pages {
+        guard let workspace = workspaces[page] else { continue }
+        fanOut.publish(pageID: page.rawValue, workspace: workspace.rawValue, lastUpdated: time)
       }
     }
-    if !dirtySessions.isEmpty { flushWakeup?.signal() }
+    if fanOut.hasDirtySubscribers { flushWakeup?.signal() }
   }
 
-  /// Runs `body` on the channel index in place. Calling its methods through `channels` one by one makes a copy
-  /// of the struct each time (a retain of every array); on a per-page path that costs more than the work.
-  func withChannels<Result>(_ body: (inout ChannelIndex) throws -> Result) rethrows -> Result {
-    try body(&channels)
+  /// Runs `body` on the fan-out in place. Calling its methods through `fanOut` one by one makes a copy of the
+  /// channel index each time (a retain of every array); on a per-page path that costs more than the work.
+  func withFanOut<Result>(_ body: (inout FanOut) throws -> Result) rethrows -> Result {
+    try body(&fanOut)
+  }
+
+  /// Runs `body` on the channel index (read only), without copying it.
+  func withChannels<Result>(_ body: (ChannelIndex) throws -> Result) rethrows -> Result {
+    try withFanOut { try body($0.index) }
   }
 
   /// The keys of `pages`, in order, if the channel index knows the workspace of every one.
   func keysWithKnownWorkspaces(of pages: [EntityID]) -> [PageKey]? {
-    withChannels { channels in
-      var keys: [PageKey] = []
-      keys.reserveCapacity(pages.count)
-      for page in pages {
-        guard let key = channels.existingKey(for: page.rawValue), channels.workspace(of: key) != nil else {
-          return nil
-        }
-        keys.append(key)
-      }
-      return keys
-    }
+    withFanOut { $0.knownKeys(of: pages.lazy.map(\.rawValue)) }
   }
 
   /// The last one-page `changed` frame, encoded. After a commit that changed one page, every subscriber that
@@ -207,42 +189,67 @@ public final class BrokerServer {
   }
 
   private func flushDirtySessions() {
-    let dirty = dirtySessions
-    dirtySessions = []
-    for session in dirty where session.isDirty {
-      session.isDirty = false
-      session.flush()
+    withFanOut { $0.takeDirty(into: &flushing) }
+    for subscriber in flushing {
+      if let session = sessions[Int(subscriber.rawValue)] { flush(session) }
     }
   }
+
+  /// Writes a session's pending notifications while its socket has room, `pagesPerFrame` pages a frame.
+  func flush(_ session: StreamSession) {
+    let socket = session.socket
+    let limit = configuration.limits.pendingBytesPerConnection
+    while socket.isOpen && socket.queuedBytes < limit {
+      drainBuffer.removeAll(keepingCapacity: true)
+      let drained = withFanOut { $0.drain(session.id, max: Self.pagesPerFrame, into: &drainBuffer) }
+      guard drained > 0 else { return }
+      if drained == 1 {
+        socket.send(encodedFrame: changedFrame(drainBuffer[0].page, drainBuffer[0].lastUpdatedTime))
+      } else {
+        let pages = withChannels { channels in
+          var pages: [String: UInt64] = [:]
+          for entry in drainBuffer { pages[channels.pageID(for: entry.page)] = entry.lastUpdatedTime }
+          return pages
+        }
+        socket.send(text: BrokerProtocol.Changed(pages: pages).jsonText)
+      }
+      notificationsSent += drained
+    }
+  }
+
+  /// Most pages in one `changed` frame.
+  static let pagesPerFrame = 1000
 
   // MARK: Device streams
 
   func openSession(_ socket: WebSocket, grant: Grant) {
-    let id = SubscriberID(nextSubscriber)
-    nextSubscriber &+= 1
-    let session = StreamSession(id: id, socket: socket, grant: grant, broker: self)
-    sessions[id] = session
+    let id = withFanOut { $0.addSubscriber(workspaces: grant.workspaceIDs) }
+    let connection = nextConnection
+    nextConnection += 1
+    let session = StreamSession(id: id, connection: connection, socket: socket, grant: grant, broker: self)
+    if sessions.count <= Int(id.rawValue) { sessions.append(nil) }
+    sessions[Int(id.rawValue)] = session
+    streamCount += 1
     logger.debug(
-      "stream opened", metadata: ["broker.connection.id": "\(id.rawValue)", "broker.user": "\(grant.user)"])
+      "stream opened", metadata: ["broker.connection.id": "\(connection)", "broker.user": "\(grant.user)"])
   }
 
   func closeSession(_ session: StreamSession, _ info: WebSocketCloseInfo) {
-    let removed = channels.removeSubscriber(session.id)
-    sessions.removeValue(forKey: session.id)
-    // Its queue is not flushed any more (it may still sit in `dirtySessions` until the next flush).
-    session.isDirty = false
+    guard !session.isClosed else { return }
+    session.isClosed = true
+    let removed = withFanOut { $0.removeSubscriber(session.id) }
+    sessions[Int(session.id.rawValue)] = nil
+    streamCount -= 1
     logger.debug(
       "stream closed",
       metadata: [
-        "broker.connection.id": "\(session.id.rawValue)", "broker.close": "\(info)",
+        "broker.connection.id": "\(session.connection)", "broker.close": "\(info)",
         "broker.subscriptions": "\(removed)",
       ])
   }
 
   /// Subscriptions across every device stream.
-  public var subscriptionCount: Int { channels.totalSubscriptions }
-  /// Open device streams.
-  public var streamCount: Int { sessions.count }
+  public var subscriptionCount: Int { fanOut.index.totalSubscriptions }
   /// Open connections, HTTP and WebSocket (what `[limits] connections` bounds).
   public var connectionCount: Int { http.openConnectionCount }
 
@@ -251,8 +258,8 @@ public final class BrokerServer {
     var figures = BrokerMetrics.Figures()
     // An upgraded connection leaves the HTTP server's count and becomes a device stream.
     figures.connections = http.openConnectionCount
-    figures.deviceStreams = sessions.count
-    figures.subscriptions = channels.totalSubscriptions
+    figures.deviceStreams = streamCount
+    figures.subscriptions = fanOut.index.totalSubscriptions
     figures.batchesApplied = batchesApplied
     figures.notificationsSent = notificationsSent
     figures.notificationsCoalesced = notificationsCoalesced

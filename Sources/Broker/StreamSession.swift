@@ -6,44 +6,36 @@ import SyncModel
 import SyncProtocol
 import Web
 
-/// One device's `/v1/stream` WebSocket: its subscriptions and its queue of pending notifications.
+/// One device's `/v1/stream` WebSocket. Its subscriptions and pending notifications are the broker's `FanOut`'s,
+/// under `id`.
 ///
-/// The queue is coalesced per page (a page waits at most once, with its newest time), and it is written out only
-/// while the socket has less than `pendingBytesPerConnection` queued: a slow reader's notifications pile up as at
-/// most one entry per subscribed page, not as bytes, and it is never dropped for being slow.
+/// Pending notifications are coalesced per page (a page waits at most once, with its newest time), and written
+/// out only while the socket has less than `pendingBytesPerConnection` queued: a slow reader's notifications pile
+/// up as at most one entry per subscribed page, not as bytes, and it is never dropped for being slow.
 ///
 /// Threading: the broker's loop thread.
 final class StreamSession {
+  /// Its subscriber id in the fan-out (reused once the stream closed).
   let id: SubscriberID
+  /// Its number for logs (never reused).
+  let connection: UInt64
   let socket: WebSocket
   /// Replaced when a reload changes what the device's token may see (`BrokerServer.reload`).
-  var grant: Grant {
-    didSet { visibility = WorkspaceVisibility() }
-  }
-  private var visibility = WorkspaceVisibility()
+  var grant: Grant
   unowned let broker: BrokerServer
-  var queue = CoalescingQueue()
-  /// Queued for the broker's next flush of dirty sessions (`BrokerServer.publish`).
-  var isDirty = false
-  private var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
+  /// Set once the broker forgot it (its id may then stand for another stream).
+  var isClosed = false
 
-  /// Most pages in one `changed` frame.
-  static let pagesPerFrame = 1000
-
-  init(id: SubscriberID, socket: WebSocket, grant: Grant, broker: BrokerServer) {
+  init(id: SubscriberID, connection: UInt64, socket: WebSocket, grant: Grant, broker: BrokerServer) {
     self.id = id
+    self.connection = connection
     self.socket = socket
     self.grant = grant
     self.broker = broker
     socket.onText = { [unowned self] text in self.received(text) }
     socket.onBinary = { [unowned self] _ in self.fail(4400, "frames are JSON text") }
-    socket.onDrain = { [unowned self] in self.flush() }
+    socket.onDrain = { [unowned self] in if !self.isClosed { self.broker.flush(self) } }
     socket.onClose = { [unowned self] info in self.broker.closeSession(self, info) }
-  }
-
-  /// Whether the grant may see `workspace`, whose number in the channel index is `number`.
-  func maySee(_ workspace: EntityID, numbered number: ChannelIndex.WorkspaceNumber) -> Bool {
-    visibility.maySee(number, grant) { workspace }
   }
 
   private func received(_ text: String) {
@@ -162,7 +154,7 @@ final class StreamSession {
     waitingForStore = true
     var answeredAtOnce = true
     broker.pageWorkspaces.lookUp(valid) { [weak self] result in
-      guard let self, self.socket.isOpen else { return }
+      guard let self, !self.isClosed, self.socket.isOpen else { return }
       self.waitingForStore = false
       switch result {
       case .success(let workspaces): self.subscribe(workspaces, valid: valid, denied: denied)
@@ -179,87 +171,41 @@ final class StreamSession {
   /// Subscribes to the pages (their keys if the index knows them all, else `valid` and what the store read of
   /// them) but for those that exist outside the grant's workspaces.
   private func subscribe(_ workspaces: PageWorkspaceLookup.Answer, valid: [EntityID], denied: [String]) {
-    var denied = denied
     let limit = broker.configuration.limits.subscriptionsPerConnection
-    let grant = self.grant
     let subscriber = id
-    let (added, total) = broker.withChannels { channels -> (Int, Int) in
-      var visibility = self.visibility
-      defer { self.visibility = visibility }
-      func allowed(_ number: ChannelIndex.WorkspaceNumber) -> Bool {
-        visibility.maySee(number, grant) { try? EntityID(validating: channels.workspaceID(number)) }
-      }
-      var keys: [PageKey] = []
-      var learned: [(PageKey, PageFacts)] = []
-      var count = channels.subscriptionCount(of: subscriber)
-      let pageCount: Int
+    let outcome = broker.withFanOut { fanOut in
       switch workspaces {
-      case .inIndex(let known): pageCount = known.count
-      case .read: pageCount = valid.count
-      }
-      keys.reserveCapacity(pageCount)
-      // If every page could be new and still stay within the limit, no page needs its own check against it.
-      let cannotReachLimit = count + pageCount <= limit
-      for position in 0..<pageCount {
-        // Whether the page may be seen, its key if it has one, and what the store said of it.
-        let isAllowed: Bool
-        let existing: PageKey?
-        var facts: PageFacts?
-        switch workspaces {
-        case .inIndex(let known):
-          existing = known[position]
-          isAllowed = channels.workspace(of: known[position]).map(allowed) ?? true
-        case .read(let found):
-          existing = channels.existingKey(for: valid[position].rawValue)
-          facts = found[valid[position]]
-          isAllowed = facts.map { grant.workspaces.contains($0.workspace) } ?? true
+      case .inIndex(let keys):
+        return fanOut.subscribe(subscriber, knownPages: keys, limit: limit)
+      case .read(let found):
+        let pages = valid.map { page in
+          let facts = found[page]
+          return FanOut.StorePage(
+            id: page.rawValue, workspace: facts?.workspace.rawValue, lastUpdated: facts?.lastUpdated ?? 0)
         }
-        let subscribed =
-          cannotReachLimit ? false : existing.map { channels.isSubscribed(subscriber, to: $0) } ?? false
-        if !isAllowed || (!cannotReachLimit && count >= limit && !subscribed) {
-          denied.append(existing.map { channels.pageID(for: $0) } ?? valid[position].rawValue)
-        } else {
-          let key = existing ?? channels.key(for: valid[position].rawValue)
-          if !subscribed { count += 1 }
-          keys.append(key)
-          if let facts { learned.append((key, facts)) }
-        }
-      }
-      let added = channels.subscribe(subscriber, to: keys)
-      for (key, facts) in learned {
-        channels.learn(workspace: facts.workspace.rawValue, lastUpdated: facts.lastUpdated, of: key)
-      }
-      return (added, channels.subscriptionCount(of: subscriber))
-    }
-    socket.send(text: broker.jsonText(BrokerProtocol.Subscribed(added: added, total: total, denied: denied)))
-  }
-
-  private func isSubscribed(_ page: EntityID) -> Bool {
-    guard let key = broker.channels.existingKey(for: page.rawValue) else { return false }
-    return broker.channels.isSubscribed(id, to: key)
-  }
-
-  private func unsubscribe(_ pageIDs: [String]) {
-    var keys: [PageKey] = []
-    for text in pageIDs {
-      if let key = broker.channels.existingKey(for: text), broker.channels.isSubscribed(id, to: key) {
-        _ = queue.remove(key)
-        keys.append(key)
+        return fanOut.subscribe(subscriber, storePages: pages, limit: limit)
       }
     }
-    let removed = broker.channels.unsubscribe(id, from: keys)
-    let answer = BrokerProtocol.Unsubscribed(
-      removed: removed, total: broker.channels.subscriptionCount(of: id))
+    let answer = BrokerProtocol.Subscribed(
+      added: outcome.added, total: outcome.total, denied: denied + outcome.denied)
     socket.send(text: broker.jsonText(answer))
   }
 
+  private func unsubscribe(_ pageIDs: [String]) {
+    let subscriber = id
+    let (removed, total) = broker.withFanOut { fanOut in
+      (fanOut.unsubscribe(subscriber, fromPageIDs: pageIDs).count, fanOut.subscriptionCount(of: subscriber))
+    }
+    socket.send(text: broker.jsonText(BrokerProtocol.Unsubscribed(removed: removed, total: total)))
+  }
+
   /// After the grant was narrowed: drops the subscriptions to pages the grant may no longer see and tells the
-  /// device which (`revoked`). Notifications stop at once (`publish` checks the grant); this removes the entries.
-  /// If the store cannot say which pages those are, the stream is closed so that the device subscribes again
-  /// under its new grant.
+  /// device which (`revoked`). Notifications stopped at once (the fan-out's workspaces were replaced); this ends
+  /// the subscriptions. If the store cannot say which pages those are, the stream is closed so that the device
+  /// subscribes again under its new grant.
   func withdrawInaccessible() {
-    let candidates = broker.channels.subscriptions(of: id).compactMap {
-      try? EntityID(validating: broker.channels.pageID(for: $0))
+    let candidates = broker.withFanOut { $0.subscribedPageIDs(of: id) }.compactMap {
+      try? EntityID(validating: $0)
     }
     guard !candidates.isEmpty else { return }
     let box = broker.storeBox
@@ -268,50 +214,24 @@ final class StreamSession {
       on: broker.loop,
       { _ -> [EntityID] in try box.store.pagesOutside(workspaces: workspaces, among: candidates) },
       completion: { [weak self] result in
-        guard let self, self.socket.isOpen else { return }
+        guard let self, !self.isClosed, self.socket.isOpen else { return }
         guard case .success(let outside) = result else {
           self.socket.close(code: .policyViolation, reason: "access changed; subscribe again")
           return
         }
-        var keys: [PageKey] = []
-        var pages: [String] = []
-        for page in outside {
-          guard let key = self.broker.channels.existingKey(for: page.rawValue),
-            self.broker.channels.isSubscribed(self.id, to: key)
-          else { continue }
-          _ = self.queue.remove(key)
-          keys.append(key)
-          pages.append(page.rawValue)
+        let subscriber = self.id
+        let (pages, total) = self.broker.withFanOut { fanOut in
+          (
+            fanOut.unsubscribe(subscriber, fromPageIDs: outside.lazy.map(\.rawValue)),
+            fanOut.subscriptionCount(of: subscriber)
+          )
         }
-        guard !keys.isEmpty else { return }
-        _ = self.broker.channels.unsubscribe(self.id, from: keys)
-        let answer = BrokerProtocol.Revoked(
-          revokedPages: pages, total: self.broker.channels.subscriptionCount(of: self.id))
+        guard !pages.isEmpty else { return }
+        let answer = BrokerProtocol.Revoked(revokedPages: pages, total: total)
         self.socket.send(text: self.broker.jsonText(answer))
         self.broker.logger.notice(
           "subscriptions revoked",
-          metadata: ["broker.connection.id": "\(self.id.rawValue)", "pages": "\(pages.count)"])
+          metadata: ["broker.connection.id": "\(self.connection)", "pages": "\(pages.count)"])
       })
-  }
-
-  /// Writes pending notifications while the socket has room, `pagesPerFrame` pages a frame.
-  func flush() {
-    let limit = broker.configuration.limits.pendingBytesPerConnection
-    while !queue.isEmpty && socket.isOpen && socket.queuedBytes < limit {
-      drainBuffer.removeAll(keepingCapacity: true)
-      _ = queue.drain(max: StreamSession.pagesPerFrame, into: &drainBuffer)
-      if drainBuffer.count == 1 {
-        socket.send(encodedFrame: broker.changedFrame(drainBuffer[0].page, drainBuffer[0].lastUpdatedTime))
-      } else {
-        let entries = drainBuffer
-        let pages = broker.withChannels { channels in
-          var pages: [String: UInt64] = [:]
-          for entry in entries { pages[channels.pageID(for: entry.page)] = entry.lastUpdatedTime }
-          return pages
-        }
-        socket.send(text: BrokerProtocol.Changed(pages: pages).jsonText)
-      }
-      broker.notificationsSent += drainBuffer.count
-    }
   }
 }
