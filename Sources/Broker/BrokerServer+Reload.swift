@@ -61,7 +61,7 @@ extension BrokerServer {
       let narrowed = !grant.workspaces.isSuperset(of: session.grant.workspaces)
       session.grant = grant
       withFanOut { $0.setWorkspaces(grant.workspaceIDs, of: session.id) }
-      if narrowed { session.withdrawInaccessible() }
+      if narrowed { withdrawInaccessible(session) }
     }
   }
 }

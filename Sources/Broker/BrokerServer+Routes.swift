@@ -67,15 +67,7 @@ extension BrokerServer {
           case .failure(let error): return .reject(error.response)
           }
         },
-        onOpen: { [unowned self] socket in
-          guard let request = socket.request,
-            case .success(let grant) = self.authenticator.authenticate(request.head)
-          else {
-            socket.close(code: .policyViolation, reason: "not authorized")
-            return
-          }
-          self.openSession(socket, grant: grant)
-        }))
+        onOpen: { [unowned self] socket in self.openStream(socket) }))
   }
 
   var isStopping: Bool { stopping }

@@ -38,19 +38,25 @@ public final class BrokerServer {
   var authenticator: Authenticator
   let json = JSONBodies()
 
-  // Notification fan-out: subscriptions, queues, workspaces and the dirty list, without I/O.
+  // Device streams (BrokerServer+Streams.swift).
+  /// The notification fan-out: subscriptions, queues, workspaces and the dirty list, without I/O.
   var fanOut = FanOut()
   /// Open device streams by subscriber id (dense: the fan-out reuses the ids of closed streams).
   var sessions: ContiguousArray<StreamSession?> = []
-  public private(set) var streamCount = 0
+  /// Open device streams.
+  public internal(set) var streamCount = 0
   /// The workspaces of the pages `subscribe` frames name (from the index, else the store).
-  lazy var pageWorkspaces = PageWorkspaceLookup(broker: self)
-  private var nextConnection: UInt64 = 1
+  lazy var pageWorkspaces = PageWorkspaceLookup(loop: loop, writer: writer, storeBox: storeBox) {
+    [unowned self] pages in self.withFanOut { $0.knownKeys(of: pages.lazy.map(\.rawValue)) }
+  }
+  var nextConnection: UInt64 = 1
   /// The dirty list taken by the last flush (kept to reuse its storage).
-  private var flushing = ContiguousArray<SubscriberID>()
+  var flushing = ContiguousArray<SubscriberID>()
   /// Where a flush drains a queue before writing it (kept to reuse its storage).
-  private var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
-  private var flushWakeup: Wakeup?
+  var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
+  /// The last one-page `changed` frame, encoded (`changedFrame`).
+  var lastChangedFrame: (page: PageKey, time: UInt64, frame: ByteBuffer)?
+  var flushWakeup: Wakeup?
   private var pruneTimer: LoopTimer?
   private(set) var stopping = false
 
@@ -142,110 +148,6 @@ public final class BrokerServer {
       self.flushWakeup = nil
       then()
     }
-  }
-
-  // MARK: Notifications
-
-  /// After a commit: every subscriber of a changed page that may see its workspace gets it queued (coalesced),
-  /// and the queues are flushed at the end of this loop turn.
-  func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID]) {
-    withFanOut { fanOut in
-      for (page, time) in pages {
-        guard let workspace = workspaces[page] else { continue }
-        fanOut.publish(pageID: page.rawValue, workspace: workspace.rawValue, lastUpdated: time)
-      }
-    }
-    if fanOut.hasDirtySubscribers { flushWakeup?.signal() }
-  }
-
-  /// Runs `body` on the fan-out in place. Calling its methods through `fanOut` one by one makes a copy of the
-  /// channel index each time (a retain of every array); on a per-page path that costs more than the work.
-  func withFanOut<Result>(_ body: (inout FanOut) throws -> Result) rethrows -> Result {
-    try body(&fanOut)
-  }
-
-  /// Runs `body` on the channel index (read only), without copying it.
-  func withChannels<Result>(_ body: (ChannelIndex) throws -> Result) rethrows -> Result {
-    try withFanOut { try body($0.index) }
-  }
-
-  /// The keys of `pages`, in order, if the channel index knows the workspace of every one.
-  func keysWithKnownWorkspaces(of pages: [EntityID]) -> [PageKey]? {
-    withFanOut { $0.knownKeys(of: pages.lazy.map(\.rawValue)) }
-  }
-
-  /// The last one-page `changed` frame, encoded. After a commit that changed one page, every subscriber that
-  /// was keeping up gets exactly that frame: it is written once and its bytes shared (server frames are not
-  /// masked). A key and a time name one page: the time is the sequence of the batch whose publish queued the
-  /// entry, when the key stood for that page, and entries of a page are dropped when it loses its key.
-  private var lastChangedFrame: (page: PageKey, time: UInt64, frame: ByteBuffer)?
-
-  func changedFrame(_ page: PageKey, _ time: UInt64) -> ByteBuffer {
-    if let cached = lastChangedFrame, cached.page == page, cached.time == time { return cached.frame }
-    let id = withChannels { $0.pageID(for: page) }
-    let frame = WebSocket.encodeServerFrame(text: BrokerProtocol.Changed(pages: [id: time]).jsonText)
-    lastChangedFrame = (page, time, frame)
-    return frame
-  }
-
-  private func flushDirtySessions() {
-    withFanOut { $0.takeDirty(into: &flushing) }
-    for subscriber in flushing {
-      if let session = sessions[Int(subscriber.rawValue)] { flush(session) }
-    }
-  }
-
-  /// Writes a session's pending notifications while its socket has room, `pagesPerFrame` pages a frame.
-  func flush(_ session: StreamSession) {
-    let socket = session.socket
-    let limit = configuration.limits.pendingBytesPerConnection
-    while socket.isOpen && socket.queuedBytes < limit {
-      drainBuffer.removeAll(keepingCapacity: true)
-      let drained = withFanOut { $0.drain(session.id, max: Self.pagesPerFrame, into: &drainBuffer) }
-      guard drained > 0 else { return }
-      if drained == 1 {
-        socket.send(encodedFrame: changedFrame(drainBuffer[0].page, drainBuffer[0].lastUpdatedTime))
-      } else {
-        let pages = withChannels { channels in
-          var pages: [String: UInt64] = [:]
-          for entry in drainBuffer { pages[channels.pageID(for: entry.page)] = entry.lastUpdatedTime }
-          return pages
-        }
-        socket.send(text: BrokerProtocol.Changed(pages: pages).jsonText)
-      }
-      notificationsSent += drained
-    }
-  }
-
-  /// Most pages in one `changed` frame.
-  static let pagesPerFrame = 1000
-
-  // MARK: Device streams
-
-  func openSession(_ socket: WebSocket, grant: Grant) {
-    let id = withFanOut { $0.addSubscriber(workspaces: grant.workspaceIDs) }
-    let connection = nextConnection
-    nextConnection += 1
-    let session = StreamSession(id: id, connection: connection, socket: socket, grant: grant, broker: self)
-    if sessions.count <= Int(id.rawValue) { sessions.append(nil) }
-    sessions[Int(id.rawValue)] = session
-    streamCount += 1
-    logger.debug(
-      "stream opened", metadata: ["broker.connection.id": "\(connection)", "broker.user": "\(grant.user)"])
-  }
-
-  func closeSession(_ session: StreamSession, _ info: WebSocketCloseInfo) {
-    guard !session.isClosed else { return }
-    session.isClosed = true
-    let removed = withFanOut { $0.removeSubscriber(session.id) }
-    sessions[Int(session.id.rawValue)] = nil
-    streamCount -= 1
-    logger.debug(
-      "stream closed",
-      metadata: [
-        "broker.connection.id": "\(session.connection)", "broker.close": "\(info)",
-        "broker.subscriptions": "\(removed)",
-      ])
   }
 
   /// Subscriptions across every device stream.

@@ -1,17 +1,73 @@
 import BrokerCore
 import BrokerStore
-import FoundationEssentials
 import StrictJSON
 import SyncModel
 import SyncProtocol
 import Web
 
-/// One device's `/v1/stream` WebSocket. Its subscriptions and pending notifications are the broker's `FanOut`'s,
-/// under `id`.
+/// What a device stream needs of its socket: a `WebSocket`, or in tests a scripted one that records frames.
 ///
-/// Pending notifications are coalesced per page (a page waits at most once, with its newest time), and written
-/// out only while the socket has less than `pendingBytesPerConnection` queued: a slow reader's notifications pile
-/// up as at most one entry per subscribed page, not as bytes, and it is never dropped for being slow.
+/// Threading: the loop thread of the broker.
+protocol StreamSocket: AnyObject {
+  /// The upgrade request (its token is checked again on reload).
+  var request: HTTPRequest? { get }
+  var isOpen: Bool { get }
+  /// Bytes written and not yet taken by the kernel.
+  var queuedBytes: Int { get }
+  var onText: ((String) -> Void)? { get set }
+  var onBinary: ((ByteBuffer) -> Void)? { get set }
+  /// Called when queued bytes drained (the socket has room again).
+  var onDrain: (() -> Void)? { get set }
+  /// Called once, when the connection is over (either side, any way).
+  var onClose: ((WebSocketCloseInfo) -> Void)? { get set }
+  func send(text: String)
+  /// A frame encoded once for many sockets (`WebSocket.encodeServerFrame`).
+  func send(encodedFrame: ByteBuffer)
+  func close(code: WebSocketCloseCode, reason: String)
+  func pauseReading()
+  func resumeReading()
+}
+
+extension WebSocket: StreamSocket {}
+
+/// What a device stream may ask of the broker, and all it may: a `StreamSession` holds the broker as this only.
+/// The broker owns the sessions and calls them (to send, to close, to write notifications); a session calls back
+/// with what its device asked and when its socket drained or closed.
+///
+/// Threading: the broker's loop thread. Nothing is asked for a session once it has closed.
+protocol StreamSessionHost: AnyObject {
+  /// Whether the store is being read for a subscription: frames then wait, in order, until `whenStoreIdle`.
+  var isReadingStore: Bool { get }
+  /// Runs `body` once no store read for subscriptions is under way, after those that asked before it: at once if
+  /// none is.
+  func whenStoreIdle(_ body: @escaping () -> Void)
+  /// Subscribes `session` to the pages of `frame` if it is a `subscribe` whose pages the channel index knows with
+  /// their workspaces (no store read, no decoding); nil for any other frame, which the session then decodes.
+  func subscribeKnownPages(of frame: String, for session: StreamSession) -> BrokerProtocol.Subscribed?
+  /// Subscribes `session` to `pages` once it is known where they are (at once, or after a store read: no read
+  /// may be under way, `isReadingStore`). `denied`: ids the session refused already (malformed), listed first.
+  /// `completion` runs only if the session is still open, with the answer or the store's error.
+  func subscribe(
+    _ pages: [EntityID], denied: [String], for session: StreamSession,
+    completion: @escaping (Result<BrokerProtocol.Subscribed, any Error>) -> Void)
+  /// Ends `session`'s subscriptions to `pageIDs` (and drops their pending notifications).
+  func unsubscribe(_ pageIDs: [String], for session: StreamSession) -> BrokerProtocol.Unsubscribed
+  /// `session`'s socket drained: write what is pending for it.
+  func flushNotifications(to session: StreamSession)
+  /// `session`'s socket closed (either side): forget it.
+  func sessionClosed(_ session: StreamSession, _ info: WebSocketCloseInfo)
+}
+
+/// One device's `/v1/stream` WebSocket, as I/O: frames in, answers out, in order. What its frames do, its
+/// subscriptions and its pending notifications are the broker's (`StreamSessionHost`, `FanOut` under `id`).
+///
+/// ```
+///  text frame ──▶ waiting frames (in order) ──▶ handle: subscribe from the index ──────────────▶ "subscribed"
+///                     ▲      │                          decode ─▶ subscribe (maybe a store read) ▶ "subscribed"
+///                     │      │                                 ─▶ unsubscribe ─────────────────▶ "unsubscribed"
+///                     │      └─ a store read under way: pause reading until the host is idle
+///                     └──────── the read is over: resume, handle what waits
+/// ```
 ///
 /// Threading: the broker's loop thread.
 final class StreamSession {
@@ -19,29 +75,42 @@ final class StreamSession {
   let id: SubscriberID
   /// Its number for logs (never reused).
   let connection: UInt64
-  let socket: WebSocket
-  /// Replaced when a reload changes what the device's token may see (`BrokerServer.reload`).
+  let socket: any StreamSocket
+  /// Who the device is; replaced when a reload changes what its token may see (`BrokerServer.reload`).
   var grant: Grant
-  unowned let broker: BrokerServer
-  /// Set once the broker forgot it (its id may then stand for another stream).
-  var isClosed = false
+  private unowned let host: any StreamSessionHost
+  private let json: JSONBodies
+  /// Set once its socket closed: the host has forgotten it, and its id may stand for another stream.
+  private(set) var isClosed = false
 
-  init(id: SubscriberID, connection: UInt64, socket: WebSocket, grant: Grant, broker: BrokerServer) {
+  init(
+    id: SubscriberID, connection: UInt64, socket: any StreamSocket, grant: Grant, host: any StreamSessionHost,
+    json: JSONBodies
+  ) {
     self.id = id
     self.connection = connection
     self.socket = socket
     self.grant = grant
-    self.broker = broker
+    self.host = host
+    self.json = json
     socket.onText = { [unowned self] text in self.received(text) }
     socket.onBinary = { [unowned self] _ in self.fail(4400, "frames are JSON text") }
-    socket.onDrain = { [unowned self] in if !self.isClosed { self.broker.flush(self) } }
-    socket.onClose = { [unowned self] info in self.broker.closeSession(self, info) }
+    socket.onDrain = { [unowned self] in
+      if !self.isClosed { self.host.flushNotifications(to: self) }
+    }
+    socket.onClose = { [unowned self] info in
+      guard !self.isClosed else { return }
+      self.isClosed = true
+      self.host.sessionClosed(self, info)
+    }
   }
 
-  private func received(_ text: String) {
-    waitingFrames.append(text)
-    processFrames()
+  /// Sends a message (JSON text).
+  func send(_ message: some Encodable) {
+    socket.send(text: json.text(message))
   }
+
+  // MARK: Frames
 
   /// Frames wait here, as text, while a `subscribe` waits for the store (its own, or another device's that the
   /// broker is reading for), so that a device's frames take effect, and are answered, in the order it sent them.
@@ -50,14 +119,19 @@ final class StreamSession {
   private var waitingForStore = false
   private var processing = false
 
+  private func received(_ text: String) {
+    waitingFrames.append(text)
+    processFrames()
+  }
+
   private func processFrames() {
     guard !processing else { return }
     processing = true
     defer { processing = false }
     while !waitingForStore && !waitingFrames.isEmpty {
-      if broker.pageWorkspaces.isReading {
+      if host.isReadingStore {
         waitingForStore = true
-        broker.pageWorkspaces.whenIdle { [weak self] in self?.storeIsIdle() }
+        host.whenStoreIdle { [weak self] in self?.storeIsIdle() }
         break
       }
       handle(waitingFrames.removeFirst())
@@ -66,15 +140,15 @@ final class StreamSession {
   }
 
   private func storeIsIdle() {
-    guard socket.isOpen else { return }
+    guard !isClosed, socket.isOpen else { return }
     waitingForStore = false
     socket.resumeReading()
     processFrames()
   }
 
   private func handle(_ text: String) {
-    if let keys = knownPagesToSubscribe(text) {
-      subscribe(.inIndex(keys), valid: [], denied: [])
+    if let answer = host.subscribeKnownPages(of: text, for: self) {
+      send(answer)
       return
     }
     let message: BrokerProtocol.ClientMessage
@@ -87,55 +161,14 @@ final class StreamSession {
     }
     switch message.op {
     case "subscribe": subscribe(message.pages ?? [])
-    case "unsubscribe": unsubscribe(message.pages ?? [])
+    case "unsubscribe": send(host.unsubscribe(message.pages ?? [], for: self))
     default: fail(4400, "unknown op \"\(message.op.prefix(40))\": expected subscribe or unsubscribe")
-    }
-  }
-
-  /// The keys of a `subscribe` frame's pages, read straight against the channel index (no string made per id),
-  /// if the index knows every one of them with its workspace: a device that comes back subscribes again to a
-  /// thousand pages others follow (B3, B4 in docs/benchmarks.md). Nil for anything else (another op, a page the
-  /// index does not know, an escaped id, an error): `handle` then decodes the frame as usual.
-  private func knownPagesToSubscribe(_ text: String) -> [PageKey]? {
-    var text = text
-    return text.withUTF8 { bytes in
-      broker.withChannels { channels in
-        try? JSONReader.read(bytes) { reader throws(JSONReadError) -> [PageKey]? in
-          var isSubscribe: Bool?
-          var keys: [PageKey]?
-          var members = try reader.beginObject()
-          while let key = try reader.nextKey(&members) {
-            if key.matches("op") && isSubscribe == nil {
-              isSubscribe = try reader.readString { $0.elementsEqual("subscribe".utf8) }
-              guard isSubscribe == true else { return nil }
-            } else if key.matches("pages") && keys == nil {
-              guard try !reader.readNull() else { return nil }
-              var read: [PageKey] = []
-              var elements = try reader.beginArray()
-              while try reader.nextElement(&elements) {
-                let known = try reader.readString { id -> PageKey? in
-                  guard let key = channels.existingKey(utf8: id), channels.workspace(of: key) != nil else {
-                    return nil
-                  }
-                  return key
-                }
-                guard let known else { return nil }
-                read.append(known)
-              }
-              keys = read
-            } else {
-              try reader.skipValue()
-            }
-          }
-          return isSubscribe == true ? keys : nil
-        }
-      }
     }
   }
 
   /// Sends an error message; the connection stays open.
   private func fail(_ code: Int, _ message: String) {
-    socket.send(text: broker.jsonText(BrokerProtocol.StreamError(code: code, message: message)))
+    send(BrokerProtocol.StreamError(code: code, message: message))
   }
 
   /// Subscribes to pages the device may see: ids of another workspace's pages are denied (pages that do not exist
@@ -153,11 +186,11 @@ final class StreamSession {
     }
     waitingForStore = true
     var answeredAtOnce = true
-    broker.pageWorkspaces.lookUp(valid) { [weak self] result in
-      guard let self, !self.isClosed, self.socket.isOpen else { return }
+    host.subscribe(valid, denied: denied, for: self) { [weak self] result in
+      guard let self, self.socket.isOpen else { return }
       self.waitingForStore = false
       switch result {
-      case .success(let workspaces): self.subscribe(workspaces, valid: valid, denied: denied)
+      case .success(let answer): self.send(answer)
       case .failure: self.fail(4500, "the subscription could not be checked; try again")
       }
       if !answeredAtOnce {
@@ -166,72 +199,5 @@ final class StreamSession {
       }
     }
     answeredAtOnce = false
-  }
-
-  /// Subscribes to the pages (their keys if the index knows them all, else `valid` and what the store read of
-  /// them) but for those that exist outside the grant's workspaces.
-  private func subscribe(_ workspaces: PageWorkspaceLookup.Answer, valid: [EntityID], denied: [String]) {
-    let limit = broker.configuration.limits.subscriptionsPerConnection
-    let subscriber = id
-    let outcome = broker.withFanOut { fanOut in
-      switch workspaces {
-      case .inIndex(let keys):
-        return fanOut.subscribe(subscriber, knownPages: keys, limit: limit)
-      case .read(let found):
-        let pages = valid.map { page in
-          let facts = found[page]
-          return FanOut.StorePage(
-            id: page.rawValue, workspace: facts?.workspace.rawValue, lastUpdated: facts?.lastUpdated ?? 0)
-        }
-        return fanOut.subscribe(subscriber, storePages: pages, limit: limit)
-      }
-    }
-    let answer = BrokerProtocol.Subscribed(
-      added: outcome.added, total: outcome.total, denied: denied + outcome.denied)
-    socket.send(text: broker.jsonText(answer))
-  }
-
-  private func unsubscribe(_ pageIDs: [String]) {
-    let subscriber = id
-    let (removed, total) = broker.withFanOut { fanOut in
-      (fanOut.unsubscribe(subscriber, fromPageIDs: pageIDs).count, fanOut.subscriptionCount(of: subscriber))
-    }
-    socket.send(text: broker.jsonText(BrokerProtocol.Unsubscribed(removed: removed, total: total)))
-  }
-
-  /// After the grant was narrowed: drops the subscriptions to pages the grant may no longer see and tells the
-  /// device which (`revoked`). Notifications stopped at once (the fan-out's workspaces were replaced); this ends
-  /// the subscriptions. If the store cannot say which pages those are, the stream is closed so that the device
-  /// subscribes again under its new grant.
-  func withdrawInaccessible() {
-    let candidates = broker.withFanOut { $0.subscribedPageIDs(of: id) }.compactMap {
-      try? EntityID(validating: $0)
-    }
-    guard !candidates.isEmpty else { return }
-    let box = broker.storeBox
-    let workspaces = grant.workspaces
-    broker.writer.read(
-      on: broker.loop,
-      { _ -> [EntityID] in try box.store.pagesOutside(workspaces: workspaces, among: candidates) },
-      completion: { [weak self] result in
-        guard let self, !self.isClosed, self.socket.isOpen else { return }
-        guard case .success(let outside) = result else {
-          self.socket.close(code: .policyViolation, reason: "access changed; subscribe again")
-          return
-        }
-        let subscriber = self.id
-        let (pages, total) = self.broker.withFanOut { fanOut in
-          (
-            fanOut.unsubscribe(subscriber, fromPageIDs: outside.lazy.map(\.rawValue)),
-            fanOut.subscriptionCount(of: subscriber)
-          )
-        }
-        guard !pages.isEmpty else { return }
-        let answer = BrokerProtocol.Revoked(revokedPages: pages, total: total)
-        self.socket.send(text: self.broker.jsonText(answer))
-        self.broker.logger.notice(
-          "subscriptions revoked",
-          metadata: ["broker.connection.id": "\(self.connection)", "pages": "\(pages.count)"])
-      })
   }
 }
