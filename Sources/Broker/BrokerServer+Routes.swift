@@ -60,7 +60,8 @@ extension BrokerServer {
         configuration: stream,
         shouldAccept: { [unowned self] request in
           if self.isStopping {
-            return .reject(HTTPResponseError(.serviceUnavailable, "broker shutting down").response)
+            let reason = BrokerProtocol.StreamCloseReason.shuttingDown.reason
+            return .reject(HTTPResponseError(.serviceUnavailable, reason).response)
           }
           switch self.authenticator.authenticate(request.head) {
           case .success: return .accept()

@@ -87,7 +87,9 @@ extension BrokerServer {
   func openStream(_ socket: any StreamSocket) {
     guard let request = socket.request, case .success(let grant) = authenticator.authenticate(request.head)
     else {
-      socket.close(code: .policyViolation, reason: "not authorized")
+      let reason = BrokerProtocol.StreamCloseReason.notAuthorized
+      socket.onClose = { [metrics] info in metrics.streamClosed(code: info.code.rawValue) }
+      socket.close(code: WebSocketCloseCode(reason.code), reason: reason.reason)
       return
     }
     let id = withFanOut { $0.addSubscriber(workspaces: grant.workspaceIDs) }
@@ -119,7 +121,7 @@ extension BrokerServer {
       completion: { [unowned self] result in
         guard !session.isClosed, session.socket.isOpen else { return }
         guard case .success(let outside) = result else {
-          session.socket.close(code: .policyViolation, reason: "access changed; subscribe again")
+          session.close(.accessChanged)
           return
         }
         let (pages, total) = withFanOut { fanOut in
@@ -189,10 +191,15 @@ extension BrokerServer: StreamSessionHost {
 
   func flushNotifications(to session: StreamSession) { flush(session) }
 
+  func session(_ session: StreamSession, sent error: BrokerProtocol.StreamErrorCode) {
+    metrics.streamErrorSent(error)
+  }
+
   func sessionClosed(_ session: StreamSession, _ info: WebSocketCloseInfo) {
     let removed = withFanOut { $0.removeSubscriber(session.id) }
     sessions[Int(session.id.rawValue)] = nil
     streamCount -= 1
+    metrics.streamClosed(code: info.code.rawValue)
     logger.debug(
       "stream closed",
       metadata: [

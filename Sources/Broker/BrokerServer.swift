@@ -139,7 +139,7 @@ public final class BrokerServer {
     pruneTimer = nil
     for case let session? in sessions {
       flush(session)
-      session.socket.close(code: .goingAway, reason: "broker shutting down")
+      session.close(.shuttingDown)
     }
     http.close { [unowned self] in
       // Every HTTP answer has been written; no job can arrive any more.

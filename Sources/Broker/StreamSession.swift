@@ -54,6 +54,8 @@ protocol StreamSessionHost: AnyObject {
   func unsubscribe(_ pageIDs: [String], for session: StreamSession) -> BrokerProtocol.Unsubscribed
   /// `session`'s socket drained: write what is pending for it.
   func flushNotifications(to session: StreamSession)
+  /// `session` sent its device an error message (counted by code).
+  func session(_ session: StreamSession, sent error: BrokerProtocol.StreamErrorCode)
   /// `session`'s socket closed (either side): forget it.
   func sessionClosed(_ session: StreamSession, _ info: WebSocketCloseInfo)
 }
@@ -94,7 +96,7 @@ final class StreamSession {
     self.host = host
     self.json = json
     socket.onText = { [unowned self] text in self.received(text) }
-    socket.onBinary = { [unowned self] _ in self.fail(4400, "frames are JSON text") }
+    socket.onBinary = { [unowned self] _ in self.fail(.invalidMessage, "frames are JSON text") }
     socket.onDrain = { [unowned self] in
       if !self.isClosed { self.host.flushNotifications(to: self) }
     }
@@ -108,6 +110,11 @@ final class StreamSession {
   /// Sends a message (JSON text).
   func send(_ message: some Encodable) {
     socket.send(text: json.text(message))
+  }
+
+  /// Closes the stream for `reason`, with its code; the host hears of it once the close completes.
+  func close(_ reason: BrokerProtocol.StreamCloseReason) {
+    socket.close(code: WebSocketCloseCode(reason.code), reason: reason.reason)
   }
 
   // MARK: Frames
@@ -156,19 +163,21 @@ final class StreamSession {
       // The strict reader (StrictJSON): a subscribe may carry thousands of ids.
       message = try JSONReader.decode(BrokerProtocol.ClientMessage.self, from: text)
     } catch {
-      fail(4400, "invalid message: \(error)")
+      fail(.invalidMessage, "invalid message: \(error)")
       return
     }
     switch message.op {
     case "subscribe": subscribe(message.pages ?? [])
     case "unsubscribe": send(host.unsubscribe(message.pages ?? [], for: self))
-    default: fail(4400, "unknown op \"\(message.op.prefix(40))\": expected subscribe or unsubscribe")
+    default:
+      fail(.invalidMessage, "unknown op \"\(message.op.prefix(40))\": expected subscribe or unsubscribe")
     }
   }
 
   /// Sends an error message; the connection stays open.
-  private func fail(_ code: Int, _ message: String) {
-    send(BrokerProtocol.StreamError(code: code, message: message))
+  private func fail(_ code: BrokerProtocol.StreamErrorCode, _ message: String) {
+    send(BrokerProtocol.StreamError(code, message))
+    host.session(self, sent: code)
   }
 
   /// Subscribes to pages the device may see: ids of another workspace's pages are denied (pages that do not exist
@@ -191,7 +200,7 @@ final class StreamSession {
       self.waitingForStore = false
       switch result {
       case .success(let answer): self.send(answer)
-      case .failure: self.fail(4500, "the subscription could not be checked; try again")
+      case .failure: self.fail(.subscriptionNotChecked, "the subscription could not be checked; try again")
       }
       if !answeredAtOnce {
         self.socket.resumeReading()
