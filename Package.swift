@@ -165,7 +165,8 @@ let package = Package(
     .testTarget(
       name: "BrokerTests",
       dependencies: [
-        "Broker", "EventLoop", "EventLoopTestKit", "SyncModel", "SyncProtocol", "TOMLConfig", "Web",
+        "Broker", "BrokerCore", "EventLoop", "EventLoopTestKit", "SyncModel", "SyncProtocol", "TOMLConfig",
+        "Web", .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(name: "DaemonCoreTests", dependencies: ["DaemonCore", "SyncModel", "EventLoopTestKit"]),
     .testTarget(

@@ -112,12 +112,7 @@ public final class BrokerServer {
   @discardableResult
   public func start() throws -> SocketAddress {
     let address = try http.listen(on: configuration.listen)
-    flushWakeup = Wakeup(loop: loop) { [unowned self] in self.flushDirtySessions() }
-    let timer = LoopTimer(loop: loop)
-    timer.keepsLoopAlive = false
-    timer.start(after: 60_000, repeatEvery: 60_000) { [unowned self] in self.pruneLog() }
-    pruneTimer = timer
-    http.onEvent = { [unowned self] event in self.log(event) }
+    startServices()
     logger.info(
       "listening",
       metadata: [
@@ -125,6 +120,18 @@ public final class BrokerServer {
         "broker.auth": "\(authenticator.isOpen ? "off (loopback)" : "tokens")",
       ])
     return address
+  }
+
+  /// Starts what runs besides the listener: the flush of notifications at the end of each loop turn that
+  /// queued some, the change log's pruning. `start` calls it; tests that drive the router in-process, with
+  /// nothing listening, call it alone.
+  func startServices() {
+    flushWakeup = Wakeup(loop: loop) { [unowned self] in self.flushDirtySessions() }
+    let timer = LoopTimer(loop: loop)
+    timer.keepsLoopAlive = false
+    timer.start(after: 60_000, repeatEvery: 60_000) { [unowned self] in self.pruneLog() }
+    pruneTimer = timer
+    http.onEvent = { [unowned self] event in self.log(event) }
   }
 
   /// Stops accepting, answers what is in flight, closes every device stream with 1001 (after sending what is
