@@ -101,11 +101,6 @@ public struct FanOut: Sendable {
     Int(subscriber.rawValue) < subscribers.count && subscribers[Int(subscriber.rawValue)].isLive
   }
 
-  /// The workspaces a subscriber may see.
-  public func workspaces(of subscriber: SubscriberID) -> Set<String> {
-    subscribers[liveSlot(subscriber)].visibility.workspaces
-  }
-
   /// Replaces the workspaces a subscriber may see (its grant changed), with effect at once: later publishes check
   /// the new set, and pending notifications of pages of the workspaces it may no longer see are dropped. Its
   /// subscriptions stay; the broker ends those the store says are out of reach (`unsubscribe`).
