@@ -47,10 +47,22 @@ extension BrokerServer {
   func flush(_ session: StreamSession) {
     let socket = session.socket
     let limit = configuration.limits.pendingBytesPerConnection
-    while socket.isOpen && socket.queuedBytes < limit {
+    // Whether more is pending is learned with each drain, so that a queue written whole (the usual case: this
+    // runs for every subscriber of a commit) costs no further round of socket checks and drains.
+    var pending = true
+    // What the socket could not take waits for its drain callback (and only then is the fan-out asked again).
+    defer { session.notificationsWaitForDrain = pending && socket.isOpen }
+    while pending && socket.isOpen && socket.queuedBytes < limit {
       drainBuffer.removeAll(keepingCapacity: true)
-      let drained = withFanOut { $0.drain(session.id, max: Self.pagesPerFrame, into: &drainBuffer) }
-      guard drained > 0 else { return }
+      let drained = withFanOut { fanOut in
+        let drained = fanOut.drain(session.id, max: Self.pagesPerFrame, into: &drainBuffer)
+        pending = fanOut.pendingCount(of: session.id) > 0
+        return drained
+      }
+      guard drained > 0 else {
+        pending = false
+        return
+      }
       if drained == 1 {
         socket.send(encodedFrame: changedFrame(drainBuffer[0].page, drainBuffer[0].lastUpdatedTime))
       } else {

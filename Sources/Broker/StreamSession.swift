@@ -52,7 +52,7 @@ protocol StreamSessionHost: AnyObject {
     completion: @escaping (Result<BrokerProtocol.Subscribed, any Error>) -> Void)
   /// Ends `session`'s subscriptions to `pageIDs` (and drops their pending notifications).
   func unsubscribe(_ pageIDs: [String], for session: StreamSession) -> BrokerProtocol.Unsubscribed
-  /// `session`'s socket drained: write what is pending for it.
+  /// `session`'s socket drained after a flush left notifications pending: write them.
   func flushNotifications(to session: StreamSession)
   /// `session` sent its device an error message (counted by code).
   func session(_ session: StreamSession, sent error: BrokerProtocol.StreamErrorCode)
@@ -84,6 +84,9 @@ final class StreamSession {
   private let json: JSONBodies
   /// Set once its socket closed: the host has forgotten it, and its id may stand for another stream.
   private(set) var isClosed = false
+  /// Set by the host when its socket was too full to take every pending notification: the socket's drain
+  /// callback then asks for the rest. (A socket drains after every write; most find nothing left to send.)
+  var notificationsWaitForDrain = false
 
   init(
     id: SubscriberID, connection: UInt64, socket: any StreamSocket, grant: Grant, host: any StreamSessionHost,
@@ -98,7 +101,9 @@ final class StreamSession {
     socket.onText = { [unowned self] text in self.received(text) }
     socket.onBinary = { [unowned self] _ in self.fail(.invalidMessage, "frames are JSON text") }
     socket.onDrain = { [unowned self] in
-      if !self.isClosed { self.host.flushNotifications(to: self) }
+      guard self.notificationsWaitForDrain, !self.isClosed else { return }
+      self.notificationsWaitForDrain = false
+      self.host.flushNotifications(to: self)
     }
     socket.onClose = { [unowned self] info in
       guard !self.isClosed else { return }
