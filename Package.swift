@@ -181,7 +181,9 @@ let package = Package(
     .testTarget(
       name: "BrokerTests",
       dependencies: [
-        "Broker", "EventLoop", "EventLoopTestKit", "SyncModel", "SyncProtocol", "TOMLConfig", "Web",
+        "ByteBuffers",
+        "Broker", "BrokerCore", "EventLoop", "EventLoopTestKit", "SyncModel", "SyncProtocol", "TOMLConfig",
+        "Web", .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(
       name: "DaemonCoreTests",

@@ -4,7 +4,18 @@ import Web
 /// Who a request is, once its token checked out.
 public struct Grant: Sendable, Equatable {
   public var user: EntityID
-  public var workspaces: Set<EntityID>
+  public var workspaces: Set<EntityID> {
+    didSet { workspaceIDs = Set(workspaces.lazy.map(\.rawValue)) }
+  }
+  /// The workspaces as strings, as the fan-out compares them (BrokerCore knows no `EntityID`): made once per
+  /// token, so the streams of a token share one set.
+  public private(set) var workspaceIDs: Set<String>
+
+  public init(user: EntityID, workspaces: Set<EntityID>) {
+    self.user = user
+    self.workspaces = workspaces
+    workspaceIDs = Set(workspaces.lazy.map(\.rawValue))
+  }
 }
 
 /// Maps bearer tokens to grants. Tokens are compared as SHA-256 digests in constant time, against every

@@ -1,5 +1,6 @@
 import Prometheus
 import SyncModel
+import SyncProtocol
 import Web
 
 /// The broker's Prometheus metrics (`GET /metrics`, docs/operations.md "Metrics").
@@ -10,7 +11,7 @@ import Web
 /// Cost on the hot paths: figures the loop already keeps as plain `Int`s (batches, notifications sent and
 /// coalesced, bytes on the wire, responses by status) and the gauges are read only when scraped, and the
 /// counters are advanced by the difference since the last scrape. Per-request figures (catch-ups, fetches,
-/// mutations of a batch) are one relaxed atomic add each; the commit histogram takes one uncontended lock per
+/// mutations of a batch, stream errors and closes) are one relaxed atomic add each; the commit histogram takes one uncontended lock per
 /// batch. Publishing to thousands of subscribers touches no metric at all.
 ///
 /// Threading: the broker's loop thread.
@@ -56,6 +57,8 @@ public final class BrokerMetrics {
   private let subscribeStoreReads: Counter
   private let fetchRequests: Counter
   private var refused: [Int: Counter] = [:]
+  private var streamErrors: [BrokerProtocol.StreamErrorCode: Counter] = [:]
+  private var streamCloses: [UInt16: Counter] = [:]
   private let bytesReceived: Counter
   private let bytesSent: Counter
   /// The figures as of the last scrape: counters advance by the difference.
@@ -71,6 +74,17 @@ public final class BrokerMetrics {
       "http_refused", "total",
       "HTTP requests answered with a 4xx or 5xx status, by status (includes refused WebSocket upgrades, "
         + "unparsable requests and connections over the limit).")
+  }
+
+  static var streamErrors: MetricNameDescriptor {
+    name(
+      "stream_errors", "total",
+      "Error messages sent on device streams, by code (docs/protocol.md, Stream error codes).")
+  }
+  static var streamCloses: MetricNameDescriptor {
+    name(
+      "stream_closes", "total",
+      "Device streams closed, by WebSocket close code, whichever side closed (1006: the connection dropped).")
   }
 
   /// `pagesync_broker_METRIC_UNIT`.
@@ -126,8 +140,13 @@ public final class BrokerMetrics {
       descriptor: Self.name("received", "bytes_total", "Bytes read from client connections."))
     bytesSent = registry.makeCounter(
       descriptor: Self.name("sent", "bytes_total", "Bytes written to client connections."))
-    // Every known reason from the start, so that rates work before the first rejection.
+    // Every known reason and code from the start, so that rates work before the first of each.
     for reason in RejectionReason.all { _ = rejectionCounter(reason.name) }
+    for code in BrokerProtocol.StreamErrorCode.allCases {
+      streamErrors[code] = registry.makeCounter(
+        descriptor: Self.streamErrors, labels: [("code", String(code.rawValue))])
+    }
+    for reason in BrokerProtocol.StreamCloseReason.allCases { _ = streamCloseCounter(reason.code) }
   }
 
   // MARK: Recording (loop thread)
@@ -145,6 +164,12 @@ public final class BrokerMetrics {
   public func catchUpRequested() { catchUpRequests.increment() }
 
   public func fetchRequested() { fetchRequests.increment() }
+
+  /// An error message went out on a device stream.
+  public func streamErrorSent(_ code: BrokerProtocol.StreamErrorCode) { streamErrors[code]?.increment() }
+
+  /// A device stream closed with `code` (sent or received; 1006 when it dropped).
+  public func streamClosed(code: UInt16) { streamCloseCounter(code).increment() }
 
   // MARK: Scraping
 
@@ -182,6 +207,13 @@ public final class BrokerMetrics {
 
   private func advance(_ counter: Counter, _ before: Int, _ now: Int) {
     if now > before { counter.increment(by: Int64(now - before)) }
+  }
+
+  private func streamCloseCounter(_ code: UInt16) -> Counter {
+    if let counter = streamCloses[code] { return counter }
+    let counter = registry.makeCounter(descriptor: Self.streamCloses, labels: [("code", String(code))])
+    streamCloses[code] = counter
+    return counter
   }
 
   private func rejectionCounter(_ reason: String) -> Counter {

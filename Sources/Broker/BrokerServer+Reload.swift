@@ -46,22 +46,22 @@ extension BrokerServer {
   }
 
   private func authorizeStreamsAgain() {
-    for session in Array(sessions.values) {
+    for case let session? in sessions {
       guard let request = session.socket.request,
         case .success(let grant) = authenticator.authenticate(request.head)
       else {
         // Nothing more reaches it from now on, whatever the close handshake takes.
         session.grant.workspaces = []
-        _ = channels.removeSubscriber(session.id)
-        session.queue.removeAll()
-        session.socket.close(code: .policyViolation, reason: "token revoked")
+        _ = withFanOut { $0.removeAllSubscriptions(of: session.id) }
+        session.close(.tokenRevoked)
         logger.notice(
-          "stream closed: token revoked", metadata: ["broker.connection.id": "\(session.id.rawValue)"])
+          "stream closed: token revoked", metadata: ["broker.connection.id": "\(session.connection)"])
         continue
       }
       let narrowed = !grant.workspaces.isSuperset(of: session.grant.workspaces)
       session.grant = grant
-      if narrowed { session.withdrawInaccessible() }
+      withFanOut { $0.setWorkspaces(grant.workspaceIDs, of: session.id) }
+      if narrowed { withdrawInaccessible(session) }
     }
   }
 }

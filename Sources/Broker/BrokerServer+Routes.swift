@@ -61,22 +61,15 @@ extension BrokerServer {
         configuration: stream,
         shouldAccept: { [unowned self] request in
           if self.isStopping {
-            return .reject(HTTPResponseError(.serviceUnavailable, "broker shutting down").response)
+            let reason = BrokerProtocol.StreamCloseReason.shuttingDown.reason
+            return .reject(HTTPResponseError(.serviceUnavailable, reason).response)
           }
           switch self.authenticator.authenticate(request.head) {
           case .success: return .accept()
           case .failure(let error): return .reject(error.response)
           }
         },
-        onOpen: { [unowned self] socket in
-          guard let request = socket.request,
-            case .success(let grant) = self.authenticator.authenticate(request.head)
-          else {
-            socket.close(code: .policyViolation, reason: "not authorized")
-            return
-          }
-          self.openSession(socket, grant: grant)
-        }))
+        onOpen: { [unowned self] socket in self.openStream(socket) }))
   }
 
   var isStopping: Bool { stopping }
@@ -213,12 +206,10 @@ extension BrokerServer {
       guard channels.keyReleases == indexed.keyReleases else { return nil }
       var changed: [EntityID: UInt64] = [:]
       var gone: [EntityID] = []
-      var visibility = WorkspaceVisibility()
+      var visibility = WorkspaceVisibility(workspaces: grant.workspaceIDs)
       for (key, time) in indexed.entries {
         guard let facts = channels.facts(of: key) else { return nil }
-        let maySee = visibility.maySee(facts.workspace, grant) {
-          try? EntityID(validating: channels.workspaceID(facts.workspace))
-        }
+        let maySee = visibility.maySee(facts.workspace, in: channels)
         guard !maySee || !sameEpoch || facts.lastUpdated > time else { continue }
         // Few pages get here (the changed, the gone): making their ids is cheap.
         guard let page = try? EntityID(validating: channels.pageID(for: key)) else { return nil }

@@ -39,16 +39,25 @@ public final class BrokerServer {
   var authenticator: Authenticator
   let json = JSONBodies()
 
-  // Notification fan-out.
-  var channels = ChannelIndex()
-  var sessions: [SubscriberID: StreamSession] = [:]
+  // Device streams (BrokerServer+Streams.swift).
+  /// The notification fan-out: subscriptions, queues, workspaces and the dirty list, without I/O.
+  var fanOut = FanOut()
+  /// Open device streams by subscriber id (dense: the fan-out reuses the ids of closed streams).
+  var sessions: ContiguousArray<StreamSession?> = []
+  /// Open device streams.
+  public internal(set) var streamCount = 0
   /// The workspaces of the pages `subscribe` frames name (from the index, else the store).
-  lazy var pageWorkspaces = PageWorkspaceLookup(broker: self)
-  private var nextSubscriber: UInt32 = 1
-  /// Sessions with notifications queued since the last flush, each once (`StreamSession.isDirty`): a flag and an
-  /// array instead of a set of ids, which cost ~700 instructions per subscriber per commit.
-  private var dirtySessions: [StreamSession] = []
-  private var flushWakeup: Wakeup?
+  lazy var pageWorkspaces = PageWorkspaceLookup(loop: loop, writer: writer, storeBox: storeBox) {
+    [unowned self] pages in self.withFanOut { $0.knownKeys(of: pages.lazy.map(\.rawValue)) }
+  }
+  var nextConnection: UInt64 = 1
+  /// The dirty list taken by the last flush (kept to reuse its storage).
+  var flushing = ContiguousArray<SubscriberID>()
+  /// Where a flush drains a queue before writing it (kept to reuse its storage).
+  var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
+  /// The last one-page `changed` frame, encoded (`changedFrame`).
+  var lastChangedFrame: (page: PageKey, time: UInt64, frame: ByteBuffer)?
+  var flushWakeup: Wakeup?
   private var pruneTimer: LoopTimer?
   private(set) var stopping = false
 
@@ -65,7 +74,7 @@ public final class BrokerServer {
   /// Catch-ups answered from the channel index rather than the store.
   public internal(set) var catchUpsFromIndex = 0
   /// Notifications folded into one already pending for the same page and device.
-  public internal(set) var notificationsCoalesced = 0
+  public var notificationsCoalesced: Int { fanOut.coalescedCount }
   /// `GET /metrics`.
   public let metrics: BrokerMetrics
 
@@ -104,12 +113,7 @@ public final class BrokerServer {
   @discardableResult
   public func start() throws -> SocketAddress {
     let address = try http.listen(on: configuration.listen)
-    flushWakeup = Wakeup(loop: loop) { [unowned self] in self.flushDirtySessions() }
-    let timer = LoopTimer(loop: loop)
-    timer.keepsLoopAlive = false
-    timer.start(after: 60_000, repeatEvery: 60_000) { [unowned self] in self.pruneLog() }
-    pruneTimer = timer
-    http.onEvent = { [unowned self] event in self.log(event) }
+    startServices()
     logger.info(
       "listening",
       metadata: [
@@ -119,6 +123,18 @@ public final class BrokerServer {
     return address
   }
 
+  /// Starts what runs besides the listener: the flush of notifications at the end of each loop turn that
+  /// queued some, the change log's pruning. `start` calls it; tests that drive the router in-process, with
+  /// nothing listening, call it alone.
+  func startServices() {
+    flushWakeup = Wakeup(loop: loop) { [unowned self] in self.flushDirtySessions() }
+    let timer = LoopTimer(loop: loop)
+    timer.keepsLoopAlive = false
+    timer.start(after: 60_000, repeatEvery: 60_000) { [unowned self] in self.pruneLog() }
+    pruneTimer = timer
+    http.onEvent = { [unowned self] event in self.log(event) }
+  }
+
   /// Stops accepting, answers what is in flight, closes every device stream with 1001 (after sending what is
   /// pending), waits for the writer to finish its jobs, and calls `then`.
   public func shutdown(then: @escaping () -> Void) {
@@ -126,12 +142,12 @@ public final class BrokerServer {
     stopping = true
     logger.info(
       "draining",
-      metadata: ["broker.connections": "\(http.connectionCount)", "broker.streams": "\(sessions.count)"])
+      metadata: ["broker.connections": "\(http.connectionCount)", "broker.streams": "\(streamCount)"])
     pruneTimer?.close()
     pruneTimer = nil
-    for session in sessions.values {
-      session.flush()
-      session.socket.close(code: .goingAway, reason: "broker shutting down")
+    for case let session? in sessions {
+      flush(session)
+      session.close(.shuttingDown)
     }
     http.close { [unowned self] in
       // Every HTTP answer has been written; no job can arrive any more.
@@ -142,108 +158,8 @@ public final class BrokerServer {
     }
   }
 
-  // MARK: Notifications
-
-  /// After a commit: every subscriber of a changed page that may see its workspace gets it queued (coalesced),
-  /// and the queues are flushed at the end of this loop turn.
-  func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID]) {
-    var coalesced = 0
-    defer { notificationsCoalesced += coalesced }
-    for (page, time) in pages {
-      guard let key = channels.existingKey(for: page.rawValue), let workspace = workspaces[page] else {
-        continue
-      }
-      channels.learn(workspace: workspace.rawValue, lastUpdated: time, of: key)
-      // The workspace's number, to check each subscriber's grant without hashing its id again (none only past
-      // 65,535 workspaces: then the grant itself).
-      let number = channels.number(ofWorkspace: workspace.rawValue)
-      for subscriber in channels.subscribers(of: key) {
-        guard let session = sessions[subscriber],
-          number.map({ session.maySee(workspace, numbered: $0) })
-            ?? session.grant.workspaces.contains(workspace)
-        else { continue }
-        if !session.queue.enqueue(key, lastUpdatedTime: time) { coalesced += 1 }
-        if !session.isDirty {
-          session.isDirty = true
-          dirtySessions.append(session)
-        }
-      }
-    }
-    if !dirtySessions.isEmpty { flushWakeup?.signal() }
-  }
-
-  /// Runs `body` on the channel index in place. Calling its methods through `channels` one by one makes a copy
-  /// of the struct each time (a retain of every array); on a per-page path that costs more than the work.
-  func withChannels<Result>(_ body: (inout ChannelIndex) throws -> Result) rethrows -> Result {
-    try body(&channels)
-  }
-
-  /// The keys of `pages`, in order, if the channel index knows the workspace of every one.
-  func keysWithKnownWorkspaces(of pages: [EntityID]) -> [PageKey]? {
-    withChannels { channels in
-      var keys: [PageKey] = []
-      keys.reserveCapacity(pages.count)
-      for page in pages {
-        guard let key = channels.existingKey(for: page.rawValue), channels.workspace(of: key) != nil else {
-          return nil
-        }
-        keys.append(key)
-      }
-      return keys
-    }
-  }
-
-  /// The last one-page `changed` frame, encoded. After a commit that changed one page, every subscriber that
-  /// was keeping up gets exactly that frame: it is written once and its bytes shared (server frames are not
-  /// masked). A key and a time name one page: the time is the sequence of the batch whose publish queued the
-  /// entry, when the key stood for that page, and entries of a page are dropped when it loses its key.
-  private var lastChangedFrame: (page: PageKey, time: UInt64, frame: ByteBuffer)?
-
-  func changedFrame(_ page: PageKey, _ time: UInt64) -> ByteBuffer {
-    if let cached = lastChangedFrame, cached.page == page, cached.time == time { return cached.frame }
-    let id = withChannels { $0.pageID(for: page) }
-    let frame = WebSocket.encodeServerFrame(text: BrokerProtocol.Changed(pages: [id: time]).jsonText)
-    lastChangedFrame = (page, time, frame)
-    return frame
-  }
-
-  private func flushDirtySessions() {
-    let dirty = dirtySessions
-    dirtySessions = []
-    for session in dirty where session.isDirty {
-      session.isDirty = false
-      session.flush()
-    }
-  }
-
-  // MARK: Device streams
-
-  func openSession(_ socket: WebSocket, grant: Grant) {
-    let id = SubscriberID(nextSubscriber)
-    nextSubscriber &+= 1
-    let session = StreamSession(id: id, socket: socket, grant: grant, broker: self)
-    sessions[id] = session
-    logger.debug(
-      "stream opened", metadata: ["broker.connection.id": "\(id.rawValue)", "broker.user": "\(grant.user)"])
-  }
-
-  func closeSession(_ session: StreamSession, _ info: WebSocketCloseInfo) {
-    let removed = channels.removeSubscriber(session.id)
-    sessions.removeValue(forKey: session.id)
-    // Its queue is not flushed any more (it may still sit in `dirtySessions` until the next flush).
-    session.isDirty = false
-    logger.debug(
-      "stream closed",
-      metadata: [
-        "broker.connection.id": "\(session.id.rawValue)", "broker.close": "\(info)",
-        "broker.subscriptions": "\(removed)",
-      ])
-  }
-
   /// Subscriptions across every device stream.
-  public var subscriptionCount: Int { channels.totalSubscriptions }
-  /// Open device streams.
-  public var streamCount: Int { sessions.count }
+  public var subscriptionCount: Int { fanOut.index.totalSubscriptions }
   /// Open connections, HTTP and WebSocket (what `[limits] connections` bounds).
   public var connectionCount: Int { http.openConnectionCount }
 
@@ -252,8 +168,8 @@ public final class BrokerServer {
     var figures = BrokerMetrics.Figures()
     // An upgraded connection leaves the HTTP server's count and becomes a device stream.
     figures.connections = http.openConnectionCount
-    figures.deviceStreams = sessions.count
-    figures.subscriptions = channels.totalSubscriptions
+    figures.deviceStreams = streamCount
+    figures.subscriptions = fanOut.index.totalSubscriptions
     figures.batchesApplied = batchesApplied
     figures.notificationsSent = notificationsSent
     figures.notificationsCoalesced = notificationsCoalesced

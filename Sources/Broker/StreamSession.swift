@@ -1,55 +1,129 @@
 import BrokerCore
 import BrokerStore
-import FoundationEssentials
+import ByteBuffers
 import StrictJSON
 import SyncModel
 import SyncProtocol
 import Web
 
-/// One device's `/v1/stream` WebSocket: its subscriptions and its queue of pending notifications.
+/// What a device stream needs of its socket: a `WebSocket`, or in tests a scripted one that records frames.
 ///
-/// The queue is coalesced per page (a page waits at most once, with its newest time), and it is written out only
-/// while the socket has less than `pendingBytesPerConnection` queued: a slow reader's notifications pile up as at
-/// most one entry per subscribed page, not as bytes, and it is never dropped for being slow.
+/// Threading: the loop thread of the broker.
+protocol StreamSocket: AnyObject {
+  /// The upgrade request (its token is checked again on reload).
+  var request: HTTPRequest? { get }
+  var isOpen: Bool { get }
+  /// Bytes written and not yet taken by the kernel.
+  var queuedBytes: Int { get }
+  var onText: ((String) -> Void)? { get set }
+  var onBinary: ((ByteBuffer) -> Void)? { get set }
+  /// Called when queued bytes drained (the socket has room again).
+  var onDrain: (() -> Void)? { get set }
+  /// Called once, when the connection is over (either side, any way).
+  var onClose: ((WebSocketCloseInfo) -> Void)? { get set }
+  func send(text: String)
+  /// A frame encoded once for many sockets (`WebSocket.encodeServerFrame`).
+  func send(encodedFrame: ByteBuffer)
+  func close(code: WebSocketCloseCode, reason: String)
+  func pauseReading()
+  func resumeReading()
+}
+
+extension WebSocket: StreamSocket {}
+
+/// What a device stream may ask of the broker, and all it may: a `StreamSession` holds the broker as this only.
+/// The broker owns the sessions and calls them (to send, to close, to write notifications); a session calls back
+/// with what its device asked and when its socket drained or closed.
+///
+/// Threading: the broker's loop thread. Nothing is asked for a session once it has closed.
+protocol StreamSessionHost: AnyObject {
+  /// Whether the store is being read for a subscription: frames then wait, in order, until `whenStoreIdle`.
+  var isReadingStore: Bool { get }
+  /// Runs `body` once no store read for subscriptions is under way, after those that asked before it: at once if
+  /// none is.
+  func whenStoreIdle(_ body: @escaping () -> Void)
+  /// Subscribes `session` to the pages of `frame` if it is a `subscribe` whose pages the channel index knows with
+  /// their workspaces (no store read, no decoding); nil for any other frame, which the session then decodes.
+  func subscribeKnownPages(of frame: String, for session: StreamSession) -> BrokerProtocol.Subscribed?
+  /// Subscribes `session` to `pages` once it is known where they are (at once, or after a store read: no read
+  /// may be under way, `isReadingStore`). `denied`: ids the session refused already (malformed), listed first.
+  /// `completion` runs only if the session is still open, with the answer or the store's error.
+  func subscribe(
+    _ pages: [EntityID], denied: [String], for session: StreamSession,
+    completion: @escaping (Result<BrokerProtocol.Subscribed, any Error>) -> Void)
+  /// Ends `session`'s subscriptions to `pageIDs` (and drops their pending notifications).
+  func unsubscribe(_ pageIDs: [String], for session: StreamSession) -> BrokerProtocol.Unsubscribed
+  /// `session`'s socket drained after a flush left notifications pending: write them.
+  func flushNotifications(to session: StreamSession)
+  /// `session` sent its device an error message (counted by code).
+  func session(_ session: StreamSession, sent error: BrokerProtocol.StreamErrorCode)
+  /// `session`'s socket closed (either side): forget it.
+  func sessionClosed(_ session: StreamSession, _ info: WebSocketCloseInfo)
+}
+
+/// One device's `/v1/stream` WebSocket, as I/O: frames in, answers out, in order. What its frames do, its
+/// subscriptions and its pending notifications are the broker's (`StreamSessionHost`, `FanOut` under `id`).
+///
+/// ```
+///  text frame ──▶ waiting frames (in order) ──▶ handle: subscribe from the index ──────────────▶ "subscribed"
+///                     ▲      │                          decode ─▶ subscribe (maybe a store read) ▶ "subscribed"
+///                     │      │                                 ─▶ unsubscribe ─────────────────▶ "unsubscribed"
+///                     │      └─ a store read under way: pause reading until the host is idle
+///                     └──────── the read is over: resume, handle what waits
+/// ```
 ///
 /// Threading: the broker's loop thread.
 final class StreamSession {
+  /// Its subscriber id in the fan-out (reused once the stream closed).
   let id: SubscriberID
-  let socket: WebSocket
-  /// Replaced when a reload changes what the device's token may see (`BrokerServer.reload`).
-  var grant: Grant {
-    didSet { visibility = WorkspaceVisibility() }
-  }
-  private var visibility = WorkspaceVisibility()
-  unowned let broker: BrokerServer
-  var queue = CoalescingQueue()
-  /// Queued for the broker's next flush of dirty sessions (`BrokerServer.publish`).
-  var isDirty = false
-  private var drainBuffer: [(page: PageKey, lastUpdatedTime: UInt64)] = []
+  /// Its number for logs (never reused).
+  let connection: UInt64
+  let socket: any StreamSocket
+  /// Who the device is; replaced when a reload changes what its token may see (`BrokerServer.reload`).
+  var grant: Grant
+  private unowned let host: any StreamSessionHost
+  private let json: JSONBodies
+  /// Set once its socket closed: the host has forgotten it, and its id may stand for another stream.
+  private(set) var isClosed = false
+  /// Set by the host when its socket was too full to take every pending notification: the socket's drain
+  /// callback then asks for the rest. (A socket drains after every write; most find nothing left to send.)
+  var notificationsWaitForDrain = false
 
-  /// Most pages in one `changed` frame.
-  static let pagesPerFrame = 1000
-
-  init(id: SubscriberID, socket: WebSocket, grant: Grant, broker: BrokerServer) {
+  init(
+    id: SubscriberID, connection: UInt64, socket: any StreamSocket, grant: Grant, host: any StreamSessionHost,
+    json: JSONBodies
+  ) {
     self.id = id
+    self.connection = connection
     self.socket = socket
     self.grant = grant
-    self.broker = broker
+    self.host = host
+    self.json = json
     socket.onText = { [unowned self] text in self.received(text) }
-    socket.onBinary = { [unowned self] _ in self.fail(4400, "frames are JSON text") }
-    socket.onDrain = { [unowned self] in self.flush() }
-    socket.onClose = { [unowned self] info in self.broker.closeSession(self, info) }
+    socket.onBinary = { [unowned self] _ in self.fail(.invalidMessage, "frames are JSON text") }
+    socket.onDrain = { [unowned self] in
+      guard self.notificationsWaitForDrain, !self.isClosed else { return }
+      self.notificationsWaitForDrain = false
+      self.host.flushNotifications(to: self)
+    }
+    socket.onClose = { [unowned self] info in
+      guard !self.isClosed else { return }
+      self.isClosed = true
+      self.host.sessionClosed(self, info)
+    }
   }
 
-  /// Whether the grant may see `workspace`, whose number in the channel index is `number`.
-  func maySee(_ workspace: EntityID, numbered number: ChannelIndex.WorkspaceNumber) -> Bool {
-    visibility.maySee(number, grant) { workspace }
+  /// Sends a message (JSON text).
+  func send(_ message: some Encodable) {
+    socket.send(text: json.text(message))
   }
 
-  private func received(_ text: String) {
-    waitingFrames.append(text)
-    processFrames()
+  /// Closes the stream for `reason`, with its code; the host hears of it once the close completes.
+  func close(_ reason: BrokerProtocol.StreamCloseReason) {
+    socket.close(code: WebSocketCloseCode(reason.code), reason: reason.reason)
   }
+
+  // MARK: Frames
 
   /// Frames wait here, as text, while a `subscribe` waits for the store (its own, or another device's that the
   /// broker is reading for), so that a device's frames take effect, and are answered, in the order it sent them.
@@ -58,14 +132,19 @@ final class StreamSession {
   private var waitingForStore = false
   private var processing = false
 
+  private func received(_ text: String) {
+    waitingFrames.append(text)
+    processFrames()
+  }
+
   private func processFrames() {
     guard !processing else { return }
     processing = true
     defer { processing = false }
     while !waitingForStore && !waitingFrames.isEmpty {
-      if broker.pageWorkspaces.isReading {
+      if host.isReadingStore {
         waitingForStore = true
-        broker.pageWorkspaces.whenIdle { [weak self] in self?.storeIsIdle() }
+        host.whenStoreIdle { [weak self] in self?.storeIsIdle() }
         break
       }
       handle(waitingFrames.removeFirst())
@@ -74,15 +153,15 @@ final class StreamSession {
   }
 
   private func storeIsIdle() {
-    guard socket.isOpen else { return }
+    guard !isClosed, socket.isOpen else { return }
     waitingForStore = false
     socket.resumeReading()
     processFrames()
   }
 
   private func handle(_ text: String) {
-    if let keys = knownPagesToSubscribe(text) {
-      subscribe(.inIndex(keys), valid: [], denied: [])
+    if let answer = host.subscribeKnownPages(of: text, for: self) {
+      send(answer)
       return
     }
     let message: BrokerProtocol.ClientMessage
@@ -90,60 +169,21 @@ final class StreamSession {
       // The strict reader (StrictJSON): a subscribe may carry thousands of ids.
       message = try JSONReader.decode(BrokerProtocol.ClientMessage.self, from: text)
     } catch {
-      fail(4400, "invalid message: \(error)")
+      fail(.invalidMessage, "invalid message: \(error)")
       return
     }
     switch message.op {
     case "subscribe": subscribe(message.pages ?? [])
-    case "unsubscribe": unsubscribe(message.pages ?? [])
-    default: fail(4400, "unknown op \"\(message.op.prefix(40))\": expected subscribe or unsubscribe")
-    }
-  }
-
-  /// The keys of a `subscribe` frame's pages, read straight against the channel index (no string made per id),
-  /// if the index knows every one of them with its workspace: a device that comes back subscribes again to a
-  /// thousand pages others follow (B3, B4 in docs/benchmarks.md). Nil for anything else (another op, a page the
-  /// index does not know, an escaped id, an error): `handle` then decodes the frame as usual.
-  private func knownPagesToSubscribe(_ text: String) -> [PageKey]? {
-    var text = text
-    return text.withUTF8 { bytes in
-      broker.withChannels { channels in
-        try? JSONReader.read(bytes) { reader throws(JSONReadError) -> [PageKey]? in
-          var isSubscribe: Bool?
-          var keys: [PageKey]?
-          var members = try reader.beginObject()
-          while let key = try reader.nextKey(&members) {
-            if key.matches("op") && isSubscribe == nil {
-              isSubscribe = try reader.readString { $0.elementsEqual("subscribe".utf8) }
-              guard isSubscribe == true else { return nil }
-            } else if key.matches("pages") && keys == nil {
-              guard try !reader.readNull() else { return nil }
-              var read: [PageKey] = []
-              var elements = try reader.beginArray()
-              while try reader.nextElement(&elements) {
-                let known = try reader.readString { id -> PageKey? in
-                  guard let key = channels.existingKey(utf8: id), channels.workspace(of: key) != nil else {
-                    return nil
-                  }
-                  return key
-                }
-                guard let known else { return nil }
-                read.append(known)
-              }
-              keys = read
-            } else {
-              try reader.skipValue()
-            }
-          }
-          return isSubscribe == true ? keys : nil
-        }
-      }
+    case "unsubscribe": send(host.unsubscribe(message.pages ?? [], for: self))
+    default:
+      fail(.invalidMessage, "unknown op \"\(message.op.prefix(40))\": expected subscribe or unsubscribe")
     }
   }
 
   /// Sends an error message; the connection stays open.
-  private func fail(_ code: Int, _ message: String) {
-    socket.send(text: broker.jsonText(BrokerProtocol.StreamError(code: code, message: message)))
+  private func fail(_ code: BrokerProtocol.StreamErrorCode, _ message: String) {
+    send(BrokerProtocol.StreamError(code, message))
+    host.session(self, sent: code)
   }
 
   /// Subscribes to pages the device may see: ids of another workspace's pages are denied (pages that do not exist
@@ -161,12 +201,12 @@ final class StreamSession {
     }
     waitingForStore = true
     var answeredAtOnce = true
-    broker.pageWorkspaces.lookUp(valid) { [weak self] result in
+    host.subscribe(valid, denied: denied, for: self) { [weak self] result in
       guard let self, self.socket.isOpen else { return }
       self.waitingForStore = false
       switch result {
-      case .success(let workspaces): self.subscribe(workspaces, valid: valid, denied: denied)
-      case .failure: self.fail(4500, "the subscription could not be checked; try again")
+      case .success(let answer): self.send(answer)
+      case .failure: self.fail(.subscriptionNotChecked, "the subscription could not be checked; try again")
       }
       if !answeredAtOnce {
         self.socket.resumeReading()
@@ -174,144 +214,5 @@ final class StreamSession {
       }
     }
     answeredAtOnce = false
-  }
-
-  /// Subscribes to the pages (their keys if the index knows them all, else `valid` and what the store read of
-  /// them) but for those that exist outside the grant's workspaces.
-  private func subscribe(_ workspaces: PageWorkspaceLookup.Answer, valid: [EntityID], denied: [String]) {
-    var denied = denied
-    let limit = broker.configuration.limits.subscriptionsPerConnection
-    let grant = self.grant
-    let subscriber = id
-    let (added, total) = broker.withChannels { channels -> (Int, Int) in
-      var visibility = self.visibility
-      defer { self.visibility = visibility }
-      func allowed(_ number: ChannelIndex.WorkspaceNumber) -> Bool {
-        visibility.maySee(number, grant) { try? EntityID(validating: channels.workspaceID(number)) }
-      }
-      var keys: [PageKey] = []
-      var learned: [(PageKey, PageFacts)] = []
-      var count = channels.subscriptionCount(of: subscriber)
-      let pageCount: Int
-      switch workspaces {
-      case .inIndex(let known): pageCount = known.count
-      case .read: pageCount = valid.count
-      }
-      keys.reserveCapacity(pageCount)
-      // If every page could be new and still stay within the limit, no page needs its own check against it.
-      let cannotReachLimit = count + pageCount <= limit
-      for position in 0..<pageCount {
-        // Whether the page may be seen, its key if it has one, and what the store said of it.
-        let isAllowed: Bool
-        let existing: PageKey?
-        var facts: PageFacts?
-        switch workspaces {
-        case .inIndex(let known):
-          existing = known[position]
-          isAllowed = channels.workspace(of: known[position]).map(allowed) ?? true
-        case .read(let found):
-          existing = channels.existingKey(for: valid[position].rawValue)
-          facts = found[valid[position]]
-          isAllowed = facts.map { grant.workspaces.contains($0.workspace) } ?? true
-        }
-        let subscribed =
-          cannotReachLimit ? false : existing.map { channels.isSubscribed(subscriber, to: $0) } ?? false
-        if !isAllowed || (!cannotReachLimit && count >= limit && !subscribed) {
-          denied.append(existing.map { channels.pageID(for: $0) } ?? valid[position].rawValue)
-        } else {
-          let key = existing ?? channels.key(for: valid[position].rawValue)
-          if !subscribed { count += 1 }
-          keys.append(key)
-          if let facts { learned.append((key, facts)) }
-        }
-      }
-      let added = channels.subscribe(subscriber, to: keys)
-      for (key, facts) in learned {
-        channels.learn(workspace: facts.workspace.rawValue, lastUpdated: facts.lastUpdated, of: key)
-      }
-      return (added, channels.subscriptionCount(of: subscriber))
-    }
-    socket.send(text: broker.jsonText(BrokerProtocol.Subscribed(added: added, total: total, denied: denied)))
-  }
-
-  private func isSubscribed(_ page: EntityID) -> Bool {
-    guard let key = broker.channels.existingKey(for: page.rawValue) else { return false }
-    return broker.channels.isSubscribed(id, to: key)
-  }
-
-  private func unsubscribe(_ pageIDs: [String]) {
-    var keys: [PageKey] = []
-    for text in pageIDs {
-      if let key = broker.channels.existingKey(for: text), broker.channels.isSubscribed(id, to: key) {
-        _ = queue.remove(key)
-        keys.append(key)
-      }
-    }
-    let removed = broker.channels.unsubscribe(id, from: keys)
-    let answer = BrokerProtocol.Unsubscribed(
-      removed: removed, total: broker.channels.subscriptionCount(of: id))
-    socket.send(text: broker.jsonText(answer))
-  }
-
-  /// After the grant was narrowed: drops the subscriptions to pages the grant may no longer see and tells the
-  /// device which (`revoked`). Notifications stop at once (`publish` checks the grant); this removes the entries.
-  /// If the store cannot say which pages those are, the stream is closed so that the device subscribes again
-  /// under its new grant.
-  func withdrawInaccessible() {
-    let candidates = broker.channels.subscriptions(of: id).compactMap {
-      try? EntityID(validating: broker.channels.pageID(for: $0))
-    }
-    guard !candidates.isEmpty else { return }
-    let box = broker.storeBox
-    let workspaces = grant.workspaces
-    broker.writer.read(
-      on: broker.loop,
-      { _ -> [EntityID] in try box.store.pagesOutside(workspaces: workspaces, among: candidates) },
-      completion: { [weak self] result in
-        guard let self, self.socket.isOpen else { return }
-        guard case .success(let outside) = result else {
-          self.socket.close(code: .policyViolation, reason: "access changed; subscribe again")
-          return
-        }
-        var keys: [PageKey] = []
-        var pages: [String] = []
-        for page in outside {
-          guard let key = self.broker.channels.existingKey(for: page.rawValue),
-            self.broker.channels.isSubscribed(self.id, to: key)
-          else { continue }
-          _ = self.queue.remove(key)
-          keys.append(key)
-          pages.append(page.rawValue)
-        }
-        guard !keys.isEmpty else { return }
-        _ = self.broker.channels.unsubscribe(self.id, from: keys)
-        let answer = BrokerProtocol.Revoked(
-          revokedPages: pages, total: self.broker.channels.subscriptionCount(of: self.id))
-        self.socket.send(text: self.broker.jsonText(answer))
-        self.broker.logger.notice(
-          "subscriptions revoked",
-          metadata: ["broker.connection.id": "\(self.id.rawValue)", "pages": "\(pages.count)"])
-      })
-  }
-
-  /// Writes pending notifications while the socket has room, `pagesPerFrame` pages a frame.
-  func flush() {
-    let limit = broker.configuration.limits.pendingBytesPerConnection
-    while !queue.isEmpty && socket.isOpen && socket.queuedBytes < limit {
-      drainBuffer.removeAll(keepingCapacity: true)
-      _ = queue.drain(max: StreamSession.pagesPerFrame, into: &drainBuffer)
-      if drainBuffer.count == 1 {
-        socket.send(encodedFrame: broker.changedFrame(drainBuffer[0].page, drainBuffer[0].lastUpdatedTime))
-      } else {
-        let entries = drainBuffer
-        let pages = broker.withChannels { channels in
-          var pages: [String: UInt64] = [:]
-          for entry in entries { pages[channels.pageID(for: entry.page)] = entry.lastUpdatedTime }
-          return pages
-        }
-        socket.send(text: BrokerProtocol.Changed(pages: pages).jsonText)
-      }
-      broker.notificationsSent += drainBuffer.count
-    }
   }
 }

@@ -42,15 +42,19 @@ extension ChannelIndex {
   /// page never changes workspace) and a `lastUpdatedTime` (the newest is kept, so a read that raced a commit
   /// cannot take the page back). Does nothing for a key that is not live, or once 65,535 workspaces are numbered
   /// (their pages then stay unknown: the broker asks the store, as for any page it has not learned).
-  public mutating func learn(workspace: String, lastUpdated: UInt64, of key: PageKey) {
-    guard isLive(key) else { return }
+  ///
+  /// Returns the number of the page's workspace (nil in those two cases), so that a caller about to check
+  /// subscribers against it need not hash the workspace's id again.
+  @discardableResult
+  public mutating func learn(workspace: String, lastUpdated: UInt64, of key: PageKey) -> WorkspaceNumber? {
+    guard isLive(key) else { return nil }
     let index = Int(key.rawValue)
     if nameRefs[index].workspace == Self.unknownWorkspace {
       let number: UInt16
       if let known = workspaceNumbers[workspace] {
         number = known
       } else {
-        guard workspaceIDs.count < Int(Self.unknownWorkspace) else { return }
+        guard workspaceIDs.count < Int(Self.unknownWorkspace) else { return nil }
         number = UInt16(workspaceIDs.count)
         workspaceIDs.append(workspace)
         workspaceNumbers[workspace] = number
@@ -58,5 +62,6 @@ extension ChannelIndex {
       nameRefs[index].workspace = number
     }
     nameRefs[index].lastUpdated = Swift.max(nameRefs[index].lastUpdated, lastUpdated)
+    return WorkspaceNumber(rawValue: nameRefs[index].workspace)
   }
 }

@@ -92,6 +92,20 @@ public struct CoalescingQueue: Sendable {
     return true
   }
 
+  /// Drops the pending entries of the pages `shouldRemove` picks (its subscriber may no longer see them); returns
+  /// how many. O(pending entries).
+  @discardableResult
+  public mutating func removeAll(where shouldRemove: (PageKey) -> Bool) -> Int {
+    var doomed: [PageKey] = []
+    for position in head..<entries.count where entries[position].page != KeySet.free {
+      let page = PageKey(entries[position].page)
+      if shouldRemove(page) { doomed.append(page) }
+    }
+    // By page, not position: a removal may compact the entries.
+    for page in doomed { remove(page) }
+    return doomed.count
+  }
+
   /// The pending time of `page`, if it is pending.
   public func pendingTime(of page: PageKey) -> UInt64? {
     position(of: page.rawValue).map { entries[$0].lastUpdatedTime }

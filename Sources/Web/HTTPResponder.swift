@@ -5,11 +5,17 @@
 /// writes responses in request order whatever order they complete in. A responder released without an answer
 /// answers 500 and closes the connection, so a forgotten request cannot wedge a pipelined connection.
 ///
+/// A *detached* responder (`init(request:onResponse:)`) has no connection: it hands its response to a closure,
+/// so that a router's handlers can be driven in-process, without a socket (tests of what sits on a router, in the
+/// spirit of swift-nio's `EmbeddedChannel`).
+///
 /// Threading: loop thread only.
 import ByteBuffers
 
 public final class HTTPResponder {
   private weak var connection: HTTPServerConnection?
+  /// A detached responder's destination, and what a streamed answer has sent so far.
+  private var detached: (onResponse: (HTTPResponse) -> Void, head: HTTPResponseHead?, body: ByteBuffer)?
   let slot: ResponseSlot
   /// The head of the request being answered (nil for a request that could not be parsed).
   public let request: HTTPRequestHead?
@@ -19,14 +25,29 @@ public final class HTTPResponder {
 
   private enum State { case waiting, streaming, finished }
 
-  init(connection: HTTPServerConnection, request: HTTPRequestHead?, slot: ResponseSlot) {
+  init(connection: HTTPServerConnection?, request: HTTPRequestHead?, slot: ResponseSlot) {
     self.connection = connection
     self.request = request
     self.slot = slot
     headOnly = request?.method == .HEAD
   }
 
+  /// A responder with no connection: the answer to `request` goes to `onResponse`, once, as the handler gave it
+  /// (without the `Server`, `Content-Length` and `Connection` headers a connection adds). A streamed answer is
+  /// delivered whole by `finish`. Released unanswered, it delivers the 500 a connection would send; released
+  /// mid-stream, what was streamed.
+  public convenience init(request: HTTPRequestHead, onResponse: @escaping (HTTPResponse) -> Void) {
+    self.init(connection: nil, request: request, slot: ResponseSlot())
+    detached = (onResponse, nil, ByteBuffer(capacity: 0))
+  }
+
   deinit {
+    if let detached, state != .finished {
+      let unanswered = HTTPResponseError(.internalServerError, "the handler did not answer").response
+      let response = detached.head.map { HTTPResponse(head: $0, body: detached.body) } ?? unanswered
+      detached.onResponse(response)
+      return
+    }
     guard state != .finished, let connection else { return }
     if state == .waiting {
       slot.closesConnection = true
@@ -65,6 +86,10 @@ public final class HTTPResponder {
     }
     slot.finished = true
     connection?.pump()
+    if let detached {
+      self.detached = nil
+      detached.onResponse(HTTPResponse(head: head, body: headOnly ? ByteBuffer(capacity: 0) : response.body))
+    }
   }
 
   /// Sends the head of a response whose body follows in chunks (`Transfer-Encoding: chunked`; for an HTTP/1.0
@@ -81,8 +106,10 @@ public final class HTTPResponder {
       chunked = true
       head.headers.add(name: "Transfer-Encoding", value: "chunked")
     }
-    HTTPEncoder.encodeResponseHead(prepare(head), contentLength: nil, into: &slot.output)
+    let prepared = prepare(head)
+    HTTPEncoder.encodeResponseHead(prepared, contentLength: nil, into: &slot.output)
     connection?.pump()
+    detached?.head = prepared
   }
 
   /// Sends one piece of a streamed body. Empty pieces are skipped.
@@ -94,6 +121,7 @@ public final class HTTPResponder {
       slot.output.append(data)
     }
     connection?.pump()
+    detached?.body.append(data)
   }
 
   /// Ends a streamed body.
@@ -103,6 +131,10 @@ public final class HTTPResponder {
     if chunked { HTTPEncoder.encodeLastChunk(into: &slot.output) }
     slot.finished = true
     connection?.pump()
+    if let detached, let head = detached.head {
+      self.detached = nil
+      detached.onResponse(HTTPResponse(head: head, body: detached.body))
+    }
   }
 
   /// Adds the connection headers the server owns.

@@ -3,167 +3,255 @@ import Testing
 
 @testable import BrokerCore
 
-/// Random subscribes, unsubscribes, disconnects, publishes and drains against a reference model made of
-/// dictionaries, sets and arrays, checked after every step: the index, every queue, and the wake-ups.
+/// Random operations on the `FanOut` the broker runs, against a reference model made of dictionaries, sets and
+/// arrays, checked after every step: subscribers coming and going (their ids reused), subscribe frames by both
+/// paths (keys the index knows, pages the store was read for) with a subscription limit, unsubscribes, commits of
+/// pages in four workspaces, grants narrowed and widened (then the broker's withdrawal), tokens revoked, flushes
+/// of the dirty list with sockets that take only part of a queue, and drains on a socket's drain callback.
+///
+/// Checked each step: the model's subscriptions, queues (order and times) and dirty set, every rule of
+/// `FanOut.violations()` (the index's included), and that no subscriber ever has a page of a workspace it may
+/// not see queued. Checked at each flush: the dirty list holds every subscriber queued something since the last
+/// flush, each once, and no removed one (nor a new subscriber that reuses a removed one's id and was queued
+/// nothing).
 @Suite struct FanOutModelTests {
-  /// The obviously correct broker: who is subscribed to what, and each subscriber's pending (page, time) list.
+  /// The obviously correct fan-out.
   struct Model {
-    var subscriptions: [UInt32: Set<String>] = [:]
-    var queues: [UInt32: [(page: String, time: UInt64)]] = [:]
-
-    func subscribers(of page: String) -> [UInt32] {
-      subscriptions.filter { $0.value.contains(page) }.map(\.key).sorted()
+    struct Subscriber {
+      var workspaces: Set<String>
+      var subscriptions: Set<String> = []
+      var queue: [(page: String, time: UInt64)] = []
+      var dirty = false
     }
-    var channels: Set<String> { subscriptions.values.reduce(into: []) { $0.formUnion($1) } }
 
-    mutating func enqueue(_ page: String, _ time: UInt64, for subscriber: UInt32) {
-      if let position = queues[subscriber, default: []].firstIndex(where: { $0.page == page }) {
-        queues[subscriber]![position].time = max(queues[subscriber]![position].time, time)
+    var subscribers: [UInt32: Subscriber] = [:]
+    /// The store: pages that exist, with their time (a page's workspace is fixed by its id: `workspace(of:)`).
+    var times: [String: UInt64] = [:]
+
+    var channels: Set<String> { subscribers.values.reduce(into: []) { $0.formUnion($1.subscriptions) } }
+
+    mutating func enqueue(_ page: String, _ time: UInt64, for id: UInt32) {
+      if let position = subscribers[id]!.queue.firstIndex(where: { $0.page == page }) {
+        subscribers[id]!.queue[position].time = max(subscribers[id]!.queue[position].time, time)
       } else {
-        queues[subscriber, default: []].append((page, time))
+        subscribers[id]!.queue.append((page, time))
       }
+      subscribers[id]!.dirty = true
+    }
+
+    /// Whether `id` may see `page`: a page that does not exist yet may be followed by anyone.
+    func maySee(_ page: String, _ id: UInt32) -> Bool {
+      times[page] == nil || subscribers[id]!.workspaces.contains(FanOutModelTests.workspace(of: page))
     }
   }
 
-  /// Page ids of a few shapes: short, UUID-like and the longest allowed, so the arena holds ids of every size.
-  static let pageIDs: [String] = (0..<80).map { n in
+  static let workspaces = ["w0", "w1", "w2", "w3"]
+  static let limit = 24
+
+  /// Page ids of a few shapes: short, UUID-like and the longest allowed.
+  static let pageIDs: [String] = (0..<60).map { n in
     switch n % 3 {
     case 0: "p\(n)"
     case 1: uuidLikePageID(n)
     default: String(repeating: "L", count: 62) + String(n % 100 / 10) + String(n % 10)
     }
   }
-  static let subscriberIDs: [UInt32] = Array(0..<10) + [65_536, 4_000_000_000]
 
-  @Test(arguments: [1, 2, 3, 4] as [UInt64]) func randomOperationsMatchTheModel(seed: UInt64) {
-    var random = SplitMix64(seed: 0xFA40_0000 + seed)
-    var index = ChannelIndex()
-    var queues: [SubscriberID: CoalescingQueue] = [:]
+  static func workspace(of page: String) -> String {
+    workspaces[pageIDs.firstIndex(of: page)! % workspaces.count]
+  }
+
+  @Test(arguments: [1, 2, 3, 4, 5, 6] as [UInt64]) func randomOperationsMatchTheModel(seed: UInt64) {
+    var random = SplitMix64(seed: 0xFA40_1000 + seed)
+    var fanOut = FanOut()
     var model = Model()
     var clock: UInt64 = 100
+    var taken = ContiguousArray<SubscriberID>()
 
     func pick<T>(_ array: [T]) -> T { array[Int(random.next() % UInt64(array.count))] }
+    func someWorkspaces() -> Set<String> { Set(Self.workspaces.filter { _ in random.next() % 2 == 0 }) }
     func somePages() -> [String] {
-      // Mostly a few pages, sometimes a large set at once (a device subscribing its whole offline set).
-      let count = random.next() % 8 == 0 ? 40 : Int(random.next() % 6)
+      // Mostly a few pages, sometimes many at once (a device subscribing its whole offline set); repeats happen.
+      let count = random.next() % 8 == 0 ? 30 : Int(random.next() % 6)
       return (0..<count).map { _ in pick(Self.pageIDs) }
     }
+    func drain(_ subscriber: SubscriberID, _ max: Int) {
+      var drained: [(page: PageKey, lastUpdatedTime: UInt64)] = []
+      fanOut.drain(subscriber, max: max, into: &drained)
+      let expected = model.subscribers[subscriber.rawValue]!.queue.prefix(max)
+      let names = drained.map { "\(fanOut.index.name(of: $0.page))@\($0.lastUpdatedTime)" }
+      #expect(names == expected.map { "\($0.page)@\($0.time)" }, "drain \(max) of \(subscriber.rawValue)")
+      model.subscribers[subscriber.rawValue]!.queue.removeFirst(expected.count)
+    }
 
-    for step in 0..<2_500 {
-      let subscriber = pick(Self.subscriberIDs)
-      let id = SubscriberID(subscriber)
+    for step in 0..<3_000 {
+      let live = model.subscribers.keys.sorted()
       let roll = random.next() % 100
       var action = ""
-      switch roll {
-      case 0..<28:
-        let pages = somePages()
-        action = "subscribe \(subscriber) to \(pages.count)"
-        let expected = Set(pages).subtracting(model.subscriptions[subscriber, default: []]).count
-        let added: Int
-        if roll < 8 {
-          // By key, for pages that have one; the rest by id.
-          let keyed = pages.compactMap { index.existingKey(for: $0) }
-          let byID = pages.filter { index.existingKey(for: $0) == nil }
-          added = index.subscribe(id, to: keyed) + index.subscribe(id, toPageIDs: byID)
-        } else {
-          added = index.subscribe(id, toPageIDs: pages)
-        }
-        #expect(added == expected, "step \(step): \(action)")
-        if !pages.isEmpty { model.subscriptions[subscriber, default: []].formUnion(pages) }
-      case 28..<45:
-        let pages = somePages() + Array(model.subscriptions[subscriber, default: []].prefix(3))
-        action = "unsubscribe \(subscriber) from \(pages.count)"
-        let expected = Set(pages).intersection(model.subscriptions[subscriber, default: []]).count
-        let keys = pages.compactMap { index.existingKey(for: $0) }
-        let removed = FanOut.unsubscribe(id, from: keys, index: &index, queues: &queues)
-        #expect(removed == expected, "step \(step): \(action)")
-        model.subscriptions[subscriber]?.subtract(pages)
-        if model.subscriptions[subscriber]?.isEmpty == true { model.subscriptions[subscriber] = nil }
-        model.queues[subscriber]?.removeAll { pages.contains($0.page) }
-      case 45..<50:
-        action = "remove \(subscriber)"
-        let removed = FanOut.removeSubscriber(id, index: &index, queues: &queues)
-        #expect(removed == model.subscriptions[subscriber, default: []].count, "step \(step): \(action)")
-        model.subscriptions[subscriber] = nil
-        model.queues[subscriber] = nil
-      case 50..<80:
-        var changes: [(page: PageKey, lastUpdatedTime: UInt64)] = []
-        let wasEmpty = Set(Self.subscriberIDs.filter { model.queues[$0, default: []].isEmpty })
-        var expectedWoken: Set<UInt32> = []
-        for _ in 0..<(1 + random.next() % 6) {
-          let page = pick(Self.pageIDs)
-          clock += 1
-          // Now and then a change older than what may be pending: it must not replace it.
-          let time = random.next() % 4 == 0 ? clock - random.next() % 20 : clock
-          guard let key = index.existingKey(for: page) else {
-            #expect(model.subscribers(of: page).isEmpty, "step \(step): \(page) has subscribers but no key")
-            continue
+      if live.isEmpty || (roll < 6 && live.count < 12) {
+        let workspaces = someWorkspaces()
+        let id = fanOut.addSubscriber(workspaces: workspaces).rawValue
+        action = "add \(id) seeing \(workspaces.sorted())"
+        #expect(model.subscribers[id] == nil, "step \(step): \(action): a live id handed out again")
+        model.subscribers[id] = Model.Subscriber(workspaces: workspaces)
+      } else {
+        let id = pick(live)
+        let subscriber = SubscriberID(id)
+        switch roll {
+        case 0..<10:
+          action = "remove \(id)"
+          let removed = fanOut.removeSubscriber(subscriber)
+          #expect(removed == model.subscribers[id]!.subscriptions.count, "step \(step): \(action)")
+          model.subscribers[id] = nil
+        case 10..<34:
+          let pages = somePages()
+          // As the broker does: by keys when the index knows every page's workspace, else by what the store says.
+          let known = fanOut.knownKeys(of: pages)
+          action = "subscribe \(id) to \(pages.count) (\(known == nil ? "store" : "index"))"
+          let outcome =
+            if let known {
+              fanOut.subscribe(subscriber, knownPages: known, limit: Self.limit)
+            } else {
+              fanOut.subscribe(
+                subscriber,
+                storePages: pages.map { page in
+                  FanOut.StorePage(
+                    id: page, workspace: model.times[page] == nil ? nil : Self.workspace(of: page),
+                    lastUpdated: model.times[page] ?? 0)
+                }, limit: Self.limit)
+            }
+          // The rule: pages of a workspace it may not see are denied; then, unless the whole frame fits, each
+          // page it does not follow yet counts, and one that would pass the limit is denied.
+          let before = model.subscribers[id]!.subscriptions
+          let fits = before.count + pages.count <= Self.limit
+          var count = before.count
+          var denied: [String] = []
+          for page in pages {
+            if !model.maySee(page, id) || (!fits && count >= Self.limit && !before.contains(page)) {
+              denied.append(page)
+            } else {
+              if !before.contains(page) { count += 1 }
+              model.subscribers[id]!.subscriptions.insert(page)
+            }
           }
-          changes.append((key, time))
-          for subscriber in model.subscribers(of: page) {
-            model.enqueue(page, time, for: subscriber)
-            if wasEmpty.contains(subscriber) { expectedWoken.insert(subscriber) }
+          let total = model.subscribers[id]!.subscriptions.count
+          #expect(
+            outcome == FanOut.Subscription(added: total - before.count, total: total, denied: denied),
+            "step \(step): \(action)")
+        case 34..<46:
+          let pages = somePages() + Array(model.subscribers[id]!.subscriptions.prefix(3))
+          action = "unsubscribe \(id) from \(pages.count)"
+          var expected: [String] = []
+          for page in pages where model.subscribers[id]!.subscriptions.remove(page) != nil {
+            expected.append(page)
           }
+          model.subscribers[id]!.queue.removeAll { expected.contains($0.page) }
+          #expect(fanOut.unsubscribe(subscriber, fromPageIDs: pages) == expected, "step \(step): \(action)")
+        case 46..<72:
+          var changes: [String] = []
+          for _ in 0..<(1 + random.next() % 5) {
+            let page = pick(Self.pageIDs)
+            clock += 1
+            // Now and then a change older than what may be pending: it must not replace it.
+            let time = random.next() % 4 == 0 ? clock - random.next() % 20 : clock
+            changes.append("\(page)@\(time)")
+            model.times[page] = max(model.times[page] ?? 0, time)
+            fanOut.publish(pageID: page, workspace: Self.workspace(of: page), lastUpdated: time)
+            for (other, state) in model.subscribers
+            where state.subscriptions.contains(page) && state.workspaces.contains(Self.workspace(of: page)) {
+              model.enqueue(page, time, for: other)
+            }
+          }
+          action = "publish \(changes)"
+        case 72..<78:
+          let workspaces = someWorkspaces()
+          action = "set \(id)'s workspaces to \(workspaces.sorted())"
+          fanOut.setWorkspaces(workspaces, of: subscriber)
+          model.subscribers[id]!.workspaces = workspaces
+          // At once: nothing pending of what it may no longer see.
+          let visible = model
+          model.subscribers[id]!.queue.removeAll { !visible.maySee($0.page, id) }
+          if random.next() % 2 == 0 {
+            // Then the broker's withdrawal: the store names the followed pages outside the new workspaces.
+            let outside = model.subscribers[id]!.subscriptions.filter { !model.maySee($0, id) }.sorted()
+            action += ", withdraw \(outside.count)"
+            #expect(
+              fanOut.unsubscribe(subscriber, fromPageIDs: outside) == outside, "step \(step): \(action)")
+            model.subscribers[id]!.subscriptions.subtract(outside)
+          }
+        case 78..<80:
+          action = "revoke \(id)'s token"
+          let removed = fanOut.removeAllSubscriptions(of: subscriber)
+          #expect(removed == model.subscribers[id]!.subscriptions.count, "step \(step): \(action)")
+          model.subscribers[id]!.subscriptions = []
+          model.subscribers[id]!.queue = []
+          model.subscribers[id]!.workspaces = []
+        case 80..<94:
+          action = "flush"
+          fanOut.takeDirty(into: &taken)
+          let expected = Set(model.subscribers.filter(\.value.dirty).keys)
+          #expect(
+            taken.count == Set(taken).count && Set(taken.map(\.rawValue)) == expected,
+            "step \(step): flush took \(taken.map(\.rawValue)), expected \(expected.sorted())")
+          for other in taken where model.subscribers[other.rawValue] != nil {
+            model.subscribers[other.rawValue]!.dirty = false
+            // A socket with room for part of the queue only; the rest waits for its drain callback.
+            drain(other, Int(random.next() % 12))
+          }
+        default:
+          let max = Int(random.next() % 12)
+          action = "drain \(max) of \(id)"
+          drain(subscriber, max)
         }
-        action = "publish \(changes.count)"
-        let woken = FanOut.publish(changes, index: index, queues: &queues).map(\.rawValue)
-        #expect(Set(woken) == expectedWoken, "step \(step): \(action)")
-        #expect(woken.count == Set(woken).count, "step \(step): a subscriber woken twice")
-      default:
-        let max = Int(random.next() % 12)
-        action = "drain \(max) of \(subscriber)"
-        let drained = queues[id]?.drain(max: max) ?? []
-        let expected = model.queues[subscriber, default: []].prefix(max)
-        model.queues[subscriber]?.removeFirst(expected.count)
-        #expect(drained.map { index.name(of: $0.page) } == expected.map(\.page), "step \(step): \(action)")
-        #expect(drained.map(\.lastUpdatedTime) == expected.map(\.time), "step \(step): \(action)")
       }
-      check(index, queues, model, "step \(step): after \(action)")
+      check(fanOut, model, "step \(step): after \(action)")
     }
+
   }
 
   /// Compares everything observable with the model; one expectation per step, listing what differs.
-  func check(
-    _ index: ChannelIndex, _ queues: [SubscriberID: CoalescingQueue], _ model: Model, _ context: String
-  ) {
-    var problems = index.violations()
+  func check(_ fanOut: FanOut, _ model: Model, _ context: String) {
+    var problems = fanOut.violations()
+    let index = fanOut.index
+    if fanOut.subscriberCount != model.subscribers.count {
+      problems.append("subscriberCount \(fanOut.subscriberCount), expected \(model.subscribers.count)")
+    }
     if index.channelCount != model.channels.count { problems.append("channelCount \(index.channelCount)") }
-    if index.totalSubscriptions != model.subscriptions.values.map(\.count).reduce(0, +) {
-      problems.append("totalSubscriptions \(index.totalSubscriptions)")
-    }
-    for subscriber in Self.subscriberIDs {
-      let id = SubscriberID(subscriber)
-      let pages = index.subscriptions(of: id).map { index.name(of: $0) }
-      let expected = model.subscriptions[subscriber, default: []]
-      if Set(pages) != expected || pages.count != expected.count
-        || index.subscriptionCount(of: id) != expected.count
+    for (id, expected) in model.subscribers {
+      let subscriber = SubscriberID(id)
+      if !fanOut.isLive(subscriber) {
+        problems.append("\(id) is not live")
+        continue
+      }
+      let pages = fanOut.subscribedPageIDs(of: subscriber)
+      if Set(pages) != expected.subscriptions || pages.count != expected.subscriptions.count
+        || fanOut.subscriptionCount(of: subscriber) != expected.subscriptions.count
       {
-        problems.append("subscriptions of \(subscriber): \(pages.sorted()), expected \(expected.sorted())")
+        problems.append(
+          "subscriptions of \(id): \(pages.sorted()), expected \(expected.subscriptions.sorted())")
       }
-      // The queue: the model's pending list exactly, so at most one entry per page, only for subscribed pages.
-      let queue = queues[id] ?? CoalescingQueue()
-      problems += queue.violations().map { "queue of \(subscriber): \($0)" }
-      let pending = queue.pending.map { "\(index.name(of: $0.page))@\($0.lastUpdatedTime)" }
-      let expectedPending = model.queues[subscriber, default: []].map { "\($0.page)@\($0.time)" }
+      let pending = fanOut.pending(of: subscriber).map { "\(index.name(of: $0.page))@\($0.lastUpdatedTime)" }
+      let expectedPending = expected.queue.map { "\($0.page)@\($0.time)" }
       if pending != expectedPending {
-        problems.append("queue of \(subscriber): \(pending), expected \(expectedPending)")
+        problems.append("queue of \(id): \(pending), expected \(expectedPending)")
       }
-      if !Set(queue.pending.map { index.name(of: $0.page) }).isSubset(of: expected) {
-        problems.append("queue of \(subscriber) holds a page it is not subscribed to")
+      for entry in fanOut.pending(of: subscriber)
+      where !expected.workspaces.contains(Self.workspace(of: index.name(of: entry.page))) {
+        problems.append("\(id) has \(index.name(of: entry.page)) queued, of a workspace it may not see")
       }
     }
-    var expectedSubscribers: [String: [UInt32]] = [:]
-    for (subscriber, pages) in model.subscriptions {
-      for page in pages { expectedSubscribers[page, default: []].append(subscriber) }
+    let dirty = fanOut.dirtyList.map(\.rawValue)
+    let expectedDirty = Set(model.subscribers.filter(\.value.dirty).keys)
+    if dirty.count != Set(dirty).count || Set(dirty) != expectedDirty {
+      problems.append("dirty list \(dirty), expected \(expectedDirty.sorted()) each once")
     }
     for page in Self.pageIDs {
+      let followers = model.subscribers.filter { $0.value.subscriptions.contains(page) }.keys.sorted()
       let subscribers =
-        index.existingKey(for: page).map { key in index.subscribers(of: key).map(\.rawValue).sorted() } ?? []
-      let expected = expectedSubscribers[page, default: []].sorted()
-      if subscribers != expected {
-        problems.append("subscribers of \(page): \(subscribers), expected \(expected)")
+        index.existingKey(for: page).map { index.subscribers(of: $0).map(\.rawValue).sorted() } ?? []
+      if subscribers != followers {
+        problems.append("subscribers of \(page): \(subscribers), expected \(followers)")
       }
-      if expected.isEmpty && index.existingKey(for: page) != nil { problems.append("\(page) kept its key") }
     }
     #expect(problems == [], "\(context)")
   }

@@ -2,80 +2,173 @@ import Testing
 
 @testable import BrokerCore
 
+/// The `FanOut` the broker runs, one behaviour at a time (FanOutModelTests mixes them at random).
 @Suite struct FanOutTests {
-  let alice = SubscriberID(1)
-  let bob = SubscriberID(2)
-  let carol = SubscriberID(3)
+  static let limit = 100
 
-  func pageIDs(_ queue: CoalescingQueue?, _ index: ChannelIndex) -> [String] {
-    (queue?.pending ?? []).map { index.name(of: $0.page) }
+  /// Three subscribers: alice sees w1, bob w1 and w2, carol w2.
+  struct Fixture {
+    var fanOut = FanOut()
+    let alice: SubscriberID
+    let bob: SubscriberID
+    let carol: SubscriberID
+
+    init() {
+      alice = fanOut.addSubscriber(workspaces: ["w1"])
+      bob = fanOut.addSubscriber(workspaces: ["w1", "w2"])
+      carol = fanOut.addSubscriber(workspaces: ["w2"])
+    }
+
+    /// Subscribes through the store path: `pages` are page → workspace (nil: does not exist yet).
+    @discardableResult
+    mutating func subscribe(_ subscriber: SubscriberID, _ pages: KeyValuePairs<String, String?>)
+      -> FanOut.Subscription
+    {
+      fanOut.subscribe(
+        subscriber,
+        storePages: pages.map { FanOut.StorePage(id: $0.key, workspace: $0.value, lastUpdated: 1) },
+        limit: FanOutTests.limit)
+    }
+
+    func pending(_ subscriber: SubscriberID) -> [String] {
+      fanOut.pending(of: subscriber).map { "\(fanOut.index.name(of: $0.page))@\($0.lastUpdatedTime)" }
+    }
+
+    mutating func flush() -> [SubscriberID] {
+      var taken = ContiguousArray<SubscriberID>()
+      fanOut.takeDirty(into: &taken)
+      return Array(taken)
+    }
   }
 
-  @Test func everySubscriberOfAChangedPageGetsIt() {
-    var index = ChannelIndex()
-    var queues: [SubscriberID: CoalescingQueue] = [:]
-    _ = index.subscribe(alice, toPageIDs: ["a", "b"])
-    _ = index.subscribe(bob, toPageIDs: ["b"])
-    _ = index.subscribe(carol, toPageIDs: ["c"])
-    let a = index.existingKey(for: "a")!
-    let b = index.existingKey(for: "b")!
-    let woken = FanOut.publish([(a, 7), (b, 8)], index: index, queues: &queues)
-    #expect(woken.count == 2)
-    #expect(Set(woken) == [alice, bob])
-    #expect(pageIDs(queues[alice], index) == ["a", "b"])
-    #expect(queues[alice]?.pendingTime(of: b) == 8)
-    #expect(pageIDs(queues[bob], index) == ["b"])
-    #expect(queues[carol] == nil)
+  @Test func everySubscriberOfAChangedPageThatMaySeeItsWorkspaceGetsItOnce() {
+    var f = Fixture()
+    f.subscribe(f.alice, ["a": "w1", "b": "w1"])
+    f.subscribe(f.bob, ["b": "w1"])
+    f.subscribe(f.carol, ["c": "w2"])
+    f.fanOut.publish(pageID: "a", workspace: "w1", lastUpdated: 7)
+    f.fanOut.publish(pageID: "b", workspace: "w1", lastUpdated: 8)
+    f.fanOut.publish(pageID: "b", workspace: "w1", lastUpdated: 9)
+    f.fanOut.publish(pageID: "nobody-follows", workspace: "w1", lastUpdated: 9)
+    #expect(f.pending(f.alice) == ["a@7", "b@9"])
+    #expect(f.pending(f.bob) == ["b@9"])
+    #expect(f.pending(f.carol) == [])
+    #expect(f.fanOut.coalescedCount == 2)
+    #expect(f.flush() == [f.alice, f.bob])
+    #expect(f.fanOut.violations() == [])
   }
 
-  @Test func onlyQueuesThatWereEmptyWakeTheirSubscriber() {
-    var index = ChannelIndex()
-    var queues: [SubscriberID: CoalescingQueue] = [:]
-    _ = index.subscribe(alice, toPageIDs: ["a", "b"])
-    _ = index.subscribe(bob, toPageIDs: ["a", "b"])
-    let a = index.existingKey(for: "a")!
-    let b = index.existingKey(for: "b")!
-    #expect(FanOut.publish([(a, 1)], index: index, queues: &queues).count == 2)
-    _ = queues[bob]!.drain(max: 10)
-    // alice still has a write scheduled; bob's queue was emptied and wakes again.
-    #expect(FanOut.publish([(a, 2), (b, 3)], index: index, queues: &queues) == [bob])
-    #expect(queues[alice]?.pending.map(\.lastUpdatedTime) == [2, 3])
-    #expect(queues[alice]?.coalescedCount == 1)
+  @Test func aPageOfAnotherWorkspaceIsNeverQueuedWhateverTheSubscriptionSays() {
+    var f = Fixture()
+    // Subscribed before the page existed: allowed, but it turns out to be w2's.
+    #expect(f.subscribe(f.alice, ["later": nil]).denied == [])
+    f.subscribe(f.carol, ["later": nil])
+    f.fanOut.publish(pageID: "later", workspace: "w2", lastUpdated: 3)
+    #expect(f.pending(f.alice) == [])
+    #expect(f.pending(f.carol) == ["later@3"])
+    #expect(f.flush() == [f.carol])
+    // Now the index knows its workspace: a frame naming it again is refused for alice, by either path.
+    let key = f.fanOut.knownKeys(of: ["later"])!
+    #expect(f.fanOut.subscribe(f.alice, knownPages: key, limit: Self.limit).denied == ["later"])
+    #expect(f.subscribe(f.alice, ["later": "w2"]).denied == ["later"])
+    #expect(f.fanOut.violations() == [])
   }
 
-  @Test func changesOfPagesWithoutSubscribersAreSkipped() {
-    var index = ChannelIndex()
-    var queues: [SubscriberID: CoalescingQueue] = [:]
-    _ = index.subscribe(alice, toPageIDs: ["a", "gone"])
-    let gone = index.existingKey(for: "gone")!
-    _ = FanOut.unsubscribe(alice, from: [gone], index: &index, queues: &queues)
-    #expect(FanOut.publish([(gone, 1), (PageKey(999), 2)], index: index, queues: &queues) == [])
-    #expect(queues.values.allSatisfy { $0.isEmpty })
+  @Test func aNarrowedGrantStopsNotificationsAtOncePendingOnesIncluded() {
+    var f = Fixture()
+    f.subscribe(f.bob, ["one": "w1", "two": "w2"])
+    f.fanOut.publish(pageID: "one", workspace: "w1", lastUpdated: 4)
+    f.fanOut.publish(pageID: "two", workspace: "w2", lastUpdated: 5)
+    #expect(f.pending(f.bob) == ["one@4", "two@5"])
+    f.fanOut.setWorkspaces(["w1"], of: f.bob)
+    #expect(f.pending(f.bob) == ["one@4"], "the pending w2 notification is dropped")
+    f.fanOut.publish(pageID: "two", workspace: "w2", lastUpdated: 6)
+    #expect(f.pending(f.bob) == ["one@4"], "and no new one is queued")
+    // The subscription itself stays until the broker withdraws it; widened again, it is notified again.
+    #expect(f.fanOut.subscriptionCount(of: f.bob) == 2)
+    f.fanOut.setWorkspaces(["w1", "w2"], of: f.bob)
+    f.fanOut.publish(pageID: "two", workspace: "w2", lastUpdated: 7)
+    #expect(f.pending(f.bob) == ["one@4", "two@7"])
+    #expect(f.fanOut.violations() == [])
   }
 
-  @Test func unsubscribingDropsThePendingEntriesOfThosePagesOnly() {
-    var index = ChannelIndex()
-    var queues: [SubscriberID: CoalescingQueue] = [:]
-    _ = index.subscribe(alice, toPageIDs: ["a", "b", "c"])
-    _ = index.subscribe(bob, toPageIDs: ["b"])
-    let keys = ["a", "b", "c"].map { index.existingKey(for: $0)! }
-    _ = FanOut.publish(keys.map { ($0, 5) }, index: index, queues: &queues)
-    #expect(FanOut.unsubscribe(alice, from: [keys[1], keys[2]], index: &index, queues: &queues) == 2)
-    #expect(pageIDs(queues[alice], index) == ["a"])
-    #expect(pageIDs(queues[bob], index) == ["b"])
-    // "c" is released; its key, reused, must not bring alice an old entry.
-    _ = index.subscribe(carol, toPageIDs: ["new"])
-    #expect(index.existingKey(for: "new") == keys[2])
-    #expect(pageIDs(queues[alice], index) == ["a"])
+  @Test func theDirtyListHoldsEachQueuedSubscriberOnceAndNoRemovedOne() {
+    var f = Fixture()
+    f.subscribe(f.alice, ["a": "w1"])
+    f.subscribe(f.bob, ["b": "w1"])
+    f.subscribe(f.carol, ["c": "w2"])
+    f.fanOut.publish(pageID: "a", workspace: "w1", lastUpdated: 1)
+    f.fanOut.publish(pageID: "c", workspace: "w2", lastUpdated: 2)
+    f.fanOut.publish(pageID: "b", workspace: "w1", lastUpdated: 3)
+    f.fanOut.publish(pageID: "a", workspace: "w1", lastUpdated: 4)
+    #expect(f.fanOut.dirtyList == [f.alice, f.carol, f.bob])
+    // Alice goes; the last on the list takes her place, and a newcomer reuses her id but was queued nothing.
+    f.fanOut.removeSubscriber(f.alice)
+    #expect(f.fanOut.dirtyList == [f.bob, f.carol])
+    let dave = f.fanOut.addSubscriber(workspaces: ["w1"])
+    #expect(dave == f.alice)
+    #expect(f.flush() == [f.bob, f.carol])
+    #expect(f.fanOut.dirtyList == [])
+    #expect(f.fanOut.violations() == [])
+    // A subscriber whose socket took only part of its queue is not on the list again until queued more.
+    var drained: [(page: PageKey, lastUpdatedTime: UInt64)] = []
+    f.subscribe(f.bob, ["a": "w1"])
+    f.fanOut.publish(pageID: "b", workspace: "w1", lastUpdated: 5)
+    f.fanOut.publish(pageID: "a", workspace: "w1", lastUpdated: 5)
+    #expect(f.flush() == [f.bob])
+    #expect(f.fanOut.drain(f.bob, max: 1, into: &drained) == 1)
+    #expect(f.fanOut.dirtyList == [])
+    #expect(f.fanOut.pendingCount(of: f.bob) == 1, "one left for the drain callback")
+    f.fanOut.publish(pageID: "b", workspace: "w1", lastUpdated: 6)
+    #expect(f.fanOut.dirtyList == [f.bob])
   }
 
-  @Test func aRemovedSubscriberLosesItsQueueAndSubscriptions() {
-    var index = ChannelIndex()
-    var queues: [SubscriberID: CoalescingQueue] = [:]
-    _ = index.subscribe(alice, toPageIDs: ["a", "b"])
-    _ = FanOut.publish([(index.existingKey(for: "a")!, 1)], index: index, queues: &queues)
-    #expect(FanOut.removeSubscriber(alice, index: &index, queues: &queues) == 2)
-    #expect(queues[alice] == nil)
-    #expect(index.channelCount == 0)
+  @Test func unsubscribingDropsThosePendingEntriesAndAReusedKeyBringsNothingStale() {
+    var f = Fixture()
+    f.subscribe(f.alice, ["a": "w1", "b": "w1", "c": "w1"])
+    f.subscribe(f.bob, ["b": "w1"])
+    for page in ["a", "b", "c"] { f.fanOut.publish(pageID: page, workspace: "w1", lastUpdated: 5) }
+    let c = f.fanOut.index.existingKey(for: "c")!
+    #expect(f.fanOut.unsubscribe(f.alice, fromPageIDs: ["b", "c", "b", "nope", "bad id!"]) == ["b", "c"])
+    #expect(f.pending(f.alice) == ["a@5"])
+    #expect(f.pending(f.bob) == ["b@5"])
+    // "c" lost its channel; its key, reused for another page, must not bring alice an old entry.
+    f.subscribe(f.carol, ["new": "w2"])
+    #expect(f.fanOut.index.existingKey(for: "new") == c)
+    #expect(f.pending(f.alice) == ["a@5"])
+    #expect(f.fanOut.violations() == [])
+  }
+
+  @Test func aRevokedTokenKeepsItsSubscriberButNothingReachesIt() {
+    var f = Fixture()
+    f.subscribe(f.bob, ["a": "w1", "b": "w2"])
+    f.fanOut.publish(pageID: "a", workspace: "w1", lastUpdated: 1)
+    #expect(f.fanOut.removeAllSubscriptions(of: f.bob) == 2)
+    #expect(f.fanOut.isLive(f.bob))
+    #expect(f.pending(f.bob) == [])
+    #expect(f.subscribe(f.bob, ["a": "w1"]).denied == ["a"])
+    #expect(f.fanOut.index.channelCount == 0)
+    #expect(f.fanOut.removeSubscriber(f.bob) == 0)
+    #expect(f.fanOut.violations() == [])
+  }
+
+  @Test func bothSubscribePathsDecideAlikeAndStopAtTheLimit() {
+    var byStore = Fixture()
+    var byIndex = Fixture()
+    let pages = (0..<8).map { "p\($0)" }
+    // The index learns every page's workspace through another subscriber (what a store read would say).
+    let facts = pages.enumerated().map {
+      FanOut.StorePage(id: $1, workspace: $0 % 2 == 0 ? "w1" : "w2", lastUpdated: 1)
+    }
+    _ = byIndex.fanOut.subscribe(byIndex.bob, storePages: facts, limit: Self.limit)
+    let keys = byIndex.fanOut.knownKeys(of: pages)!
+    let fromIndex = byIndex.fanOut.subscribe(byIndex.alice, knownPages: keys, limit: 3)
+    let fromStore = byStore.fanOut.subscribe(byStore.alice, storePages: facts, limit: 3)
+    #expect(fromIndex == fromStore)
+    #expect(fromStore == FanOut.Subscription(added: 3, total: 3, denied: ["p1", "p3", "p5", "p6", "p7"]))
+    // Pages already followed do not count again.
+    let again = byStore.fanOut.subscribe(byStore.alice, storePages: facts, limit: 3)
+    #expect(again == FanOut.Subscription(added: 0, total: 3, denied: ["p1", "p3", "p5", "p6", "p7"]))
+    #expect(byIndex.fanOut.violations() == [] && byStore.fanOut.violations() == [])
   }
 }

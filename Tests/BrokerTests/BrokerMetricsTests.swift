@@ -1,5 +1,6 @@
 import Broker
 import SyncModel
+import SyncProtocol
 import Testing
 import Web
 
@@ -98,6 +99,32 @@ import Web
     #expect(abs((samples["pagesync_broker_batch_commit_seconds_sum"] ?? 0) - 0.0307) < 1e-9)
     #expect(samples["pagesync_broker_catchup_requests_total"] == 1)
     #expect(samples["pagesync_broker_fetch_requests_total"] == 2)
+  }
+
+  @Test func streamErrorsAndClosesAreCountedByCode() {
+    let metrics = BrokerMetrics()
+    let (before, types) = parse(metrics.exposition(BrokerMetrics.Figures()))
+    #expect(types["pagesync_broker_stream_errors_total"] == "counter")
+    #expect(types["pagesync_broker_stream_closes_total"] == "counter")
+    // Every catalogued error code, and every code the broker closes with, is there from the start.
+    for code in BrokerProtocol.StreamErrorCode.allCases {
+      #expect(before["pagesync_broker_stream_errors_total{code=\"\(code.rawValue)\"}"] == 0)
+    }
+    for reason in BrokerProtocol.StreamCloseReason.allCases {
+      #expect(before["pagesync_broker_stream_closes_total{code=\"\(reason.code)\"}"] == 0)
+    }
+    metrics.streamErrorSent(.invalidMessage)
+    metrics.streamErrorSent(.invalidMessage)
+    metrics.streamErrorSent(.subscriptionNotChecked)
+    metrics.streamClosed(code: 1001)
+    metrics.streamClosed(code: 1006)
+    metrics.streamClosed(code: 1006)
+    let (samples, _) = parse(metrics.exposition(BrokerMetrics.Figures()))
+    #expect(samples["pagesync_broker_stream_errors_total{code=\"4400\"}"] == 2)
+    #expect(samples["pagesync_broker_stream_errors_total{code=\"4500\"}"] == 1)
+    #expect(samples["pagesync_broker_stream_closes_total{code=\"1001\"}"] == 1)
+    #expect(samples["pagesync_broker_stream_closes_total{code=\"1006\"}"] == 2, "a code appears once seen")
+    #expect(samples["pagesync_broker_stream_closes_total{code=\"1008\"}"] == 0)
   }
 
   @Test func twoBrokersInOneProcessKeepTheirOwnFigures() {

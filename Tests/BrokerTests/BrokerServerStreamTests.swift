@@ -1,0 +1,234 @@
+import BrokerCore
+import SyncProtocol
+import Testing
+import Web
+
+@testable import Broker
+
+/// Runs `body` with a fresh broker, then shuts it down (and checks that no handle was left), whatever happened.
+func withBroker(
+  configure: (inout BrokerConfiguration) -> Void = { _ in }, _ body: (BrokerHarness) throws -> Void
+) throws {
+  let harness = try BrokerHarness(configure: configure)
+  var failure: (any Error)?
+  do { try body(harness) } catch { failure = error }
+  try harness.shutDown()
+  if let failure { throw failure }
+}
+
+extension BrokerHarness {
+  /// The fan-out's subscriber id of the session behind `socket`.
+  func subscriber(of socket: EmbeddedStreamSocket) throws -> SubscriberID {
+    try #require(broker.sessions.first { $0?.socket === socket }??.id)
+  }
+
+  func subscribe(_ socket: EmbeddedStreamSocket, _ pages: [String]) throws -> Frame {
+    let ids = pages.map { "\"\($0)\"" }.joined(separator: ",")
+    return try #require(try exchange(socket, #"{"op":"subscribe","pages":[\#(ids)]}"#).first)
+  }
+
+  func unsubscribe(_ socket: EmbeddedStreamSocket, _ pages: [String]) throws -> Frame {
+    let ids = pages.map { "\"\($0)\"" }.joined(separator: ",")
+    return try #require(try exchange(socket, #"{"op":"unsubscribe","pages":[\#(ids)]}"#).first)
+  }
+}
+
+/// The broker's device streams driven in-process (`BrokerHarness`): what broker_api.py and broker_reload.py
+/// check from outside, checked here at the moments that matter, which a client on a socket cannot see.
+@Suite struct BrokerServerStreamTests {
+  @Test func aBatchIsAnsweredAfterItsCommitAndItsSubscribersHearOfItOnlyAfterThat() throws {
+    try withBroker { harness in
+      let writer = harness.broker.writer
+      let alice = try harness.openStream()
+      let subscribed = try harness.subscribe(alice, ["home", "elsewhere"])
+      #expect(subscribed.op == "subscribed" && subscribed.added == 2 && subscribed.denied == [])
+      // What the store had committed when each notification left, and what had left when the answer came.
+      let committedBefore = writer.jobsCommitted
+      var committedAtNotification: [Int] = []
+      alice.onSend = { _ in committedAtNotification.append(writer.jobsCommitted) }
+      let pending = harness.pushBatch(client: "laptop", [.create("home", title: "Home")])
+      var framesAtAnswer: Int?
+      var committedAtAnswer: Int?
+      pending.onResponse = { _ in
+        framesAtAnswer = alice.frames.count
+        committedAtAnswer = writer.jobsCommitted
+      }
+      #expect(pending.response == nil, "nothing is answered before the writer thread commits")
+      try harness.run(until: { pending.response != nil })
+      #expect(pending.response?.status == .ok)
+      #expect(committedAtAnswer == committedBefore + 1, "answered once committed")
+      #expect(framesAtAnswer == 1, "no notification before the answer")
+      try harness.waitForFrames(alice, count: 2)
+      let sequence = try #require(try harness.decode(BatchAnswer.self, pending.response!).sequence)
+      #expect(try Frame(alice.frames[1]).pages == ["home": sequence], "the changed page at its new time")
+      #expect(committedAtNotification == [committedBefore + 1], "every notification left after the commit")
+    }
+  }
+
+  @Test func subscribersOfAnotherWorkspaceHearNothing() throws {
+    try withBroker { harness in
+      let alice = try harness.openStream(token: BrokerHarness.alice)
+      let bob = try harness.openStream(token: BrokerHarness.bob)
+      // Neither page exists yet: both may subscribe to both, and learn of each only in their workspace.
+      for socket in [alice, bob] { #expect(try harness.subscribe(socket, ["shared", "bobs"]).added == 2) }
+      let shared = try harness.commit(client: "laptop", workspace: "w1", [.create("shared", title: "w1's")])
+      try harness.waitForFrames(alice, count: 2)
+      // Bob's frame, had there been one, went out in the same flush as Alice's.
+      #expect(try alice.changedPages() == ["shared": shared])
+      #expect(try bob.changedPages() == [:])
+      let bobs = try harness.commit(
+        client: "bob-laptop", workspace: "w2", token: BrokerHarness.bob, [.create("bobs", title: "w2's")])
+      try harness.waitForFrames(bob, count: 2)
+      #expect(try bob.changedPages() == ["bobs": bobs])
+      #expect(try alice.changedPages() == ["shared": shared])
+      // And now that the page exists, subscribing to it again from the other workspace is denied.
+      #expect(try harness.subscribe(bob, ["shared"]).denied == ["shared"])
+    }
+  }
+
+  @Test func unsubscribingDropsWhatIsPendingForThosePages() throws {
+    try withBroker { harness in
+      let alice = try harness.openStream()
+      _ = try harness.subscribe(alice, ["p1", "p2"])
+      // A slow reader: the broker stops writing to it and lets notifications wait in its queue.
+      alice.queuedBytes = harness.broker.configuration.limits.pendingBytesPerConnection
+      let sequence = try harness.commit(
+        client: "laptop", [.create("p1", title: "one"), .create("p2", title: "two")])
+      let subscriber = try harness.subscriber(of: alice)
+      #expect(harness.broker.fanOut.pendingCount(of: subscriber) == 2)
+      #expect(try harness.unsubscribe(alice, ["p1"]) == Frame(op: "unsubscribed", removed: 1, total: 1))
+      #expect(harness.broker.fanOut.pendingCount(of: subscriber) == 1)
+      let before = alice.frames.count
+      alice.drain()
+      try harness.waitForFrames(alice, count: before + 1)
+      #expect(try Frame(alice.frames[before]).pages == ["p2": sequence], "p1's notification was dropped")
+      #expect(harness.broker.fanOut.pendingCount(of: subscriber) == 0)
+    }
+  }
+
+  @Test func frameWaitWhileTheStoreIsReadAndAreAnsweredInOrder() throws {
+    try withBroker { harness in
+      try harness.commit(client: "laptop", [.create("a1", title: "1"), .create("a2", title: "2")])
+      let alice = try harness.openStream(token: BrokerHarness.alice)
+      let bob = try harness.openStream(token: BrokerHarness.bob)
+      var order: [String] = []
+      alice.onSend = { order.append("alice " + ((try? Frame($0).op) ?? "?")) }
+      bob.onSend = { order.append("bob " + ((try? Frame($0).op) ?? "?")) }
+      // Nobody follows a1 and a2: Alice's subscribe reads the store, and her next frames wait for it, unread.
+      alice.receive(#"{"op":"subscribe","pages":["a1","a2"]}"#)
+      #expect(harness.broker.isReadingStore && alice.isReadingPaused)
+      alice.receive(#"{"op":"unsubscribe","pages":["a1","a2"]}"#)
+      alice.receive(#"{"op":"subscribe","pages":["a2"]}"#)
+      // Bob's frame waits too, and then finds the pages in the index: no second read.
+      bob.receive(#"{"op":"subscribe","pages":["a1","a2"]}"#)
+      #expect(bob.isReadingPaused)
+      try harness.run(until: { alice.frames.count == 3 && bob.frames.count == 1 })
+      #expect(
+        try alice.decodedFrames() == [
+          Frame(op: "subscribed", added: 2, total: 2, denied: []),
+          Frame(op: "unsubscribed", removed: 2, total: 0),
+          Frame(op: "subscribed", added: 1, total: 1, denied: []),
+        ])
+      #expect(try bob.decodedFrames() == [Frame(op: "subscribed", added: 0, total: 0, denied: ["a1", "a2"])])
+      // Bob's waited for Alice's read, then went before her frames that her socket had not read meanwhile.
+      #expect(order == ["alice subscribed", "bob subscribed", "alice unsubscribed", "alice subscribed"])
+      // Two pages for Alice's first frame, none for Bob's, and a2 again: its channel went with her unsubscribe.
+      #expect(harness.broker.pageWorkspaces.pagesRead == 3)
+      #expect(!alice.isReadingPaused && !bob.isReadingPaused)
+    }
+  }
+
+  @Test func aBadFrameGetsTheCataloguedErrorAndTheStreamStays() throws {
+    try withBroker { harness in
+      let alice = try harness.openStream()
+      let invalid = BrokerProtocol.StreamErrorCode.invalidMessage.rawValue
+      let notJSON = try harness.exchange(alice, "{not json")
+      #expect(notJSON.map(\.op) == ["error"] && notJSON.first?.code == invalid)
+      #expect(notJSON.first?.message?.hasPrefix("invalid message: ") == true, "\(notJSON)")
+      alice.receiveBinary(Array(#"{"op":"subscribe","pages":[]}"#.utf8))
+      try harness.waitForFrames(alice, count: 2)
+      #expect(
+        try Frame(alice.frames[1]) == Frame(op: "error", code: invalid, message: "frames are JSON text"))
+      let unknown = try harness.exchange(alice, #"{"op":"dance"}"#)
+      #expect(
+        unknown == [
+          Frame(
+            op: "error", code: invalid, message: #"unknown op "dance": expected subscribe or unsubscribe"#)
+        ])
+      #expect(try harness.subscribe(alice, ["still-here"]).added == 1)
+      let metrics = try harness.request(.GET, "/metrics", token: nil).body.readableString
+      #expect(metrics.contains("pagesync_broker_stream_errors_total{code=\"\(invalid)\"} 3"), "\(metrics)")
+    }
+  }
+
+  @Test func aNarrowedGrantRevokesAtOnceAndARemovedTokenCloses() throws {
+    var afterNarrowing = BrokerHarness.tokens
+    afterNarrowing[2].workspaces = [id("w1")]
+    try withBroker { harness in
+      try harness.commit(client: "laptop", workspace: "w1", [.create("notes", title: "n")])
+      try harness.commit(
+        client: "bob-laptop", workspace: "w2", token: BrokerHarness.bob, [.create("plans", title: "p")])
+      let dana = try harness.openStream(token: BrokerHarness.dana)
+      #expect(try harness.subscribe(dana, ["notes", "plans"]).added == 2)
+      let subscriber = try harness.subscriber(of: dana)
+      // A w2 notification waits for Dana's slow socket when the reload takes w2 away.
+      dana.queuedBytes = harness.broker.configuration.limits.pendingBytesPerConnection
+      try harness.commit(
+        client: "bob-laptop", workspace: "w2", token: BrokerHarness.bob, [.setTitle("plans", "p2")])
+      #expect(harness.broker.fanOut.pendingCount(of: subscriber) == 1)
+      var narrowed = harness.broker.configuration
+      narrowed.tokens = afterNarrowing
+      harness.broker.reload(narrowed)
+      #expect(
+        harness.broker.fanOut.pendingCount(of: subscriber) == 0, "dropped at once, before any store read")
+      let before = dana.frames.count
+      try harness.waitForFrames(dana, count: before + 1)
+      #expect(try Frame(dana.frames[before]) == Frame(op: "revoked", total: 1, revokedPages: ["plans"]))
+      dana.drain()
+      // A change of each page: only the one Dana may still see reaches her (plans first, so that its flush,
+      // had it anything for her, came no later than that of notes).
+      try harness.commit(
+        client: "bob-laptop", workspace: "w2", token: BrokerHarness.bob, [.setTitle("plans", "p3")])
+      let notes = try harness.commit(client: "laptop", workspace: "w1", [.setTitle("notes", "n2")])
+      try harness.waitForFrames(dana, count: before + 2)
+      #expect(try dana.decodedFrames()[(before + 1)...].map(\.pages) == [["notes": notes]])
+      // Her token removed altogether: the stream is closed with the catalogued reason, and counted.
+      var removed = narrowed
+      removed.tokens.remove(at: 2)
+      harness.broker.reload(removed)
+      let reason = BrokerProtocol.StreamCloseReason.tokenRevoked
+      #expect(dana.closedWith?.code.rawValue == reason.code && dana.closedWith?.reason == reason.reason)
+      try harness.run(until: { harness.broker.streamCount == 0 })
+      let metrics = try harness.request(.GET, "/metrics", token: nil).body.readableString
+      #expect(metrics.contains("pagesync_broker_stream_closes_total{code=\"1008\"} 1"), "\(metrics)")
+    }
+  }
+
+  @Test func shutdownClosesEveryStreamWithTheCataloguedReason() throws {
+    let harness = try BrokerHarness()
+    let alice = try harness.openStream()
+    try harness.shutDown()
+    let reason = BrokerProtocol.StreamCloseReason.shuttingDown
+    #expect(
+      alice.closedWith == WebSocketCloseInfo(code: .goingAway, reason: reason.reason, initiatedByPeer: false))
+    #expect(reason.code == WebSocketCloseCode.goingAway.rawValue)
+    #expect(harness.broker.streamCount == 0)
+  }
+}
+
+extension Frame {
+  init(
+    op: String, pages: [String: UInt64]? = nil, added: Int? = nil, removed: Int? = nil, total: Int? = nil,
+    denied: [String]? = nil, revokedPages: [String]? = nil, code: Int? = nil, message: String? = nil
+  ) {
+    self.op = op
+    self.pages = pages
+    self.added = added
+    self.removed = removed
+    self.total = total
+    self.denied = denied
+    self.revokedPages = revokedPages
+    self.code = code
+    self.message = message
+  }
+}
