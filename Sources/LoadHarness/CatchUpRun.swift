@@ -217,7 +217,7 @@ final class CatchUpRun: ScenarioRun {
     self.completion = nil
     progress.clear()
     writers.close()
-    device?.close()
+    device?.drop()
     connection?.close()
     completion(result)
   }

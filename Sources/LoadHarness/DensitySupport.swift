@@ -1,96 +1,10 @@
 import EventLoop
-import Foundation
 import LoadCore
 import Web
 
 #if canImport(Glibc)
   import Glibc
 #endif
-
-/// A simulated device of the density scenarios (B3, B4, B7): one `/v1/stream` WebSocket, connected first and
-/// subscribed later (so a bulk subscribe can be timed apart from the connections), reporting every page entry of
-/// every `changed` message.
-///
-/// Threading: the run's loop only.
-final class SubscribingDevice {
-  private(set) var socket: WebSocket?
-  private var onSubscribed: ((Result<Int, LoadError>) -> Void)?
-  /// Each `(page id, time)` of each `changed` message, as it arrives.
-  var onChanged: ((Substring, UInt64) -> Void)?
-  /// The stream closed (by the broker or the network) after it opened.
-  var onLost: ((String) -> Void)?
-
-  var isOpen: Bool { socket?.isOpen ?? false }
-  var bytesSent: Int { socket?.bytesWritten ?? 0 }
-  var bytesReceived: Int { socket?.bytesRead ?? 0 }
-
-  /// Opens the stream; `done` once the WebSocket handshake completed.
-  func connect(loop: Loop, endpoint: BrokerEndpoint, _ done: @escaping (Result<Void, LoadError>) -> Void) {
-    endpoint.openStream(loop: loop) { [self] result in
-      switch result {
-      case .failure(let error):
-        done(.failure(error))
-      case .success(let socket):
-        self.socket = socket
-        socket.onText = { [weak self] text in self?.received(text) }
-        socket.onClose = { [weak self] info in
-          guard let self else { return }
-          if let done = onSubscribed {
-            onSubscribed = nil
-            done(.failure(.connectFailed("device stream closed before subscribing: \(info)")))
-          } else {
-            onLost?("\(info)")
-          }
-        }
-        done(.success(()))
-      }
-    }
-  }
-
-  /// The subscribe message for `pages`: built ahead so that a timed bulk subscribe does not time its encoding.
-  static func subscribeMessage(_ pages: [String]) -> String {
-    var text = #"{"op":"subscribe","pages":["#
-    text.reserveCapacity(pages.count * 32 + 40)
-    for (index, page) in pages.enumerated() {
-      if index > 0 { text += "," }
-      text += "\"" + page + "\""
-    }
-    return text + "]}"
-  }
-
-  /// Sends `message` (from `subscribeMessage`); `done` gets the broker's `added` count once it answered
-  /// `subscribed`, or a failure when it denied a page or the stream closed first.
-  func subscribe(message: String, _ done: @escaping (Result<Int, LoadError>) -> Void) {
-    guard let socket, socket.isOpen else { return done(.failure(.connectFailed("device stream is closed"))) }
-    onSubscribed = done
-    socket.send(text: message)
-  }
-
-  private func received(_ text: String) {
-    if let entries = ChangedFrame.parse(text) {
-      for entry in entries { onChanged?(entry.id, entry.time) }
-      return
-    }
-    guard text.contains(#""op":"subscribed""#), let done = onSubscribed else { return }
-    onSubscribed = nil
-    let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
-    let denied = (object["denied"] as? [Any])?.count ?? 0
-    let added = (object["added"] as? NSNumber)?.intValue ?? 0
-    if denied > 0 {
-      done(.failure(.setupFailed("the broker denied \(denied) subscriptions: \(text.prefix(300))")))
-    } else {
-      done(.success(added))
-    }
-  }
-
-  /// Drops the stream at once (no close handshake), as a device that loses its network does.
-  func drop() {
-    onSubscribed = nil
-    socket?.onClose = nil
-    socket?.onText = nil
-    socket?.abort(reason: "load device dropped")
-  }
-}
 
 /// Runs `body` for indices `0..<count` with at most `concurrency` in flight (0: all at once); `done` once every
 /// one completed, or at the first failure.

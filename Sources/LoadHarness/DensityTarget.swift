@@ -35,7 +35,7 @@ final class PagesyncDensity: DensityTarget {
   private let writers: BrokerWriterPool
   private let writerCount: Int
   private let nonce: String
-  private var devices: [SubscribingDevice]
+  private var devices: [DeviceStream?]
   private var messages: [String]
 
   init(loop: Loop, endpoint: BrokerEndpoint, layout: DensityLayout, writers: Int, nonce: String) {
@@ -45,7 +45,7 @@ final class PagesyncDensity: DensityTarget {
     self.writers = BrokerWriterPool(endpoint: endpoint)
     writerCount = writers
     self.nonce = nonce
-    devices = (0..<layout.devices).map { _ in SubscribingDevice() }
+    devices = Array(repeating: nil, count: layout.devices)
     messages = Array(repeating: "", count: layout.devices)
   }
 
@@ -60,20 +60,23 @@ final class PagesyncDensity: DensityTarget {
     device: Int, onEntry: @escaping (Int, UInt64) -> Void, _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
     let pages = pages
-    devices[device].onChanged = { id, time in
-      if let page = pages.index(of: id) { onEntry(page, time) }
-    }
-    devices[device].connect(loop: loop, endpoint: endpoint, done)
+    let stream = DeviceStream(
+      reporting: .entries { id, time in
+        if let page = pages.index(of: id) { onEntry(page, time) }
+      })
+    devices[device] = stream
+    stream.connect(loop: loop, endpoint: endpoint, done)
   }
 
   func prepareSubscribe(device: Int, pages: [Int]) {
-    messages[device] = SubscribingDevice.subscribeMessage(pages.map(self.pages.id))
+    messages[device] = DeviceStream.subscribeMessage(pages.map(self.pages.id))
   }
 
   func subscribe(device: Int, _ done: @escaping (Result<Int, LoadError>) -> Void) {
+    guard let stream = devices[device] else { return done(.failure(.connectFailed("not connected"))) }
     let message = messages[device]
     messages[device] = ""
-    devices[device].subscribe(message: message, done)
+    stream.subscribe(message: message, done)
   }
 
   func publish(batch: Int, page: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
@@ -86,12 +89,12 @@ final class PagesyncDensity: DensityTarget {
     writers.send([mutation], on: writer) { result in done(result.map { $0.pages[id] }) }
   }
 
-  var bytesSent: Int { writers.bytesSent + devices.reduce(0) { $0 + $1.bytesSent } }
-  var bytesReceived: Int { writers.bytesReceived + devices.reduce(0) { $0 + $1.bytesReceived } }
+  var bytesSent: Int { writers.bytesSent + devices.reduce(0) { $0 + ($1?.bytesSent ?? 0) } }
+  var bytesReceived: Int { writers.bytesReceived + devices.reduce(0) { $0 + ($1?.bytesReceived ?? 0) } }
 
   func closeAll() {
     writers.close()
-    for device in devices { device.drop() }
+    for device in devices { device?.drop() }
   }
 }
 

@@ -64,10 +64,10 @@ final class PagesyncFanOut: FanOutTarget {
     index: Int, channel: Int, onToken: @escaping (UInt64) -> Void,
     _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
-    let device = DeviceStream()
-    devices.append(device)
     let page = pages[channel]
-    device.open(loop: loop, endpoint: endpoint, pages: [page], watched: page, onTime: onToken, done)
+    let device = DeviceStream(reporting: .time(of: page, onToken))
+    devices.append(device)
+    device.open(loop: loop, endpoint: endpoint, pages: [page], done)
   }
 
   /// One `set_property` per batch, of a property of the writer connection's own (`w0`, `w1`, ...). Batches on
@@ -91,7 +91,7 @@ final class PagesyncFanOut: FanOutTarget {
 
   func closeAll() {
     writers.close()
-    for device in devices { device.close() }
+    for device in devices { device.drop() }
   }
 }
 

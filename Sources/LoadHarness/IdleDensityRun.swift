@@ -111,7 +111,7 @@ final class IdleDensityRun: ScenarioRun {
     let now = HostProcess.now()
     let after = server.sample()
     let harnessAfter = HostProcess.sample(pid: getpid())
-    let stillOpen = devices.filter { $0.socket?.isOpen == true }.count
+    let stillOpen = devices.filter(\.isOpen).count
     let counted = text.flatMap { PrometheusText.value(of: "pagesync_broker_device_streams", in: $0) }
     let broker = MemoryPerItem(
       beforeBytes: baseline?.residentBytes ?? 0, afterBytes: after?.residentBytes ?? 0, count: opened - warmUp
@@ -178,7 +178,7 @@ final class IdleDensityRun: ScenarioRun {
     progress.clear()
     timer?.close()
     metrics.close()
-    for device in devices { device.close() }
+    for device in devices { device.drop() }
     completion(result)
   }
 }

@@ -39,7 +39,7 @@ final class ReconnectRun: ScenarioRun {
   private var created: [UInt64] = []
   private var epoch = ""
   private var changed: [Int: UInt64] = [:]
-  private var devices: [SubscribingDevice] = []
+  private var devices: [DeviceStream] = []
   private var connections: [HTTPClientConnection] = []
   private var metrics: HTTPClientConnection?
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
@@ -88,15 +88,11 @@ final class ReconnectRun: ScenarioRun {
 
   /// The state before the storm: every device connected and subscribed.
   private func connectFirstTime() {
-    let first = (0..<layout.devices).map { _ in SubscribingDevice() }
+    let first = (0..<layout.devices).map { _ in DeviceStream() }
     forEachConcurrently(
       layout.devices, concurrency: options.density.connectConcurrency,
       { [self] index, done in
-        first[index].connect(loop: loop, endpoint: endpoint) { result in
-          guard case .success = result else { return done(result) }
-          let message = SubscribingDevice.subscribeMessage(self.layout.pages(of: index).map(self.pages.id))
-          first[index].subscribe(message: message) { done($0.map { _ in () }) }
-        }
+        first[index].open(loop: loop, endpoint: endpoint, pages: layout.pages(of: index).map(pages.id), done)
       },
       onProgress: { [self] count in progress.update("pagesync B4: subscribed \(count)/\(layout.devices)") },
       then: { [self] result in
@@ -162,14 +158,14 @@ final class ReconnectRun: ScenarioRun {
   /// Every device returns; each subscribes, then catches up, on connections of its own.
   private func storm() {
     let messages = (0..<layout.devices).map {
-      SubscribingDevice.subscribeMessage(layout.pages(of: $0).map(pages.id))
+      DeviceStream.subscribeMessage(layout.pages(of: $0).map(pages.id))
     }
     let maps = (0..<layout.devices).map { device in
       let entries = layout.pages(of: device).map { "\"\(pages.id($0))\":\(created[$0])" }.joined(
         separator: ",")
       return #"{"epoch":"\#(epoch)","pages":{\#(entries)}}"#
     }
-    devices = (0..<layout.devices).map { _ in SubscribingDevice() }
+    devices = (0..<layout.devices).map { _ in DeviceStream() }
     connections = []
     let serverBefore = server.sample()
     let machine = MachineProbe()

@@ -43,7 +43,7 @@ final class SoakRun: ScenarioRun {
   private let writers: BrokerWriterPool
   private let churn: ChurnSchedule
   private var nextChurn = 0
-  private var devices: [SubscribingDevice] = []
+  private var devices: [DeviceStream] = []
   /// Whether device i's current stream answered `subscribed`.
   private var subscribed: [Bool] = []
   private var metrics: HTTPClientConnection?
@@ -113,7 +113,7 @@ final class SoakRun: ScenarioRun {
   }
 
   private func connectAll() {
-    devices = (0..<layout.devices).map { _ in SubscribingDevice() }
+    devices = (0..<layout.devices).map { _ in DeviceStream() }
     subscribed = Array(repeating: false, count: layout.devices)
     forEachConcurrently(
       layout.devices, concurrency: options.density.connectConcurrency,
@@ -127,10 +127,9 @@ final class SoakRun: ScenarioRun {
 
   /// Opens device `index`'s stream (a new one) and subscribes its set.
   private func open(_ index: Int, _ done: @escaping (Result<Void, LoadError>) -> Void) {
-    let device = SubscribingDevice()
+    let device = DeviceStream(reporting: .entries { [weak self] _, _ in self?.notifications += 1 })
     devices[index] = device
     subscribed[index] = false
-    device.onChanged = { [weak self] _, _ in self?.notifications += 1 }
     // Weak: the device holds this closure (a strong capture kept every device alive past the run).
     device.onLost = { [weak self, weak device] reason in
       guard let self, let device, devices[index] === device else { return }
@@ -138,13 +137,10 @@ final class SoakRun: ScenarioRun {
       subscribed[index] = false
       if firstFailure == nil { firstFailure = "device \(index) lost its stream: \(reason)" }
     }
-    device.connect(loop: loop, endpoint: endpoint) { [self] result in
-      guard case .success = result else { return done(result) }
-      let message = SubscribingDevice.subscribeMessage(layout.pages(of: index).map(pages.id))
-      device.subscribe(message: message) { result in
-        if case .success = result, self.devices[index] === device { self.subscribed[index] = true }
-        done(result.map { _ in () })
-      }
+    device.open(loop: loop, endpoint: endpoint, pages: layout.pages(of: index).map(pages.id)) {
+      [self] result in
+      if case .success = result, devices[index] === device { subscribed[index] = true }
+      done(result)
     }
   }
 
