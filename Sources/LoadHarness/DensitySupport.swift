@@ -36,36 +36,6 @@ func forEachConcurrently(
   for _ in 0..<(concurrency > 0 ? min(concurrency, count) : count) { launch() }
 }
 
-/// The broker's own figures, from `GET /metrics` (docs/operations.md, "Metrics").
-struct BrokerMetrics {
-  var subscriptions: Int?
-  var deviceStreams: Int?
-  var connections: Int?
-
-  /// Reads them on `connection` (kept open by the caller so that it does not count as a new descriptor).
-  static func read(
-    _ connection: HTTPClientConnection, _ done: @escaping (Result<BrokerMetrics, LoadError>) -> Void
-  ) {
-    connection.send(.GET, "/metrics") { result in
-      switch result {
-      case .failure(let error): done(.failure(.setupFailed("GET /metrics: \(error)")))
-      case .success(let response):
-        guard response.head.status.code == 200 else {
-          return done(.failure(.setupFailed("GET /metrics: \(response.head.status.code)")))
-        }
-        let text = String(decoding: response.body.readableBytesArray, as: UTF8.self)
-        func int(_ name: String) -> Int? { PrometheusText.value(of: name, in: text).map { Int($0) } }
-        done(
-          .success(
-            BrokerMetrics(
-              subscriptions: int("pagesync_broker_subscriptions"),
-              deviceStreams: int("pagesync_broker_device_streams"),
-              connections: int("pagesync_broker_connections"))))
-      }
-    }
-  }
-}
-
 /// The open descriptors of another process (the limit is `DescriptorLimit`).
 enum Descriptors {
   /// Entries of /proc/PID/fd: the process's open descriptors; nil if it cannot be read.

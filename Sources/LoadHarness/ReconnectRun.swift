@@ -41,7 +41,7 @@ final class ReconnectRun: ScenarioRun {
   private var changed: [Int: UInt64] = [:]
   private var devices: [DeviceStream] = []
   private var connections: [HTTPClientConnection] = []
-  private var metrics: HTTPClientConnection?
+  private let metrics: BrokerMetricsReader
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
   private var finished = false
 
@@ -60,6 +60,7 @@ final class ReconnectRun: ScenarioRun {
     self.seed = seed
     pages = DensityPages(prefix: "load-b4-\(nonce)", count: layout.pool)
     writers = BrokerWriterPool(endpoint: endpoint)
+    metrics = BrokerMetricsReader(loop: loop, endpoint: endpoint)
   }
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
@@ -73,13 +74,10 @@ final class ReconnectRun: ScenarioRun {
         case .success(let (times, epoch)):
           self.created = times
           self.epoch = epoch
-          HTTPClientConnection.connect(loop: self.loop, to: self.endpoint.address) { result in
-            switch result {
-            case .failure(let error): self.finish(.failure(.connectFailed("metrics: \(error)")))
-            case .success(let connection):
-              self.metrics = connection
-              self.connectFirstTime()
-            }
+          // Opened ahead: a broker that refuses it fails the run before any device connects.
+          self.metrics.open { result in
+            if case .failure(let error) = result { return self.finish(.failure(error)) }
+            self.connectFirstTime()
           }
         }
       }
@@ -105,8 +103,7 @@ final class ReconnectRun: ScenarioRun {
 
   /// Polls /metrics until the broker holds `subscriptions` (it noticed the drops), at most until `deadline`.
   private func waitForBroker(toHold subscriptions: Int, deadline: UInt64, _ then: @escaping () -> Void) {
-    guard let metrics else { return then() }
-    BrokerMetrics.read(metrics) { [self] result in
+    metrics.read { [self] result in
       switch result {
       case .failure(let error): finish(.failure(error))
       case .success(let figures):
@@ -299,7 +296,7 @@ final class ReconnectRun: ScenarioRun {
     finished = true
     progress.clear()
     writers.close()
-    metrics?.close()
+    metrics.close()
     for device in devices { device.drop() }
     for connection in connections { connection.close() }
     let completion = self.completion

@@ -167,36 +167,3 @@ final class ConnectionWaves {
     done(opened, failure)
   }
 }
-
-/// Reads the broker's `GET /metrics` (Prometheus text) on a connection of its own: the broker's own count of
-/// device streams and subscriptions, and how many notifications it coalesced.
-///
-/// Threading: the run's loop only.
-final class BrokerMetricsReader {
-  private let endpoint: BrokerEndpoint
-  private var connection: HTTPClientConnection?
-
-  init(endpoint: BrokerEndpoint) { self.endpoint = endpoint }
-
-  /// Fetches the exposition; `done` gets the text, nil if the broker did not answer 200.
-  func read(loop: Loop, _ done: @escaping (String?) -> Void) {
-    if let connection, connection.isOpen { return get(connection, done) }
-    HTTPClientConnection.connect(loop: loop, to: endpoint.address) { [self] result in
-      guard case .success(let connection) = result else { return done(nil) }
-      self.connection = connection
-      get(connection, done)
-    }
-  }
-
-  private func get(_ connection: HTTPClientConnection, _ done: @escaping (String?) -> Void) {
-    connection.send(.GET, "/metrics", headers: endpoint.headers, body: ByteBuffer(capacity: 0)) { result in
-      guard case .success(let response) = result, response.head.status.code == 200 else { return done(nil) }
-      done(String(decoding: response.body.readableBytesArray, as: UTF8.self))
-    }
-  }
-
-  func close() {
-    connection?.close()
-    connection = nil
-  }
-}

@@ -81,7 +81,7 @@ final class SlowConsumerRun: ScenarioRun {
     self.target = target
     self.options = options
     self.progress = progress
-    metrics = BrokerMetricsReader(endpoint: target.endpoint)
+    metrics = BrokerMetricsReader(loop: loop, endpoint: target.endpoint)
     coldWriters = BrokerWriterPool(endpoint: target.endpoint)
     let prefix = "\(target.pages[0])-cold-"
     coldPages = (0..<options.coldPages).map { index in
@@ -180,8 +180,8 @@ final class SlowConsumerRun: ScenarioRun {
       stalledAt = HostProcess.now()
       twinBytesAtStall = twin.bytesReceived
       coldPendingAtStall = coldWriters.pending
-      metrics.read(loop: loop) { [self] text in
-        coalescedBefore = text.flatMap { coalesced(in: $0) }
+      metrics.read { [self] reading in
+        coalescedBefore = try? reading.get().notificationsCoalesced
         done(.success(()))
       }
     }
@@ -203,9 +203,9 @@ final class SlowConsumerRun: ScenarioRun {
     coldTick?.close()
     coldTick = nil
     coldPendingAtResume = coldWriters.pending
-    metrics.read(loop: loop) { [self] text in
+    metrics.read { [self] reading in
       twinBytesAtResume = twin.bytesReceived
-      coalescedAfter = text.flatMap { coalesced(in: $0) }
+      coalescedAfter = try? reading.get().notificationsCoalesced
       bytesBeforeResume = slow.bytesReceived
       framesBeforeResume = slowFrames
       resumedAt = HostProcess.now()
@@ -232,10 +232,6 @@ final class SlowConsumerRun: ScenarioRun {
 
   /// Cold pages whose final time the slow device does not know (yet).
   private var coldWrong: Int { coldFinal.filter { slowCold[$0.key] != $0.value }.count }
-
-  private func coalesced(in text: String) -> Double? {
-    PrometheusText.value(of: "pagesync_broker_notifications_coalesced_total", in: text)
-  }
 
   private func extraReport() -> (fields: [(String, ReportValue)], ok: Bool, notes: [String]) {
     guard let run, run.steps.count == 2 else { return ([], false, ["the run did not reach both phases"]) }

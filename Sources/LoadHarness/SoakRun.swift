@@ -46,13 +46,12 @@ final class SoakRun: ScenarioRun {
   private var devices: [DeviceStream] = []
   /// Whether device i's current stream answered `subscribed`.
   private var subscribed: [Bool] = []
-  private var metrics: HTTPClientConnection?
+  private let metrics: BrokerMetricsReader
   private var schedule: OpenLoopSchedule?
   private var tick: LoopTimer?
   private var rss = SampleSeries()
   private var descriptors = SampleSeries()
   private var brokerSeries = SampleSeries()
-  private var metricsReconnects = 0
   private var lag = LatencyRecorder()
   private var ackLatency = LatencyRecorder()
   private var acked = 0
@@ -84,6 +83,7 @@ final class SoakRun: ScenarioRun {
     self.nonce = nonce
     pages = DensityPages(prefix: "load-b7-\(nonce)", count: layout.pool)
     writers = BrokerWriterPool(endpoint: endpoint)
+    metrics = BrokerMetricsReader(loop: loop, endpoint: endpoint)
     churn = ChurnSchedule(
       devices: layout.devices, percentPerMinute: options.churnPercentPerMinute,
       seconds: options.density.seconds,
@@ -100,13 +100,10 @@ final class SoakRun: ScenarioRun {
       progress.update("pagesync B7: creating \(layout.pool) pages")
       pages.create(through: writers) { result in
         if case .failure(let error) = result { return self.finish(.failure(error)) }
-        HTTPClientConnection.connect(loop: self.loop, to: self.endpoint.address) { result in
-          switch result {
-          case .failure(let error): self.finish(.failure(.connectFailed("metrics: \(error)")))
-          case .success(let connection):
-            self.metrics = connection
-            self.connectAll()
-          }
+        // Opened before the first descriptor count, so that the count does not grow by it afterwards.
+        self.metrics.open { result in
+          if case .failure(let error) = result { return self.finish(.failure(error)) }
+          self.connectAll()
         }
       }
     }
@@ -182,30 +179,10 @@ final class SoakRun: ScenarioRun {
     }
   }
 
-  /// GET /metrics on the kept connection; if the broker closed it, on a new one (once). The broker closes a
-  /// keep-alive connection 60 s after it opened even while requests keep coming (its idle timer is not re-armed
-  /// when a request is answered within the callback that read it: see the report of this branch), so a soak
-  /// longer than a minute meets that.
-  private func readMetrics(_ done: @escaping (Result<BrokerMetrics, LoadError>) -> Void) {
-    guard let metrics else { return done(.failure(.connectFailed("no metrics connection"))) }
-    BrokerMetrics.read(metrics) { [self] result in
-      guard case .failure = result, !metrics.isOpen else { return done(result) }
-      metricsReconnects += 1
-      HTTPClientConnection.connect(loop: loop, to: endpoint.address) { connected in
-        switch connected {
-        case .failure(let error): done(.failure(.connectFailed("metrics: \(error)")))
-        case .success(let connection):
-          self.metrics = connection
-          BrokerMetrics.read(connection, done)
-        }
-      }
-    }
-  }
-
   private func sample(now: UInt64) {
     // Also reads /metrics: the broker's subscriptions over time.
-    if let metrics, metrics.pendingRequests == 0, !settling {
-      readMetrics { [weak self] result in
+    if !metrics.isReading, !settling {
+      metrics.read { [weak self] result in
         if case .success(let figures) = result, let count = figures.subscriptions, let self {
           brokerSeries.record(at: HostProcess.now() - startedAt, value: Double(count))
         }
@@ -274,9 +251,8 @@ final class SoakRun: ScenarioRun {
   /// After the soak: every device subscribed again, then /metrics polled until the broker holds exactly the
   /// harness's subscriptions and streams (or the deadline).
   private func settle(deadline: UInt64) {
-    guard metrics != nil else { return complete(metrics: nil) }
     let allBack = !subscribed.contains(false)
-    readMetrics { [self] result in
+    metrics.read { [self] result in
       switch result {
       case .failure(let error): finish(.failure(error))
       case .success(let figures):
@@ -292,7 +268,7 @@ final class SoakRun: ScenarioRun {
     }
   }
 
-  private func complete(metrics figures: BrokerMetrics?) {
+  private func complete(metrics figures: BrokerMetrics) {
     tick?.close()
     tick = nil
     let now = HostProcess.now()
@@ -300,7 +276,7 @@ final class SoakRun: ScenarioRun {
     let wall = Double(now - startedAt) / 1e9
     let harnessCPU = (HostProcess.ownCPUSeconds() - cpuBefore) / max(wall, 1e-9) * 100
     let held = heldSubscriptions
-    let brokerSubscriptions = figures?.subscriptions ?? -1
+    let brokerSubscriptions = figures.subscriptions ?? -1
     let leaked = brokerSubscriptions - held
     let descriptorsFlat = descriptors.first == descriptors.last
     var notes: [String] = []
@@ -309,9 +285,9 @@ final class SoakRun: ScenarioRun {
         "the broker holds \(brokerSubscriptions) subscriptions, the harness \(held): \(leaked) leaked or lost"
       )
     }
-    if figures?.deviceStreams != layout.devices {
+    if figures.deviceStreams != layout.devices {
       notes.append(
-        "the broker counts \(figures?.deviceStreams ?? -1) device streams, the harness \(layout.devices)")
+        "the broker counts \(figures.deviceStreams ?? -1) device streams, the harness \(layout.devices)")
     }
     if !descriptorsFlat, server.pid != nil {
       notes.append(
@@ -338,12 +314,12 @@ final class SoakRun: ScenarioRun {
       ])
     }
     let sampledSubscriptions = ReportValue.object([
-      ("samples", .int(brokerSeries.samples.count)), ("metrics_reconnects", .int(metricsReconnects)),
+      ("samples", .int(brokerSeries.samples.count)), ("metrics_reconnects", .int(metrics.reconnects)),
       ("min", .number(brokerSeries.minimum ?? 0)),
       ("max", .number(brokerSeries.maximum ?? 0)),
     ])
     let ok =
-      leaked == 0 && figures?.deviceStreams == layout.devices && failed == 0 && lostStreams == 0
+      leaked == 0 && figures.deviceStreams == layout.devices && failed == 0 && lostStreams == 0
       && (descriptorsFlat || server.pid == nil)
     let rssReport = series(rss, unit: "bytes")
     let fdsReport = series(descriptors, unit: "fds")
@@ -374,7 +350,7 @@ final class SoakRun: ScenarioRun {
         "subscriptions",
         .object([
           ("harness", .int(held)), ("broker", .int(brokerSubscriptions)), ("leaked", .int(leaked)),
-          ("broker_device_streams", .int(figures?.deviceStreams ?? -1)),
+          ("broker_device_streams", .int(figures.deviceStreams ?? -1)),
         ])
       ),
       ("rss", rssReport), ("fds", fdsReport),
@@ -398,7 +374,7 @@ final class SoakRun: ScenarioRun {
     tick = nil
     progress.clear()
     writers.close()
-    metrics?.close()
+    metrics.close()
     for device in devices { device.drop() }
     let completion = self.completion
     self.completion = nil
