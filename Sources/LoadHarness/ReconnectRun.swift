@@ -34,7 +34,7 @@ final class ReconnectRun: ScenarioRun {
   private let progress: ProgressLine
   private let nonce: String
   private let seed: UInt64
-  private let pages: DensityPages
+  private let pages: RunPages
   private let writers: BrokerWriterPool
   private var created: [UInt64] = []
   private var epoch = ""
@@ -58,27 +58,25 @@ final class ReconnectRun: ScenarioRun {
     self.progress = progress
     self.nonce = nonce
     self.seed = seed
-    pages = DensityPages(prefix: "load-b4-\(nonce)", count: layout.pool)
+    pages = RunPages(prefix: "load-b4-\(nonce)", count: layout.pool)
     writers = BrokerWriterPool(endpoint: endpoint)
     metrics = BrokerMetricsReader(loop: loop, endpoint: endpoint)
   }
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
     self.completion = completion
-    writers.open(loop: loop, count: 1, clientPrefix: "load-\(nonce)-b4") { [self] result in
-      if case .failure(let error) = result { return finish(.failure(error)) }
-      progress.update("pagesync B4: creating \(layout.pool) pages")
-      pages.create(through: writers) { result in
-        switch result {
-        case .failure(let error): self.finish(.failure(error))
-        case .success(let (times, epoch)):
-          self.created = times
-          self.epoch = epoch
-          // Opened ahead: a broker that refuses it fails the run before any device connects.
-          self.metrics.open { result in
-            if case .failure(let error) = result { return self.finish(.failure(error)) }
-            self.connectFirstTime()
-          }
+    progress.update("pagesync B4: creating \(layout.pool) pages")
+    writers.open(loop: loop, count: 1, clientPrefix: "load-\(nonce)-b4", creating: pages, title: "D") {
+      [self] result in
+      switch result {
+      case .failure(let error): finish(.failure(error))
+      case .success(let (times, epoch)):
+        created = times
+        self.epoch = epoch
+        // Opened ahead: a broker that refuses it fails the run before any device connects.
+        metrics.open { result in
+          if case .failure(let error) = result { return self.finish(.failure(error)) }
+          self.connectFirstTime()
         }
       }
     }

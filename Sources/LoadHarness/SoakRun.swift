@@ -39,7 +39,7 @@ final class SoakRun: ScenarioRun {
   private let server: ServerProbe
   private let progress: ProgressLine
   private let nonce: String
-  private let pages: DensityPages
+  private let pages: RunPages
   private let writers: BrokerWriterPool
   private let churn: ChurnSchedule
   private var nextChurn = 0
@@ -81,7 +81,7 @@ final class SoakRun: ScenarioRun {
     self.server = server
     self.progress = progress
     self.nonce = nonce
-    pages = DensityPages(prefix: "load-b7-\(nonce)", count: layout.pool)
+    pages = RunPages(prefix: "load-b7-\(nonce)", count: layout.pool)
     writers = BrokerWriterPool(endpoint: endpoint)
     metrics = BrokerMetricsReader(loop: loop, endpoint: endpoint)
     churn = ChurnSchedule(
@@ -94,17 +94,16 @@ final class SoakRun: ScenarioRun {
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
     self.completion = completion
-    writers.open(loop: loop, count: options.density.writers, clientPrefix: "load-\(nonce)-b7") {
-      [self] result in
+    progress.update("pagesync B7: creating \(layout.pool) pages")
+    writers.open(
+      loop: loop, count: options.density.writers, clientPrefix: "load-\(nonce)-b7", creating: pages,
+      title: "D"
+    ) { [self] result in
       if case .failure(let error) = result { return finish(.failure(error)) }
-      progress.update("pagesync B7: creating \(layout.pool) pages")
-      pages.create(through: writers) { result in
+      // Opened before the first descriptor count, so that the count does not grow by it afterwards.
+      metrics.open { result in
         if case .failure(let error) = result { return self.finish(.failure(error)) }
-        // Opened before the first descriptor count, so that the count does not grow by it afterwards.
-        self.metrics.open { result in
-          if case .failure(let error) = result { return self.finish(.failure(error)) }
-          self.connectAll()
-        }
+        self.connectAll()
       }
     }
   }
@@ -202,13 +201,7 @@ final class SoakRun: ScenarioRun {
     for batch in due {
       let scheduledAt = schedule.scheduledTime(of: batch)
       lag.record(nanoseconds: now - min(now, scheduledAt))
-      guard let writer = writers.leastBusy else {
-        failed += 1
-        continue
-      }
-      let mutation = MutationFields.setProperty(
-        page: pages.id(batch % layout.pool), time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
-      writers.send([mutation], on: writer) { [weak self] result in
+      writers.update(page: pages.id(batch % layout.pool), batch: batch) { [weak self] result in
         guard let self else { return }
         let answeredAt = HostProcess.now()
         switch result {
