@@ -64,6 +64,24 @@ final class BrokerMetricsReader {
     }
   }
 
+  /// Reads every `interval` ms until a reading satisfies `condition` or `deadline` (`HostProcess.now()`) passed;
+  /// `done` gets that last reading, or the first failure.
+  func poll(
+    every interval: UInt64, until condition: @escaping (BrokerMetrics) -> Bool, deadline: UInt64,
+    _ done: @escaping (Result<BrokerMetrics, LoadError>) -> Void
+  ) {
+    read { [self] result in
+      guard case .success(let figures) = result, !condition(figures), HostProcess.now() < deadline else {
+        return done(result)
+      }
+      let timer = LoopTimer(loop: loop)
+      timer.start(after: interval) {
+        timer.close()
+        self.poll(every: interval, until: condition, deadline: deadline, done)
+      }
+    }
+  }
+
   private func connectAndGet(_ done: @escaping (Result<BrokerMetrics, LoadError>) -> Void) {
     connect { [self] result in
       switch result {

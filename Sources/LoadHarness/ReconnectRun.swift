@@ -95,24 +95,14 @@ final class ReconnectRun: ScenarioRun {
         if case .failure(let error) = result { return finish(.failure(error)) }
         // Every device loses its network at once.
         for device in first { device.drop() }
-        waitForBroker(toHold: 0, deadline: HostProcess.now() + 30_000_000_000) { self.changeWhileAway() }
-      })
-  }
-
-  /// Polls /metrics until the broker holds `subscriptions` (it noticed the drops), at most until `deadline`.
-  private func waitForBroker(toHold subscriptions: Int, deadline: UInt64, _ then: @escaping () -> Void) {
-    metrics.read { [self] result in
-      switch result {
-      case .failure(let error): finish(.failure(error))
-      case .success(let figures):
-        if figures.subscriptions == subscriptions || HostProcess.now() >= deadline { return then() }
-        let timer = LoopTimer(loop: loop)
-        timer.start(after: 20) {
-          timer.close()
-          self.waitForBroker(toHold: subscriptions, deadline: deadline, then)
+        // The changes start once the broker noticed the drops (or after 30 s).
+        metrics.poll(
+          every: 20, until: { $0.subscriptions == 0 }, deadline: HostProcess.now() + 30_000_000_000
+        ) { [self] result in
+          if case .failure(let error) = result { return finish(.failure(error)) }
+          changeWhileAway()
         }
-      }
-    }
+      })
   }
 
   /// While the devices are away, `changedPercent` of the pool changes (pages chosen by the seed).
@@ -162,10 +152,8 @@ final class ReconnectRun: ScenarioRun {
     }
     devices = (0..<layout.devices).map { _ in DeviceStream() }
     connections = []
-    let serverBefore = server.sample()
-    let machine = MachineProbe()
-    let cpuBefore = HostProcess.ownCPUSeconds()
-    let startedAt = HostProcess.now()
+    let window = MeasurementWindow(server: server)
+    let startedAt = window.startedAt
     forEachConcurrently(
       layout.devices, concurrency: options.stormConcurrency,
       { [self] index, done in
@@ -174,57 +162,59 @@ final class ReconnectRun: ScenarioRun {
       onProgress: { [self] count in progress.update("pagesync B4: restored \(count)/\(layout.devices)") },
       then: { [self] result in
         if case .failure(let error) = result { return finish(.failure(error)) }
-        let doneAt = HostProcess.now()
-        let wall = Double(doneAt - startedAt) / 1e9
-        let ok = missed == 0 && needless == 0 && wrongTime == 0 && gone == 0 && exactDevices == layout.devices
-        var notes: [String] = []
-        if !ok {
-          notes.append(
-            "\(layout.devices - exactDevices) devices were told something else than their changed pages: "
-              + "\(missed) missed, \(needless) needless, \(wrongTime) at a wrong time, \(gone) gone")
-        }
-        let harnessCPU = (HostProcess.ownCPUSeconds() - cpuBefore) / max(wall, 1e-9) * 100
-        if harnessCPU >= 85 {
-          notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
-        }
-        func ms(_ from: UInt64, _ to: UInt64) -> ReportValue { .number(Double(to - min(to, from)) / 1e6) }
-        let report = ReportValue.object([
-          ("scenario", .string("B4")), ("target", .string("pagesync")),
-          ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
-          ("page_pool", .int(layout.pool)), ("subscriptions", .int(layout.subscriptions)),
-          ("changed_pages", .int(changed.count)), ("storm_concurrency", .int(options.stormConcurrency)),
-          (
-            "time",
-            .object([
-              ("all_resubscribed_ms", ms(startedAt, lastResubscribedAt)),
-              ("all_restored_ms", ms(startedAt, doneAt)),
-              ("resubscribed", resubscribedLatency.summary.reportValue),
-              ("restored", restoredLatency.summary.reportValue),
-            ])
-          ),
-          (
-            "catchup",
-            .object([
-              ("requests", .int(layout.devices)), ("expected_changed", .int(expectedChanged)),
-              ("reported_changed", .int(reportedChanged)), ("missed", .int(missed)),
-              ("needless", .int(needless)),
-              ("wrong_time", .int(wrongTime)), ("gone", .int(gone)), ("exact_devices", .int(exactDevices)),
-            ])
-          ),
-          ("harness_cpu_pct", .number(harnessCPU)),
-          ("server", server.report(before: serverBefore, after: server.sample(), wallSeconds: wall)),
-          ("machine", machine.report),
-          (
-            "wire",
-            .object([
-              ("stream_bytes", .int(devices.reduce(0) { $0 + $1.bytesSent + $1.bytesReceived })),
-              ("catchup_bytes", .int(catchUpBytes)),
-            ])
-          ),
-          ("ok", .bool(ok)), ("notes", .string(notes.joined(separator: "; "))),
-        ])
-        finish(.success(report))
+        finish(.success(report(window: window, doneAt: HostProcess.now())))
       })
+  }
+
+  private func report(window: MeasurementWindow, doneAt: UInt64) -> ReportValue {
+    let startedAt = window.startedAt
+    let ok = missed == 0 && needless == 0 && wrongTime == 0 && gone == 0 && exactDevices == layout.devices
+    var notes: [String] = []
+    if !ok {
+      notes.append(
+        "\(layout.devices - exactDevices) devices were told something else than their changed pages: "
+          + "\(missed) missed, \(needless) needless, \(wrongTime) at a wrong time, \(gone) gone")
+    }
+    let harnessCPU = window.harnessCPUPercent(now: doneAt)
+    if harnessCPU >= GeneratorVerdict.busyHarnessPercent {
+      notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
+    }
+    func ms(_ from: UInt64, _ to: UInt64) -> ReportValue { .number(Double(to - min(to, from)) / 1e6) }
+    return ReportValue.object(
+      [
+        ("scenario", .string("B4")), ("target", .string("pagesync")),
+        ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
+        ("page_pool", .int(layout.pool)), ("subscriptions", .int(layout.subscriptions)),
+        ("changed_pages", .int(changed.count)), ("storm_concurrency", .int(options.stormConcurrency)),
+        (
+          "time",
+          .object([
+            ("all_resubscribed_ms", ms(startedAt, lastResubscribedAt)),
+            ("all_restored_ms", ms(startedAt, doneAt)),
+            ("resubscribed", resubscribedLatency.summary.reportValue),
+            ("restored", restoredLatency.summary.reportValue),
+          ])
+        ),
+        (
+          "catchup",
+          .object([
+            ("requests", .int(layout.devices)), ("expected_changed", .int(expectedChanged)),
+            ("reported_changed", .int(reportedChanged)), ("missed", .int(missed)),
+            ("needless", .int(needless)),
+            ("wrong_time", .int(wrongTime)), ("gone", .int(gone)), ("exact_devices", .int(exactDevices)),
+          ])
+        ),
+        ("harness_cpu_pct", .number(harnessCPU)),
+      ] + window.serverAndMachine(now: doneAt) + [
+        (
+          "wire",
+          .object([
+            ("stream_bytes", .int(devices.reduce(0) { $0 + $1.bytesSent + $1.bytesReceived })),
+            ("catchup_bytes", .int(catchUpBytes)),
+          ])
+        ),
+        ("ok", .bool(ok)), ("notes", .string(notes.joined(separator: "; "))),
+      ])
   }
 
   /// One device's return: stream and HTTP connection opened together, subscribe, then catch up.

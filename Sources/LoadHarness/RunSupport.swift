@@ -34,14 +34,19 @@ struct MeasurementWindow {
     let kept = closedLoop || GeneratorVerdict.keptSchedule(lagP99Ms: lagP99)
     let notes = GeneratorVerdict.notes(
       lagP99Ms: lagP99, harnessCPUPercent: harnessCPU, closedLoop: closedLoop, target: target)
-    return (
-      (
-        "generator",
-        .object([
-          ("lag_p99_ms", .number(lagP99)), ("lag_max_ms", .number(lag?.max ?? 0)),
-          ("kept_schedule", .bool(kept)), ("harness_cpu_pct", .number(harnessCPU)),
-        ])
-      ), notes
+    return (Self.generatorSection(lag: lag, harnessCPUPercent: harnessCPU, keptSchedule: kept), notes)
+  }
+
+  /// `generator` from figures already taken (a run that words its own notes from them).
+  static func generatorSection(lag: LatencySummary?, harnessCPUPercent: Double, keptSchedule: Bool)
+    -> (String, ReportValue)
+  {
+    (
+      "generator",
+      .object([
+        ("lag_p99_ms", .number(lag?.p99 ?? 0)), ("lag_max_ms", .number(lag?.max ?? 0)),
+        ("kept_schedule", .bool(keptSchedule)), ("harness_cpu_pct", .number(harnessCPUPercent)),
+      ])
     )
   }
 

@@ -47,12 +47,11 @@ final class SoakRun: ScenarioRun {
   /// Whether device i's current stream answered `subscribed`.
   private var subscribed: [Bool] = []
   private let metrics: BrokerMetricsReader
-  private var schedule: OpenLoopSchedule?
-  private var tick: LoopTimer?
+  private var tick: LoadTick?
+  private var window: MeasurementWindow?
   private var rss = SampleSeries()
   private var descriptors = SampleSeries()
   private var brokerSeries = SampleSeries()
-  private var lag = LatencyRecorder()
   private var ackLatency = LatencyRecorder()
   private var acked = 0
   private var failed = 0
@@ -62,10 +61,6 @@ final class SoakRun: ScenarioRun {
   private var lostStreams = 0
   private var notifications = 0
   private var resubscribeLatency = LatencyRecorder()
-  private var startedAt: UInt64 = 0
-  private var serverBefore: ProcessSample?
-  private var machine = MachineProbe()
-  private var cpuBefore = 0.0
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
   private var finished = false
   private var settling = false
@@ -89,6 +84,8 @@ final class SoakRun: ScenarioRun {
       seconds: options.density.seconds,
       seed: seed)
   }
+
+  private var startedAt: UInt64 { window?.startedAt ?? 0 }
 
   private var heldSubscriptions: Int { subscribed.filter { $0 }.count * layout.pagesPerDevice }
 
@@ -141,41 +138,39 @@ final class SoakRun: ScenarioRun {
   }
 
   private func soak() {
-    serverBefore = server.sample()
-    machine = MachineProbe()
-    cpuBefore = HostProcess.ownCPUSeconds()
-    startedAt = HostProcess.now()
-    sample(now: startedAt)
-    schedule = OpenLoopSchedule(
-      rate: options.writeRate, start: startedAt + 2_000_000, duration: UInt64(options.density.seconds * 1e9))
-    let timer = LoopTimer(loop: loop)
-    tick = timer
-    var lastSample = startedAt
-    var lastProgress = startedAt
+    let window = MeasurementWindow(server: server)
+    self.window = window
+    sample(now: window.startedAt)
+    let tick = LoadTick(
+      schedule: OpenLoopSchedule(
+        rate: options.writeRate, start: window.startedAt + 2_000_000,
+        duration: UInt64(options.density.seconds * 1e9)))
+    self.tick = tick
+    var lastSample = window.startedAt
     let sampleEvery = UInt64(options.sampleSeconds * 1e9)
-    timer.start(after: 1, repeatEvery: 1) { [weak self] in
-      guard let self else { return }
-      let now = HostProcess.now()
-      sendDue(now: now)
-      churnDue(now: now)
-      if now - lastSample >= sampleEvery {
-        lastSample = now
-        sample(now: now)
-      }
-      if now - lastProgress >= 1_000_000_000 {
-        lastProgress = now
+    tick.start(
+      loop: loop,
+      due: { [weak self] batch, scheduledAt in self?.send(batch: batch, scheduledAt: scheduledAt) },
+      tick: { [weak self] now in
+        guard let self, let tick = self.tick else { return }
+        churnDue(now: now)
+        if now - lastSample >= sampleEvery {
+          lastSample = now
+          sample(now: now)
+        }
+        if tick.isFinished, nextChurn == churn.events.count, acked + failed == tick.schedule?.total, !settling
+        {
+          settling = true
+          settle(deadline: now + UInt64(options.settleSeconds * 1e9))
+        }
+      },
+      everySecond: { [weak self] now in
+        guard let self else { return }
         progress.update(
-          "pagesync B7 \(Int(Double(now - startedAt) / 1e9))s: acked \(acked) reconnects \(reconnects) "
+          "pagesync B7 \(Int(window.seconds(until: now)))s: acked \(acked) reconnects \(reconnects) "
             + "rss \(rss.last.map { Int($0) / 1_048_576 } ?? 0) MB fds \(descriptors.last.map { Int($0) } ?? 0)"
         )
-      }
-      if let schedule, schedule.isFinished, nextChurn == churn.events.count, acked + failed == schedule.total,
-        !settling
-      {
-        settling = true
-        settle(deadline: now + UInt64(options.settleSeconds * 1e9))
-      }
-    }
+      })
   }
 
   private func sample(now: UInt64) {
@@ -194,24 +189,17 @@ final class SoakRun: ScenarioRun {
     }
   }
 
-  private func sendDue(now: UInt64) {
-    guard var schedule else { return }
-    let due = schedule.take(now: now)
-    self.schedule = schedule
-    for batch in due {
-      let scheduledAt = schedule.scheduledTime(of: batch)
-      lag.record(nanoseconds: now - min(now, scheduledAt))
-      writers.update(page: pages.id(batch % layout.pool), batch: batch) { [weak self] result in
-        guard let self else { return }
-        let answeredAt = HostProcess.now()
-        switch result {
-        case .success:
-          acked += 1
-          ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
-        case .failure(let error):
-          failed += 1
-          if firstFailure == nil { firstFailure = error.description }
-        }
+  private func send(batch: Int, scheduledAt: UInt64) {
+    writers.update(page: pages.id(batch % layout.pool), batch: batch) { [weak self] result in
+      guard let self else { return }
+      let answeredAt = HostProcess.now()
+      switch result {
+      case .success:
+        acked += 1
+        ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
+      case .failure(let error):
+        failed += 1
+        if firstFailure == nil { firstFailure = error.description }
       }
     }
   }
@@ -244,30 +232,25 @@ final class SoakRun: ScenarioRun {
   /// After the soak: every device subscribed again, then /metrics polled until the broker holds exactly the
   /// harness's subscriptions and streams (or the deadline).
   private func settle(deadline: UInt64) {
-    let allBack = !subscribed.contains(false)
-    metrics.read { [self] result in
+    let settled = { [self] (figures: BrokerMetrics) in
+      !subscribed.contains(false) && figures.subscriptions == heldSubscriptions
+        && figures.deviceStreams == layout.devices
+    }
+    metrics.poll(every: 50, until: settled, deadline: deadline) { [self] result in
       switch result {
       case .failure(let error): finish(.failure(error))
-      case .success(let figures):
-        let matches =
-          allBack && figures.subscriptions == heldSubscriptions && figures.deviceStreams == layout.devices
-        if matches || HostProcess.now() >= deadline { return complete(metrics: figures) }
-        let timer = LoopTimer(loop: loop)
-        timer.start(after: 50) {
-          timer.close()
-          self.settle(deadline: deadline)
-        }
+      case .success(let figures): complete(metrics: figures)
       }
     }
   }
 
   private func complete(metrics figures: BrokerMetrics) {
-    tick?.close()
-    tick = nil
+    guard let tick, let window else { return }
+    tick.close()
     let now = HostProcess.now()
     sample(now: now)
-    let wall = Double(now - startedAt) / 1e9
-    let harnessCPU = (HostProcess.ownCPUSeconds() - cpuBefore) / max(wall, 1e-9) * 100
+    let harnessCPU = window.harnessCPUPercent(now: now)
+    let lag = tick.lag.summary
     let held = heldSubscriptions
     let brokerSubscriptions = figures.subscriptions ?? -1
     let leaked = brokerSubscriptions - held
@@ -287,11 +270,10 @@ final class SoakRun: ScenarioRun {
         "the broker's open descriptors went from \(Int(descriptors.first ?? 0)) to \(Int(descriptors.last ?? 0))"
       )
     }
-    if lag.summary.p99 > 2 {
-      notes.append(
-        "the generator fell behind its schedule (lag p99 \(ReportValue.number(lag.summary.p99).json) ms)")
+    if !GeneratorVerdict.keptSchedule(lagP99Ms: lag.p99) {
+      notes.append("the generator fell behind its schedule (lag p99 \(ReportValue.number(lag.p99).json) ms)")
     }
-    if harnessCPU >= 85 {
+    if harnessCPU >= GeneratorVerdict.busyHarnessPercent {
       notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
     }
     if failed > 0 || lostStreams > 0 {
@@ -316,47 +298,47 @@ final class SoakRun: ScenarioRun {
       && (descriptorsFlat || server.pid == nil)
     let rssReport = series(rss, unit: "bytes")
     let fdsReport = series(descriptors, unit: "fds")
-    let report = ReportValue.object([
-      ("scenario", .string("B7")), ("target", .string("pagesync")),
-      ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
-      ("page_pool", .int(layout.pool)), ("seconds", .number(options.density.seconds)),
-      (
-        "churn",
-        .object([
-          ("percent_per_min", .number(options.churnPercentPerMinute)),
-          ("scheduled", .int(churn.events.count)),
-          ("reconnects", .int(reconnects)), ("skipped", .int(skippedChurn)),
-          ("lost_streams", .int(lostStreams)),
-          ("resubscribe", resubscribeLatency.summary.reportValue),
-        ])
-      ),
-      (
-        "writes",
-        .object([
-          ("rate", .number(options.writeRate)), ("scheduled", .int(schedule?.total ?? 0)),
-          ("acked", .int(acked)),
-          ("failed", .int(failed)), ("ack_latency", ackLatency.summary.reportValue),
-          ("notifications", .int(notifications)),
-        ])
-      ),
-      (
-        "subscriptions",
-        .object([
-          ("harness", .int(held)), ("broker", .int(brokerSubscriptions)), ("leaked", .int(leaked)),
-          ("broker_device_streams", .int(figures.deviceStreams ?? -1)),
-        ])
-      ),
-      ("rss", rssReport), ("fds", fdsReport),
-      ("broker_subscriptions_sampled", sampledSubscriptions),
-      (
-        "generator",
-        .object([("lag_p99_ms", .number(lag.summary.p99)), ("harness_cpu_pct", .number(harnessCPU))])
-      ),
-      ("server", server.report(before: serverBefore, after: server.sample(), wallSeconds: wall)),
-      ("machine", machine.report),
-      ("ok", .bool(ok)),
-      ("notes", .string(notes.joined(separator: "; "))),
-    ])
+    let report = ReportValue.object(
+      [
+        ("scenario", .string("B7")), ("target", .string("pagesync")),
+        ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
+        ("page_pool", .int(layout.pool)), ("seconds", .number(options.density.seconds)),
+        (
+          "churn",
+          .object([
+            ("percent_per_min", .number(options.churnPercentPerMinute)),
+            ("scheduled", .int(churn.events.count)),
+            ("reconnects", .int(reconnects)), ("skipped", .int(skippedChurn)),
+            ("lost_streams", .int(lostStreams)),
+            ("resubscribe", resubscribeLatency.summary.reportValue),
+          ])
+        ),
+        (
+          "writes",
+          .object([
+            ("rate", .number(options.writeRate)), ("scheduled", .int(tick.schedule?.total ?? 0)),
+            ("acked", .int(acked)),
+            ("failed", .int(failed)), ("ack_latency", ackLatency.summary.reportValue),
+            ("notifications", .int(notifications)),
+          ])
+        ),
+        (
+          "subscriptions",
+          .object([
+            ("harness", .int(held)), ("broker", .int(brokerSubscriptions)), ("leaked", .int(leaked)),
+            ("broker_device_streams", .int(figures.deviceStreams ?? -1)),
+          ])
+        ),
+        ("rss", rssReport), ("fds", fdsReport),
+        ("broker_subscriptions_sampled", sampledSubscriptions),
+        (
+          "generator",
+          .object([("lag_p99_ms", .number(lag.p99)), ("harness_cpu_pct", .number(harnessCPU))])
+        ),
+      ] + window.serverAndMachine(now: now) + [
+        ("ok", .bool(ok)),
+        ("notes", .string(notes.joined(separator: "; "))),
+      ])
     finish(.success(report))
   }
 
