@@ -1,5 +1,4 @@
 import EventLoop
-import Foundation
 import LoadCore
 import SeededRandom
 import Web
@@ -146,9 +145,7 @@ final class ReconnectRun: ScenarioRun {
       DeviceStream.subscribeMessage(layout.pages(of: $0).map(pages.id))
     }
     let maps = (0..<layout.devices).map { device in
-      let entries = layout.pages(of: device).map { "\"\(pages.id($0))\":\(created[$0])" }.joined(
-        separator: ",")
-      return #"{"epoch":"\#(epoch)","pages":{\#(entries)}}"#
+      CatchUp.requestBody(epoch: epoch, times: layout.pages(of: device).map { (pages.id($0), created[$0]) })
     }
     devices = (0..<layout.devices).map { _ in DeviceStream() }
     connections = []
@@ -229,28 +226,23 @@ final class ReconnectRun: ScenarioRun {
       endpoint.post(http, "/v1/catchup", body: map) { [self] result in
         switch result {
         case .failure(let error): done(.failure(error))
-        case .success(let answer):
+        case .success(let object):
           let now = HostProcess.now()
           restoredLatency.record(nanoseconds: now - startedAt)
           catchUpBytes += http.bytesRead + http.bytesWritten
-          let reported = (answer["changed"] as? [String: Any] ?? [:]).compactMapValues {
-            ($0 as? NSNumber)?.uint64Value
-          }
+          let answer = CatchUp.Answer(object)
           var expected: [String: UInt64] = [:]
           for page in layout.pages(of: index) {
             if let time = changed[page] { expected[pages.id(page)] = time }
           }
-          let check = CatchUpCheck(expected: expected, reported: reported)
-          let goneHere = (answer["gone"] as? [Any])?.count ?? 0
+          let check = CatchUpCheck(expected: expected, reported: answer.changed)
           missed += check.missing
           needless += check.needless
           wrongTime += check.wrongTime
-          gone += goneHere
+          gone += answer.gone
           expectedChanged += expected.count
-          reportedChanged += reported.count
-          if check.isExact && goneHere == 0 && !(answer["epochChanged"] as? Bool ?? false) {
-            exactDevices += 1
-          }
+          reportedChanged += answer.changed.count
+          if answer.isExact(check) { exactDevices += 1 }
           http.close()
           done(.success(()))
         }
