@@ -51,7 +51,6 @@ final class DensityRun: ScenarioRun {
   private var tick: LoadTick?
   private var window: MeasurementWindow?
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
-  private var finished = false
   private var subscribeFigures: [(String, ReportValue)] = []
   private var lastNotificationAt: UInt64 = 0
 
@@ -284,14 +283,12 @@ final class DensityRun: ScenarioRun {
   }
 
   private func finish(_ result: Result<ReportValue, LoadError>) {
-    guard !finished else { return }
-    finished = true
+    guard let completion else { return }
+    self.completion = nil
     tick?.close()
     tick = nil
     progress.clear()
     target.closeAll()
-    let completion = self.completion
-    self.completion = nil
-    completion?(result)
+    completion(result)
   }
 }

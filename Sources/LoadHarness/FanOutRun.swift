@@ -96,7 +96,6 @@ final class FanOutRun: ScenarioRun {
   private var lastServerSample: UInt64 = 0
   private var rss = MemorySeries()
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
-  private var finished = false
 
   init(
     loop: Loop, target: FanOutTarget, options: FanOutOptions, scenario: String, stepping: Stepping,
@@ -156,7 +155,8 @@ final class FanOutRun: ScenarioRun {
   }
 
   private func nextStep() {
-    guard !finished else { return }
+    // Nil once the run finished (a failure in a hook, the watchdog): no step after that.
+    guard completion != nil else { return }
     guard let (name, rate) = nextRate else {
       guard let afterSteps else { return complete() }
       return afterSteps { [weak self] in self?.complete() }
@@ -392,14 +392,12 @@ final class FanOutRun: ScenarioRun {
   }
 
   private func finish(_ result: Result<ReportValue, LoadError>) {
-    guard !finished else { return }
-    finished = true
+    guard let completion else { return }
+    self.completion = nil
     tick?.close()
     tick = nil
     progress.clear()
     target.closeAll()
-    let completion = self.completion
-    self.completion = nil
-    completion?(result)
+    completion(result)
   }
 }

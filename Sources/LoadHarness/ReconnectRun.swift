@@ -42,7 +42,6 @@ final class ReconnectRun: ScenarioRun {
   private var connections: [HTTPClientConnection] = []
   private let metrics: BrokerMetricsReader
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
-  private var finished = false
 
   init(
     loop: Loop, endpoint: BrokerEndpoint, options: ReconnectOptions, layout: DensityLayout,
@@ -272,15 +271,13 @@ final class ReconnectRun: ScenarioRun {
   }
 
   private func finish(_ result: Result<ReportValue, LoadError>) {
-    guard !finished else { return }
-    finished = true
+    guard let completion else { return }
+    self.completion = nil
     progress.clear()
     writers.close()
     metrics.close()
     for device in devices { device.drop() }
     for connection in connections { connection.close() }
-    let completion = self.completion
-    self.completion = nil
-    completion?(result)
+    completion(result)
   }
 }

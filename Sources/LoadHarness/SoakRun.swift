@@ -62,7 +62,6 @@ final class SoakRun: ScenarioRun {
   private var notifications = 0
   private var resubscribeLatency = LatencyRecorder()
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
-  private var finished = false
   private var settling = false
 
   init(
@@ -343,16 +342,14 @@ final class SoakRun: ScenarioRun {
   }
 
   private func finish(_ result: Result<ReportValue, LoadError>) {
-    guard !finished else { return }
-    finished = true
+    guard let completion else { return }
+    self.completion = nil
     tick?.close()
     tick = nil
     progress.clear()
     writers.close()
     metrics.close()
     for device in devices { device.drop() }
-    let completion = self.completion
-    self.completion = nil
-    completion?(result)
+    completion(result)
   }
 }
