@@ -273,12 +273,9 @@ final class DensityRun: ScenarioRun {
         MeasurementWindow.generatorSection(
           lag: lagSummary, harnessCPUPercent: harnessCPU, keptSchedule: keptSchedule),
       ] + window.closingSections(now: now, bytesSent: target.bytesSent, bytesReceived: target.bytesReceived)
-        + [
-          (
-            "ok", .bool(stale == 0 && failed == 0 && ledger.unmatchedNotifications == 0 && ledger.strays == 0)
-          ),
-          ("notes", .string(notes.joined(separator: "; "))),
-        ])
+        + verdict(
+          ok: stale == 0 && failed == 0 && ledger.unmatchedNotifications == 0 && ledger.strays == 0,
+          notes: notes))
     finish(.success(report))
   }
 

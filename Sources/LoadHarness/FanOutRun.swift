@@ -362,9 +362,7 @@ final class FanOutRun: ScenarioRun {
     finish(
       .success(
         .object(
-          header + body + extra.fields + closing + [
-            ("ok", .bool(ok && extra.ok)), ("notes", .string((notes + extra.notes).joined(separator: "; "))),
-          ])))
+          header + body + extra.fields + closing + verdict(ok: ok && extra.ok, notes: notes + extra.notes))))
   }
 
   /// One generator note for all steps, then each step's own notes under its name.

@@ -157,15 +157,11 @@ final class IdleDensityRun: ScenarioRun {
             ("harness_bytes_per_connection", .number(harness.bytesPerItem)),
           ])
         ),
-      ] + window.closingSections(now: now, bytesSent: bytesSent, bytesReceived: bytesReceived) + [
-        (
-          "ok",
-          .bool(
-            failure == nil && opened == budget.connections && stillOpen == opened
-              && (counted == nil || counted == opened))
-        ),
-        ("notes", .string(notes.joined(separator: "; "))),
-      ])
+      ] + window.closingSections(now: now, bytesSent: bytesSent, bytesReceived: bytesReceived)
+        + verdict(
+          ok: failure == nil && opened == budget.connections && stillOpen == opened
+            && (counted == nil || counted == opened),
+          notes: notes))
     finish(.success(report))
   }
 

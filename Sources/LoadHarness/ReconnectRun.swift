@@ -208,9 +208,8 @@ final class ReconnectRun: ScenarioRun {
             ("stream_bytes", .int(devices.reduce(0) { $0 + $1.bytesSent + $1.bytesReceived })),
             ("catchup_bytes", .int(catchUpBytes)),
           ])
-        ),
-        ("ok", .bool(ok)), ("notes", .string(notes.joined(separator: "; "))),
-      ])
+        )
+      ] + verdict(ok: ok, notes: notes))
   }
 
   /// One device's return: stream and HTTP connection opened together, subscribe, then catch up.

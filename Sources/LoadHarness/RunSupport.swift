@@ -69,6 +69,12 @@ struct MeasurementWindow {
   }
 }
 
+/// The fields every report ends with: whether the run was correct (the exit status follows it) and the
+/// harness's notes on it, in one line.
+func verdict(ok: Bool, notes: [String]) -> [(String, ReportValue)] {
+  [("ok", .bool(ok)), ("notes", .string(notes.joined(separator: "; ")))]
+}
+
 /// The writer's clock: a 1 ms tick that hands out every batch an open-loop schedule says is due (and records how
 /// late it was), or, without a schedule (closed loop), just ticks.
 ///

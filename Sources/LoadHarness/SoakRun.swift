@@ -334,10 +334,7 @@ final class SoakRun: ScenarioRun {
           "generator",
           .object([("lag_p99_ms", .number(lag.p99)), ("harness_cpu_pct", .number(harnessCPU))])
         ),
-      ] + window.serverAndMachine(now: now) + [
-        ("ok", .bool(ok)),
-        ("notes", .string(notes.joined(separator: "; "))),
-      ])
+      ] + window.serverAndMachine(now: now) + verdict(ok: ok, notes: notes))
     finish(.success(report))
   }
 

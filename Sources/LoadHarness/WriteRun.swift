@@ -155,10 +155,7 @@ final class WriteRun: ScenarioRun {
         generator.section,
       ]
         + window.closingSections(now: now, bytesSent: writers.bytesSent, bytesReceived: writers.bytesReceived)
-        + [
-          ("ok", .bool(failed == 0 && rejected == 0 && acked == sent)),
-          ("notes", .string(notes.joined(separator: "; "))),
-        ])
+        + verdict(ok: failed == 0 && rejected == 0 && acked == sent, notes: notes))
     finish(.success(report))
   }
 
