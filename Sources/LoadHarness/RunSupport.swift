@@ -178,3 +178,18 @@ final class ConnectionWaves {
     done(opened, failure)
   }
 }
+
+/// Runs `body` for indices `0..<count` with at most `concurrency` in flight (0: all at once), as `ConnectionWaves`
+/// does; `done` once every one completed, or with the first failure once those in flight have ended.
+func forEachConcurrently(
+  _ count: Int, concurrency: Int,
+  _ body: @escaping (Int, @escaping (Result<Void, LoadError>) -> Void) -> Void,
+  onProgress: ((Int) -> Void)? = nil,
+  then done: @escaping (Result<Void, LoadError>) -> Void
+) {
+  let waves = ConnectionWaves(count: count, open: body, progress: onProgress ?? { _ in })
+  waves.start(concurrency: concurrency > 0 ? concurrency : count) { _, failure in
+    _ = waves
+    done(failure.map { .failure($0) } ?? .success(()))
+  }
+}
