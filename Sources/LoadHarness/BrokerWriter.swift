@@ -181,8 +181,79 @@ final class BrokerWriterPool {
     }
   }
 
+  /// One `set_property` of `page` to `b<batch>` on the connection with the fewest requests in flight, of a
+  /// property of that connection's own (`w0`, `w1`, ...). Batches on one connection are applied in order, but not
+  /// across connections: with one shared register (the title) a batch overtaken by a newer one from another
+  /// connection would lose last-writer-wins, change nothing and notify no one, and the run would count fewer
+  /// updates than it sent.
+  func update(page: String, batch: Int, _ done: @escaping (Result<BatchAnswer, LoadError>) -> Void) {
+    guard let writer = leastBusy else { return done(.failure(.connectFailed("no writer connection"))) }
+    let mutation = MutationFields.setProperty(
+      page: page, time: nextTime(), name: "w\(writer)", value: "b\(batch)")
+    send([mutation], on: writer, done)
+  }
+
   func close() {
     for writer in writers { writer.connection.close() }
+  }
+}
+
+extension BrokerWriterPool {
+  /// Opens `count` writer connections (clients `PREFIX-N`), then creates every page of `pages` titled `title`, in
+  /// batches of 1,000; `done` gets each page's time (by index) and the store's epoch. A page that was not created
+  /// (it existed already, or was rejected) fails it.
+  func open(
+    loop: Loop, count: Int, clientPrefix: String, creating pages: RunPages, title: String,
+    _ done: @escaping (Result<(times: [UInt64], epoch: String), LoadError>) -> Void
+  ) {
+    open(loop: loop, count: count, clientPrefix: clientPrefix) { [self] result in
+      if case .failure(let error) = result { return done(.failure(error)) }
+      let creates = pages.ids.map { MutationFields.createPage(page: $0, time: nextTime(), title: title) }
+      BatchChunks.send(creates, chunk: 1000, through: self) { result in
+        switch result {
+        case .failure(let error): done(.failure(error))
+        case .success(let answer):
+          guard answer.rejected == 0, answer.pages.count == pages.count else {
+            return done(
+              .failure(
+                .setupFailed(
+                  "creating \(pages.count) pages: \(answer.rejected) rejected, \(answer.pages.count) made")))
+          }
+          done(.success(((0..<pages.count).map { answer.pages[pages.id($0)] ?? 0 }, answer.epoch)))
+        }
+      }
+    }
+  }
+}
+
+/// Sends many mutations as consecutive batches of at most `chunk` (the broker's `batch_mutations`), all
+/// pipelined, and reports once every batch is answered, with each page's new time.
+enum BatchChunks {
+  static func send(
+    _ mutations: [MutationFields], chunk: Int, through writers: BrokerWriterPool,
+    _ done: @escaping (Result<BatchAnswer, LoadError>) -> Void
+  ) {
+    var merged = BatchAnswer(sequence: nil, pages: [:], rejected: 0, epoch: "")
+    var remaining = (mutations.count + chunk - 1) / chunk
+    var failed = false
+    guard remaining > 0 else { return done(.success(merged)) }
+    for start in stride(from: 0, to: mutations.count, by: chunk) {
+      writers.send(Array(mutations[start..<min(start + chunk, mutations.count)])) { result in
+        guard !failed else { return }
+        switch result {
+        case .failure(let error):
+          failed = true
+          done(.failure(error))
+        case .success(let answer):
+          merged.pages.merge(answer.pages) { max($0, $1) }
+          merged.rejected += answer.rejected
+          merged.sequence = max(merged.sequence ?? 0, answer.sequence ?? 0)
+          merged.epoch = answer.epoch
+          remaining -= 1
+          if remaining == 0 { done(.success(merged)) }
+        }
+      }
+    }
   }
 }
 

@@ -1,5 +1,4 @@
 import EventLoop
-import Foundation
 import LoadCore
 import SeededRandom
 import Web
@@ -29,6 +28,7 @@ final class CatchUpRun: ScenarioRun {
   private let nonce: String
   private let seed: UInt64
   private let writers: BrokerWriterPool
+  private let pages: RunPages
   private var known: [String: UInt64] = [:]
   private var epoch = ""
   private var expected: [String: UInt64] = [:]
@@ -49,31 +49,21 @@ final class CatchUpRun: ScenarioRun {
     self.nonce = nonce
     self.seed = seed
     writers = BrokerWriterPool(endpoint: endpoint)
+    pages = RunPages(prefix: "load-c1-\(nonce)", count: options.pages)
   }
-
-  private func page(_ index: Int) -> String { "load-c1-\(nonce)-\(index)" }
-  private var allPages: [String] { (0..<options.pages).map(page) }
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
     self.completion = completion
-    writers.open(loop: loop, count: 1, clientPrefix: "load-\(nonce)-c1") { [self] result in
-      if case .failure(let error) = result { return finish(.failure(error)) }
-      progress.update("pagesync C1: creating \(options.pages) pages")
-      let creates = allPages.map {
-        MutationFields.createPage(page: $0, time: writers.nextTime(), title: "C1")
-      }
-      BatchChunks.send(creates, chunk: 1000, through: writers) { result in
-        switch result {
-        case .failure(let error): self.finish(.failure(error))
-        case .success(let answer):
-          guard answer.rejected == 0, answer.pages.count == self.options.pages else {
-            return self.finish(.failure(.setupFailed("creating the pages: \(answer.rejected) rejected")))
-          }
-          // The device downloaded every page: it knows each at the time the create gave it.
-          self.known = answer.pages
-          self.epoch = answer.epoch
-          self.changeSome()
-        }
+    progress.update("pagesync C1: creating \(options.pages) pages")
+    writers.open(loop: loop, count: 1, clientPrefix: "load-\(nonce)-c1", creating: pages, title: "C1") {
+      [self] result in
+      switch result {
+      case .failure(let error): finish(.failure(error))
+      case .success(let (times, epoch)):
+        // The device downloaded every page: it knows each at the time the create gave it.
+        known = Dictionary(uniqueKeysWithValues: zip(pages.ids, times))
+        self.epoch = epoch
+        changeSome()
       }
     }
   }
@@ -82,7 +72,7 @@ final class CatchUpRun: ScenarioRun {
   private func changeSome() {
     var generator = SplitMix64(seed: seed)
     let count = min(options.pages, Int((Double(options.pages) * options.changedPercent / 100).rounded()))
-    let chosen = generator.choose(count, of: options.pages).map(page)
+    let chosen = generator.choose(count, of: options.pages).map(pages.id)
     let edits = chosen.map { MutationFields.setTitle(page: $0, time: writers.nextTime(), title: "changed") }
     BatchChunks.send(edits, chunk: 1000, through: writers) { [self] result in
       switch result {
@@ -112,40 +102,32 @@ final class CatchUpRun: ScenarioRun {
     let device = DeviceStream()
     self.device = device
     // The device only needs the subscription in place before it catches up: its notifications are not used.
-    device.open(loop: loop, endpoint: endpoint, pages: allPages) { [self] result in
+    device.open(loop: loop, endpoint: endpoint, pages: pages.ids) { [self] result in
       if case .failure(let error) = result { return finish(.failure(error)) }
       let subscribedAt = HostProcess.now()
-      let map = known.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
-      let request = #"{"epoch":"\#(epoch)","pages":{\#(map)}}"#
+      let request = CatchUp.requestBody(epoch: epoch, times: known.map { ($0.key, $0.value) })
       endpoint.post(connection, "/v1/catchup", body: request) { result in
         let caughtUpAt = HostProcess.now()
         let catchUpBytes = connection.bytesRead + connection.bytesWritten
         switch result {
         case .failure(let error): self.finish(.failure(error))
-        case .success(let answer):
-          let changed = (answer["changed"] as? [String: Any] ?? [:]).compactMapValues {
-            ($0 as? NSNumber)?.uint64Value
-          }
-          let gone = (answer["gone"] as? [Any])?.count ?? 0
-          let epochChanged = answer["epochChanged"] as? Bool ?? false
+        case .success(let object):
+          let answer = CatchUp.Answer(object)
+          let changed = answer.changed
           self.fetch(connection, changed: changed, cursor: nil, deltas: 0, requests: 0) { fetched in
             let freshAt = HostProcess.now()
             let totalBytes = connection.bytesRead + connection.bytesWritten
-            let missing = Set(self.expected.keys).subtracting(changed.keys)
-            let extra = Set(changed.keys).subtracting(self.expected.keys)
-            let wrongTime = changed.filter { page, time in
-              if let want = self.expected[page] { want != time } else { false }
-            }.count
-            let exact = missing.isEmpty && extra.isEmpty && wrongTime == 0 && gone == 0 && !epochChanged
+            let check = CatchUpCheck(expected: self.expected, reported: changed)
+            let exact = answer.isExact(check)
             func ms(_ from: UInt64, _ to: UInt64) -> ReportValue { .number(Double(to - from) / 1e6) }
             let report = ReportValue.object(
               [
                 ("scenario", .string("C1")), ("target", .string("pagesync")),
                 ("pages", .int(self.options.pages)),
                 ("changed_expected", .int(self.expected.count)), ("changed_reported", .int(changed.count)),
-                ("missing", .int(missing.count)), ("extra", .int(extra.count)),
-                ("wrong_time", .int(wrongTime)),
-                ("gone", .int(gone)), ("exact", .bool(exact)), ("catchup_requests", .int(1)),
+                ("missing", .int(check.missing)), ("extra", .int(check.needless)),
+                ("wrong_time", .int(check.wrongTime)),
+                ("gone", .int(answer.gone)), ("exact", .bool(exact)), ("catchup_requests", .int(1)),
                 ("fetch_requests", .int(fetched.requests)), ("deltas_fetched", .int(fetched.deltas)),
                 (
                   "bytes",
@@ -217,7 +199,7 @@ final class CatchUpRun: ScenarioRun {
     self.completion = nil
     progress.clear()
     writers.close()
-    device?.close()
+    device?.drop()
     connection?.close()
     completion(result)
   }

@@ -44,20 +44,14 @@ final class DensityRun: ScenarioRun {
   private let server: ServerProbe
   private let progress: ProgressLine
   private var ledger: DensityLedger
-  private var schedule: OpenLoopSchedule?
-  private var lag = LatencyRecorder()
   private var ackLatency = LatencyRecorder()
   private var acked = 0
   private var failed = 0
   private var firstFailure: String?
-  private var tick: LoopTimer?
+  private var tick: LoadTick?
+  private var window: MeasurementWindow?
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
-  private var finished = false
   private var subscribeFigures: [(String, ReportValue)] = []
-  private var serverBefore: ProcessSample?
-  private var machine = MachineProbe()
-  private var cpuBefore = 0.0
-  private var startedAt: UInt64 = 0
   private var lastNotificationAt: UInt64 = 0
 
   init(
@@ -171,52 +165,46 @@ final class DensityRun: ScenarioRun {
   }
 
   private func startWriting() {
-    serverBefore = server.sample()
-    machine = MachineProbe()
-    cpuBefore = HostProcess.ownCPUSeconds()
-    startedAt = HostProcess.now()
-    schedule = OpenLoopSchedule(
-      rate: layout.pageChangesPerSecond(forUpdates: options.updatesPerSecond), start: startedAt + 2_000_000,
-      duration: UInt64(options.seconds * 1e9))
-    let timer = LoopTimer(loop: loop)
-    tick = timer
-    var lastProgress = startedAt
-    timer.start(after: 1, repeatEvery: 1) { [weak self] in
-      guard let self else { return }
-      let now = HostProcess.now()
-      sendDue(now: now)
-      if now - lastProgress >= 1_000_000_000 {
-        lastProgress = now
+    let window = MeasurementWindow(server: server)
+    self.window = window
+    let tick = LoadTick(
+      schedule: OpenLoopSchedule(
+        rate: layout.pageChangesPerSecond(forUpdates: options.updatesPerSecond),
+        start: window.startedAt + 2_000_000, duration: UInt64(options.seconds * 1e9)))
+    self.tick = tick
+    tick.start(
+      loop: loop,
+      due: { [weak self] batch, scheduledAt in self?.send(batch: batch, scheduledAt: scheduledAt) },
+      tick: { [weak self] now in
+        guard let self, let tick = self.tick, tick.isFinished, let total = tick.schedule?.total else {
+          return
+        }
+        drain(now: now, allAnswered: acked + failed == total)
+      },
+      everySecond: { [weak self] now in
+        guard let self, let tick = self.tick else { return }
         progress.update(
-          "\(target.label) B3 \(Int(Double(now - startedAt) / 1e9))s: sent \(schedule?.issued ?? 0) acked \(acked) "
-            + "notifications \(ledger.notifications) lag p99 \(ReportValue.number(lag.summary.p99).json) ms")
-      }
-    }
+          "\(target.label) B3 \(Int(window.seconds(until: now)))s: sent \(tick.schedule?.issued ?? 0) "
+            + "acked \(acked) notifications \(ledger.notifications) "
+            + "lag p99 \(ReportValue.number(tick.lag.summary.p99).json) ms")
+      })
   }
 
-  private func sendDue(now: UInt64) {
-    guard var schedule else { return }
-    let due = schedule.take(now: now)
-    self.schedule = schedule
-    for batch in due {
-      let scheduledAt = schedule.scheduledTime(of: batch)
-      lag.record(nanoseconds: now - min(now, scheduledAt))
-      let page = batch % layout.pool
-      target.publish(batch: batch, page: page) { [weak self] result in
-        guard let self else { return }
-        let answeredAt = HostProcess.now()
-        switch result {
-        case .success(let token):
-          acked += 1
-          ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
-          if let token { ledger.acknowledged(token: token, page: page, scheduledAt: scheduledAt) }
-        case .failure(let error):
-          failed += 1
-          if firstFailure == nil { firstFailure = error.description }
-        }
+  private func send(batch: Int, scheduledAt: UInt64) {
+    let page = batch % layout.pool
+    target.publish(batch: batch, page: page) { [weak self] result in
+      guard let self else { return }
+      let answeredAt = HostProcess.now()
+      switch result {
+      case .success(let token):
+        acked += 1
+        ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
+        if let token { ledger.acknowledged(token: token, page: page, scheduledAt: scheduledAt) }
+      case .failure(let error):
+        failed += 1
+        if firstFailure == nil { firstFailure = error.description }
       }
     }
-    if schedule.isFinished { drain(now: now, allAnswered: acked + failed == schedule.total) }
   }
 
   private var drainDeadline: UInt64?
@@ -232,23 +220,21 @@ final class DensityRun: ScenarioRun {
   }
 
   private func complete(now: UInt64) {
-    tick?.close()
-    tick = nil
-    let serverAfter = server.sample()
-    let wall = Double(now - startedAt) / 1e9
-    let harnessCPU = (HostProcess.ownCPUSeconds() - cpuBefore) / max(wall, 1e-9) * 100
-    let lagSummary = lag.summary
-    let keptSchedule = lagSummary.p99 <= 2
+    guard let tick, let window else { return }
+    tick.close()
+    let harnessCPU = window.harnessCPUPercent(now: now)
+    let lagSummary = tick.lag.summary
+    let keptSchedule = GeneratorVerdict.keptSchedule(lagP99Ms: lagSummary.p99)
     let stale = ledger.staleSubscriptions
     let complete = ledger.completeDevices
-    let total = schedule?.total ?? 0
+    let total = tick.schedule?.total ?? 0
     var notes: [String] = []
     if !keptSchedule {
       notes.append(
         "the generator fell behind its schedule (lag p99 \(ReportValue.number(lagSummary.p99).json) ms): "
           + "latencies include that lag")
     }
-    if harnessCPU >= 85 {
+    if harnessCPU >= GeneratorVerdict.busyHarnessPercent {
       notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
     }
     if stale > 0 {
@@ -257,61 +243,49 @@ final class DensityRun: ScenarioRun {
           + "\(options.drainSeconds) s after the last batch")
     }
     if failed > 0 { notes.append("\(failed) batches failed: \(firstFailure ?? "")") }
-    let window = max(Double(lastNotificationAt > startedAt ? lastNotificationAt - startedAt : 0) / 1e9, 1e-9)
-    let report = ReportValue.object([
-      ("scenario", .string("B3")), ("target", .string(target.label)),
-      ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
-      ("page_pool", .int(layout.pool)), ("subscriptions", .int(layout.subscriptions)),
-      ("subscribe", .object(subscribeFigures)),
-      (
-        "writes",
-        .object([
-          ("updates_per_s_asked", .number(options.updatesPerSecond)),
-          ("batches_per_s", .number(layout.pageChangesPerSecond(forUpdates: options.updatesPerSecond))),
-          ("seconds", .number(options.seconds)), ("scheduled", .int(total)), ("acked", .int(acked)),
-          ("failed", .int(failed)), ("ack_latency", ackLatency.summary.reportValue),
-        ])
-      ),
-      (
-        "delivery",
-        .object([
-          ("notifications", .int(ledger.notifications)),
-          ("notifications_per_s", .number(Double(ledger.notifications) / window)),
-          ("complete_devices", .int(complete)), ("stale_subscriptions", .int(stale)),
-          ("regressions", .int(ledger.regressions)), ("strays", .int(ledger.strays)),
-          ("unmatched", .int(ledger.unmatchedNotifications)), ("latency", ledger.latency.summary.reportValue),
-        ])
-      ),
-      (
-        "generator",
-        .object([
-          ("lag_p99_ms", .number(lagSummary.p99)), ("lag_max_ms", .number(lagSummary.max)),
-          ("kept_schedule", .bool(keptSchedule)), ("harness_cpu_pct", .number(harnessCPU)),
-        ])
-      ),
-      ("server", server.report(before: serverBefore, after: serverAfter, wallSeconds: wall)),
-      ("machine", machine.report),
-      (
-        "wire",
-        .object([
-          ("bytes_sent", .int(target.bytesSent)), ("bytes_received", .int(target.bytesReceived)),
-        ])
-      ),
-      ("ok", .bool(stale == 0 && failed == 0 && ledger.unmatchedNotifications == 0 && ledger.strays == 0)),
-      ("notes", .string(notes.joined(separator: "; "))),
-    ])
+    let notifying = max(window.seconds(until: lastNotificationAt), 1e-9)
+    let report = ReportValue.object(
+      [
+        ("scenario", .string("B3")), ("target", .string(target.label)),
+        ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
+        ("page_pool", .int(layout.pool)), ("subscriptions", .int(layout.subscriptions)),
+        ("subscribe", .object(subscribeFigures)),
+        (
+          "writes",
+          .object([
+            ("updates_per_s_asked", .number(options.updatesPerSecond)),
+            ("batches_per_s", .number(layout.pageChangesPerSecond(forUpdates: options.updatesPerSecond))),
+            ("seconds", .number(options.seconds)), ("scheduled", .int(total)), ("acked", .int(acked)),
+            ("failed", .int(failed)), ("ack_latency", ackLatency.summary.reportValue),
+          ])
+        ),
+        (
+          "delivery",
+          .object([
+            ("notifications", .int(ledger.notifications)),
+            ("notifications_per_s", .number(Double(ledger.notifications) / notifying)),
+            ("complete_devices", .int(complete)), ("stale_subscriptions", .int(stale)),
+            ("regressions", .int(ledger.regressions)), ("strays", .int(ledger.strays)),
+            ("unmatched", .int(ledger.unmatchedNotifications)),
+            ("latency", ledger.latency.summary.reportValue),
+          ])
+        ),
+        MeasurementWindow.generatorSection(
+          lag: lagSummary, harnessCPUPercent: harnessCPU, keptSchedule: keptSchedule),
+      ] + window.closingSections(now: now, bytesSent: target.bytesSent, bytesReceived: target.bytesReceived)
+        + verdict(
+          ok: stale == 0 && failed == 0 && ledger.unmatchedNotifications == 0 && ledger.strays == 0,
+          notes: notes))
     finish(.success(report))
   }
 
   private func finish(_ result: Result<ReportValue, LoadError>) {
-    guard !finished else { return }
-    finished = true
+    guard let completion else { return }
+    self.completion = nil
     tick?.close()
     tick = nil
     progress.clear()
     target.closeAll()
-    let completion = self.completion
-    self.completion = nil
-    completion?(result)
+    completion(result)
   }
 }

@@ -31,28 +31,29 @@ final class PagesyncDensity: DensityTarget {
   let label = "pagesync"
   private let loop: Loop
   private let endpoint: BrokerEndpoint
-  private let pages: DensityPages
+  private let pages: RunPages
   private let writers: BrokerWriterPool
   private let writerCount: Int
   private let nonce: String
-  private var devices: [SubscribingDevice]
+  private var devices: [DeviceStream?]
   private var messages: [String]
 
   init(loop: Loop, endpoint: BrokerEndpoint, layout: DensityLayout, writers: Int, nonce: String) {
     self.loop = loop
     self.endpoint = endpoint
-    pages = DensityPages(prefix: "load-b3-\(nonce)", count: layout.pool)
+    pages = RunPages(prefix: "load-b3-\(nonce)", count: layout.pool)
     self.writers = BrokerWriterPool(endpoint: endpoint)
     writerCount = writers
     self.nonce = nonce
-    devices = (0..<layout.devices).map { _ in SubscribingDevice() }
+    devices = Array(repeating: nil, count: layout.devices)
     messages = Array(repeating: "", count: layout.devices)
   }
 
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void) {
-    writers.open(loop: loop, count: writerCount, clientPrefix: "load-\(nonce)-b3") { [self] result in
-      guard case .success = result else { return done(result) }
-      pages.create(through: writers) { done($0.map { _ in () }) }
+    writers.open(
+      loop: loop, count: writerCount, clientPrefix: "load-\(nonce)-b3", creating: pages, title: "D"
+    ) {
+      done($0.map { _ in () })
     }
   }
 
@@ -60,38 +61,36 @@ final class PagesyncDensity: DensityTarget {
     device: Int, onEntry: @escaping (Int, UInt64) -> Void, _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
     let pages = pages
-    devices[device].onChanged = { id, time in
-      if let page = pages.index(of: id) { onEntry(page, time) }
-    }
-    devices[device].connect(loop: loop, endpoint: endpoint, done)
+    let stream = DeviceStream(
+      reporting: .entries { id, time in
+        if let page = pages.index(of: id) { onEntry(page, time) }
+      })
+    devices[device] = stream
+    stream.connect(loop: loop, endpoint: endpoint, done)
   }
 
   func prepareSubscribe(device: Int, pages: [Int]) {
-    messages[device] = SubscribingDevice.subscribeMessage(pages.map(self.pages.id))
+    messages[device] = DeviceStream.subscribeMessage(pages.map(self.pages.id))
   }
 
   func subscribe(device: Int, _ done: @escaping (Result<Int, LoadError>) -> Void) {
+    guard let stream = devices[device] else { return done(.failure(.connectFailed("not connected"))) }
     let message = messages[device]
     messages[device] = ""
-    devices[device].subscribe(message: message, done)
+    stream.subscribe(message: message, done)
   }
 
   func publish(batch: Int, page: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
-    guard let writer = writers.leastBusy else {
-      return done(.failure(.connectFailed("no writer connection")))
-    }
     let id = pages.id(page)
-    let mutation = MutationFields.setProperty(
-      page: id, time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
-    writers.send([mutation], on: writer) { result in done(result.map { $0.pages[id] }) }
+    writers.update(page: id, batch: batch) { result in done(result.map { $0.pages[id] }) }
   }
 
-  var bytesSent: Int { writers.bytesSent + devices.reduce(0) { $0 + $1.bytesSent } }
-  var bytesReceived: Int { writers.bytesReceived + devices.reduce(0) { $0 + $1.bytesReceived } }
+  var bytesSent: Int { writers.bytesSent + devices.reduce(0) { $0 + ($1?.bytesSent ?? 0) } }
+  var bytesReceived: Int { writers.bytesReceived + devices.reduce(0) { $0 + ($1?.bytesReceived ?? 0) } }
 
   func closeAll() {
     writers.close()
-    for device in devices { device.drop() }
+    for device in devices { device?.drop() }
   }
 }
 
@@ -101,7 +100,7 @@ final class RedisDensity: DensityTarget {
   let label = "redis"
   private let loop: Loop
   private let address: SocketAddress
-  private let pages: DensityPages
+  private let pages: RunPages
   private let writerCount: Int
   private var publishers: [RedisConnection] = []
   private var devices: [RedisConnection?]
@@ -110,21 +109,15 @@ final class RedisDensity: DensityTarget {
   init(loop: Loop, address: SocketAddress, layout: DensityLayout, writers: Int) {
     self.loop = loop
     self.address = address
-    pages = DensityPages(prefix: "load-b3", count: layout.pool)
+    pages = RunPages(prefix: "load-b3", count: layout.pool)
     writerCount = writers
     devices = Array(repeating: nil, count: layout.devices)
     commands = Array(repeating: [], count: layout.devices)
   }
 
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void) {
-    forEachConcurrently(
-      writerCount, concurrency: 0,
-      { [self] _, opened in
-        RedisConnection.connect(loop: loop, to: address) { result in
-          if case .success(let connection) = result { self.publishers.append(connection) }
-          opened(result.map { _ in () })
-        }
-      }, then: done)
+    RedisConnection.connect(
+      loop: loop, to: address, count: writerCount, each: { [self] in publishers.append($0) }, then: done)
   }
 
   func connect(

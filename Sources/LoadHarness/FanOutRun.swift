@@ -96,7 +96,6 @@ final class FanOutRun: ScenarioRun {
   private var lastServerSample: UInt64 = 0
   private var rss = MemorySeries()
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
-  private var finished = false
 
   init(
     loop: Loop, target: FanOutTarget, options: FanOutOptions, scenario: String, stepping: Stepping,
@@ -156,7 +155,8 @@ final class FanOutRun: ScenarioRun {
   }
 
   private func nextStep() {
-    guard !finished else { return }
+    // Nil once the run finished (a failure in a hook, the watchdog): no step after that.
+    guard completion != nil else { return }
     guard let (name, rate) = nextRate else {
       guard let afterSteps else { return complete() }
       return afterSteps { [weak self] in self?.complete() }
@@ -362,9 +362,7 @@ final class FanOutRun: ScenarioRun {
     finish(
       .success(
         .object(
-          header + body + extra.fields + closing + [
-            ("ok", .bool(ok && extra.ok)), ("notes", .string((notes + extra.notes).joined(separator: "; "))),
-          ])))
+          header + body + extra.fields + closing + verdict(ok: ok && extra.ok, notes: notes + extra.notes))))
   }
 
   /// One generator note for all steps, then each step's own notes under its name.
@@ -392,14 +390,12 @@ final class FanOutRun: ScenarioRun {
   }
 
   private func finish(_ result: Result<ReportValue, LoadError>) {
-    guard !finished else { return }
-    finished = true
+    guard let completion else { return }
+    self.completion = nil
     tick?.close()
     tick = nil
     progress.clear()
     target.closeAll()
-    let completion = self.completion
-    self.completion = nil
-    completion?(result)
+    completion(result)
   }
 }

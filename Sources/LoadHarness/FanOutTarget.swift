@@ -64,26 +64,16 @@ final class PagesyncFanOut: FanOutTarget {
     index: Int, channel: Int, onToken: @escaping (UInt64) -> Void,
     _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
-    let device = DeviceStream()
-    devices.append(device)
     let page = pages[channel]
-    device.open(loop: loop, endpoint: endpoint, pages: [page], watched: page, onTime: onToken, done)
+    let device = DeviceStream(reporting: .time(of: page, onToken))
+    devices.append(device)
+    device.open(loop: loop, endpoint: endpoint, pages: [page], done)
   }
 
-  /// One `set_property` per batch, of a property of the writer connection's own (`w0`, `w1`, ...). Batches on
-  /// one connection are applied in order, but not across connections: with one shared register (the title) a
-  /// batch overtaken by a newer one from another connection would lose last-writer-wins, change nothing and
-  /// notify no one, and the run would count fewer updates than it sent.
+  /// One `set_property` per batch, of a property of the writer connection's own (`BrokerWriterPool.update`).
   func publish(batch: Int, channel: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
-    guard let writer = writers.leastBusy else {
-      return done(.failure(.connectFailed("no writer connection")))
-    }
     let page = pages[channel]
-    let mutation = MutationFields.setProperty(
-      page: page, time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
-    writers.send([mutation], on: writer) { result in
-      done(result.map { $0.pages[page] ?? $0.sequence })
-    }
+    writers.update(page: page, batch: batch) { result in done(result.map { $0.pages[page] ?? $0.sequence }) }
   }
 
   var bytesSent: Int { writers.bytesSent + devices.reduce(0) { $0 + $1.bytesSent } }
@@ -91,7 +81,7 @@ final class PagesyncFanOut: FanOutTarget {
 
   func closeAll() {
     writers.close()
-    for device in devices { device.close() }
+    for device in devices { device.drop() }
   }
 }
 
@@ -117,22 +107,8 @@ final class RedisFanOut: FanOutTarget {
   var channels: Int { names.count }
 
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void) {
-    var remaining = writerCount
-    var failed = false
-    for _ in 0..<writerCount {
-      RedisConnection.connect(loop: loop, to: address) { [self] result in
-        guard !failed else { return }
-        switch result {
-        case .failure(let error):
-          failed = true
-          done(.failure(error))
-        case .success(let connection):
-          publishers.append(connection)
-          remaining -= 1
-          if remaining == 0 { done(.success(())) }
-        }
-      }
-    }
+    RedisConnection.connect(
+      loop: loop, to: address, count: writerCount, each: { [self] in publishers.append($0) }, then: done)
   }
 
   func subscribe(

@@ -96,6 +96,23 @@ public enum HostProcess {
   }
 }
 
+/// The open descriptors of another process (the limit is `DescriptorLimit`).
+enum Descriptors {
+  /// Entries of /proc/PID/fd: the process's open descriptors; nil if it cannot be read.
+  static func openCount(pid: Int32) -> Int? {
+    guard let directory = opendir("/proc/\(pid)/fd") else { return nil }
+    defer { closedir(directory) }
+    var count = 0
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+      }
+      if name != "." && name != ".." { count += 1 }
+    }
+    return count
+  }
+}
+
 /// A temporary directory for a harness-started server, removed with its files by `remove()`.
 final class ScratchDirectory {
   let path: String

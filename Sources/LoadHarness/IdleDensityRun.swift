@@ -54,7 +54,7 @@ final class IdleDensityRun: ScenarioRun {
     self.server = server
     self.progress = progress
     page = "load-b6-\(nonce)"
-    metrics = BrokerMetricsReader(endpoint: endpoint)
+    metrics = BrokerMetricsReader(loop: loop, endpoint: endpoint)
   }
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
@@ -76,10 +76,11 @@ final class IdleDensityRun: ScenarioRun {
         timer.start(after: UInt64(options.settleSeconds * 1000)) { [self] in
           timer.close()
           self.timer = nil
-          metrics.read(loop: loop) { [self] text in
+          metrics.read { [self] reading in
             report(
               window: window, baseline: baseline, harnessBaseline: harnessBaseline, warmUp: warmed,
-              opened: warmed + opened, failure: failure, openedAt: openedAt, metrics: text)
+              opened: warmed + opened, failure: failure, openedAt: openedAt,
+              counted: (try? reading.get())?.deviceStreams)
           }
         }
       }
@@ -106,13 +107,12 @@ final class IdleDensityRun: ScenarioRun {
 
   private func report(
     window: MeasurementWindow, baseline: ProcessSample?, harnessBaseline: ProcessSample?, warmUp: Int,
-    opened: Int, failure: LoadError?, openedAt: UInt64, metrics text: String?
+    opened: Int, failure: LoadError?, openedAt: UInt64, counted: Int?
   ) {
     let now = HostProcess.now()
     let after = server.sample()
     let harnessAfter = HostProcess.sample(pid: getpid())
-    let stillOpen = devices.filter { $0.socket?.isOpen == true }.count
-    let counted = text.flatMap { PrometheusText.value(of: "pagesync_broker_device_streams", in: $0) }
+    let stillOpen = devices.filter(\.isOpen).count
     let broker = MemoryPerItem(
       beforeBytes: baseline?.residentBytes ?? 0, afterBytes: after?.residentBytes ?? 0, count: opened - warmUp
     )
@@ -135,7 +135,7 @@ final class IdleDensityRun: ScenarioRun {
         ("scenario", .string("B6")), ("target", .string("pagesync")),
         ("connections_planned", .int(budget.connections)), ("connections_opened", .int(opened)),
         ("connections_open_at_end", .int(stillOpen)),
-        ("broker_counted_streams", counted.map { .int(Int($0)) } ?? .string("unknown")),
+        ("broker_counted_streams", counted.map { .int($0) } ?? .string("unknown")),
         ("limited_by", .string(limitedBy)),
         (
           "fd_limit",
@@ -157,15 +157,11 @@ final class IdleDensityRun: ScenarioRun {
             ("harness_bytes_per_connection", .number(harness.bytesPerItem)),
           ])
         ),
-      ] + window.closingSections(now: now, bytesSent: bytesSent, bytesReceived: bytesReceived) + [
-        (
-          "ok",
-          .bool(
-            failure == nil && opened == budget.connections && stillOpen == opened
-              && (counted == nil || Int(counted!) == opened))
-        ),
-        ("notes", .string(notes.joined(separator: "; "))),
-      ])
+      ] + window.closingSections(now: now, bytesSent: bytesSent, bytesReceived: bytesReceived)
+        + verdict(
+          ok: failure == nil && opened == budget.connections && stillOpen == opened
+            && (counted == nil || counted == opened),
+          notes: notes))
     finish(.success(report))
   }
 
@@ -178,7 +174,7 @@ final class IdleDensityRun: ScenarioRun {
     progress.clear()
     timer?.close()
     metrics.close()
-    for device in devices { device.close() }
+    for device in devices { device.drop() }
     completion(result)
   }
 }

@@ -53,45 +53,40 @@ public final class LoadRunner {
 
   /// B1 or B2 (`options.pages`, `options.rising`) against the broker.
   public func fanOut(_ options: FanOutOptions, scenario: String = "B1") throws -> ReportValue {
-    try withBroker { [self] endpoint, probe, done in
+    try onBroker { [self] endpoint, probe in
       let pages =
         options.pages == 1
         ? ["load-b1-s\(settings.seed)"] : (0..<options.pages).map { "load-b2-\(nonce)-\($0)" }
       let target = PagesyncFanOut(
         loop: loop, endpoint: endpoint, pages: pages, writers: options.writers, nonce: nonce)
-      runFanOut(target: target, options: options, scenario: scenario, probe: probe, done)
+      return fanOutRun(target: target, options: options, scenario: scenario, probe: probe)
     }
   }
 
   /// B1 or B2 against a harness-started redis-server, with the same generator (a channel per page).
   public func fanOutRedis(_ options: FanOutOptions, scenario: String = "B1") throws -> ReportValue {
-    try withRedis { [self] address, probe, done in
+    try onRedis { [self] address, probe in
       let channels = options.pages == 1 ? ["load-b1"] : (0..<options.pages).map { "load-b2-\($0)" }
       let target = RedisFanOut(loop: loop, address: address, channels: channels, writers: options.writers)
-      runFanOut(target: target, options: options, scenario: scenario, probe: probe, done)
+      return fanOutRun(target: target, options: options, scenario: scenario, probe: probe)
     }
   }
 
-  private func runFanOut(
-    target: FanOutTarget, options: FanOutOptions, scenario: String, probe: ServerProbe,
-    _ done: @escaping (Result<ReportValue, LoadError>) -> Void
-  ) {
-    let run = FanOutRun(
+  private func fanOutRun(target: FanOutTarget, options: FanOutOptions, scenario: String, probe: ServerProbe)
+    -> FanOutRun
+  {
+    FanOutRun(
       loop: loop, target: target, options: options, scenario: scenario,
-      stepping: FanOutRun.stepping(for: options), server: probe,
-      progress: ProgressLine(enabled: settings.progress))
-    launch(run, done)
+      stepping: FanOutRun.stepping(for: options), server: probe, progress: progressLine)
   }
 
   /// B5 against the broker.
   public func slowConsumer(_ options: SlowConsumerOptions) throws -> ReportValue {
-    try withBroker { [self] endpoint, probe, done in
+    try onBroker { [self] endpoint, probe in
       let target = PagesyncFanOut(
         loop: loop, endpoint: endpoint, pages: ["load-b5-\(nonce)"], writers: options.writers, nonce: nonce)
-      let run = SlowConsumerRun(
-        loop: loop, target: target, options: options, server: probe,
-        progress: ProgressLine(enabled: settings.progress))
-      launch(run, done)
+      return SlowConsumerRun(
+        loop: loop, target: target, options: options, server: probe, progress: progressLine)
     }
   }
 
@@ -102,33 +97,28 @@ public final class LoadRunner {
     let budget = ConnectionBudget.plan(
       requested: options.connections, descriptorLimit: limit.soft, reserve: options.reserve)
     guard budget.connections > 0 else { throw LoadError.invalidOption("no descriptors left for connections") }
-    return try withBroker(extraLimits: "connections = \(budget.connections + options.reserve)\n") {
-      [self] endpoint, probe, done in
-      let run = IdleDensityRun(
+    return try onBroker(extraLimits: "connections = \(budget.connections + options.reserve)\n") {
+      [self] endpoint, probe in
+      IdleDensityRun(
         loop: loop, endpoint: endpoint, options: options, budget: budget, descriptorLimit: limit,
-        server: probe,
-        progress: ProgressLine(enabled: settings.progress), nonce: nonce)
-      launch(run, done)
+        server: probe, progress: progressLine, nonce: nonce)
     }
   }
 
   /// W1 against the broker.
   public func writes(_ options: WriteOptions) throws -> ReportValue {
-    try withBroker { [self] endpoint, probe, done in
-      let run = WriteRun(
-        loop: loop, endpoint: endpoint, options: options, server: probe,
-        progress: ProgressLine(enabled: settings.progress), nonce: nonce)
-      launch(run, done)
+    try onBroker { [self] endpoint, probe in
+      WriteRun(
+        loop: loop, endpoint: endpoint, options: options, server: probe, progress: progressLine, nonce: nonce)
     }
   }
 
   /// C1 against the broker.
   public func catchUp(_ options: CatchUpOptions) throws -> ReportValue {
-    try withBroker { [self] endpoint, probe, done in
-      let run = CatchUpRun(
-        loop: loop, endpoint: endpoint, options: options, server: probe,
-        progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
-      launch(run, done)
+    try onBroker { [self] endpoint, probe in
+      CatchUpRun(
+        loop: loop, endpoint: endpoint, options: options, server: probe, progress: progressLine, nonce: nonce,
+        seed: settings.seed)
     }
   }
 
@@ -139,7 +129,7 @@ public final class LoadRunner {
         loop: loop,
         target: PagesyncDensity(
           loop: loop, endpoint: endpoint, layout: layout, writers: options.writers, nonce: nonce),
-        options: options, layout: layout, server: probe, progress: ProgressLine(enabled: settings.progress))
+        options: options, layout: layout, server: probe, progress: progressLine)
     }
   }
 
@@ -147,12 +137,11 @@ public final class LoadRunner {
   public func densityRedis(_ options: DensityOptions) throws -> ReportValue {
     guard let layout = options.layout else { throw LoadError.invalidOption("B3 sizes") }
     _ = DescriptorLimit.raiseToHard()
-    return try withRedis { [self] address, probe, done in
-      let run = DensityRun(
+    return try onRedis { [self] address, probe in
+      DensityRun(
         loop: loop,
         target: RedisDensity(loop: loop, address: address, layout: layout, writers: options.writers),
-        options: options, layout: layout, server: probe, progress: ProgressLine(enabled: settings.progress))
-      launch(run, done)
+        options: options, layout: layout, server: probe, progress: progressLine)
     }
   }
 
@@ -161,7 +150,7 @@ public final class LoadRunner {
     try runDensity(options.density, connectionsPerDevice: 2) { [self] endpoint, probe, layout in
       ReconnectRun(
         loop: loop, endpoint: endpoint, options: options, layout: layout, server: probe,
-        progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
+        progress: progressLine, nonce: nonce, seed: settings.seed)
     }
   }
 
@@ -170,7 +159,7 @@ public final class LoadRunner {
     try runDensity(options.density, connectionsPerDevice: 2) { [self] endpoint, probe, layout in
       SoakRun(
         loop: loop, endpoint: endpoint, options: options, layout: layout, server: probe,
-        progress: ProgressLine(enabled: settings.progress), nonce: nonce, seed: settings.seed)
+        progress: progressLine, nonce: nonce, seed: settings.seed)
     }
   }
 
@@ -196,15 +185,32 @@ public final class LoadRunner {
       frame_bytes = \(max(4 << 20, layout.pagesPerDevice * 128))
 
       """
-    return try withBroker(extraLimits: limits) { [self] endpoint, probe, done in
-      launch(make(endpoint, probe, layout), done)
+    return try onBroker(extraLimits: limits) { endpoint, probe in
+      make(endpoint, probe, layout)
     }
+  }
+
+  /// Runs the run `make` builds against the broker (`withBroker`), keeping it alive until it completes.
+  private func onBroker(
+    extraLimits: String = "", _ make: @escaping (BrokerEndpoint, ServerProbe) -> ScenarioRun
+  ) throws -> ReportValue {
+    try withBroker(extraLimits: extraLimits) { [self] endpoint, probe, done in
+      launch(make(endpoint, probe), done)
+    }
+  }
+
+  /// Runs the run `make` builds against a harness-started redis-server (`withRedis`).
+  private func onRedis(_ make: @escaping (SocketAddress, ServerProbe) -> ScenarioRun) throws -> ReportValue {
+    try withRedis { [self] address, probe, done in launch(make(address, probe), done) }
   }
 
   /// Starts `run` and keeps it alive until it completes.
   private func launch(_ run: ScenarioRun, _ done: @escaping (Result<ReportValue, LoadError>) -> Void) {
     run.start { result in withExtendedLifetime(run) { done(result) } }
   }
+
+  /// A run's progress line on stderr (drawn unless `--quiet`).
+  private var progressLine: ProgressLine { ProgressLine(enabled: settings.progress) }
 
   // MARK: Servers
 

@@ -1,5 +1,4 @@
 import EventLoop
-import Foundation
 import LoadCore
 import SeededRandom
 import Web
@@ -34,16 +33,15 @@ final class ReconnectRun: ScenarioRun {
   private let progress: ProgressLine
   private let nonce: String
   private let seed: UInt64
-  private let pages: DensityPages
+  private let pages: RunPages
   private let writers: BrokerWriterPool
   private var created: [UInt64] = []
   private var epoch = ""
   private var changed: [Int: UInt64] = [:]
-  private var devices: [SubscribingDevice] = []
+  private var devices: [DeviceStream] = []
   private var connections: [HTTPClientConnection] = []
-  private var metrics: HTTPClientConnection?
+  private let metrics: BrokerMetricsReader
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
-  private var finished = false
 
   init(
     loop: Loop, endpoint: BrokerEndpoint, options: ReconnectOptions, layout: DensityLayout,
@@ -58,29 +56,25 @@ final class ReconnectRun: ScenarioRun {
     self.progress = progress
     self.nonce = nonce
     self.seed = seed
-    pages = DensityPages(prefix: "load-b4-\(nonce)", count: layout.pool)
+    pages = RunPages(prefix: "load-b4-\(nonce)", count: layout.pool)
     writers = BrokerWriterPool(endpoint: endpoint)
+    metrics = BrokerMetricsReader(loop: loop, endpoint: endpoint)
   }
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
     self.completion = completion
-    writers.open(loop: loop, count: 1, clientPrefix: "load-\(nonce)-b4") { [self] result in
-      if case .failure(let error) = result { return finish(.failure(error)) }
-      progress.update("pagesync B4: creating \(layout.pool) pages")
-      pages.create(through: writers) { result in
-        switch result {
-        case .failure(let error): self.finish(.failure(error))
-        case .success(let (times, epoch)):
-          self.created = times
-          self.epoch = epoch
-          HTTPClientConnection.connect(loop: self.loop, to: self.endpoint.address) { result in
-            switch result {
-            case .failure(let error): self.finish(.failure(.connectFailed("metrics: \(error)")))
-            case .success(let connection):
-              self.metrics = connection
-              self.connectFirstTime()
-            }
-          }
+    progress.update("pagesync B4: creating \(layout.pool) pages")
+    writers.open(loop: loop, count: 1, clientPrefix: "load-\(nonce)-b4", creating: pages, title: "D") {
+      [self] result in
+      switch result {
+      case .failure(let error): finish(.failure(error))
+      case .success(let (times, epoch)):
+        created = times
+        self.epoch = epoch
+        // Opened ahead: a broker that refuses it fails the run before any device connects.
+        metrics.open { result in
+          if case .failure(let error) = result { return self.finish(.failure(error)) }
+          self.connectFirstTime()
         }
       }
     }
@@ -88,40 +82,25 @@ final class ReconnectRun: ScenarioRun {
 
   /// The state before the storm: every device connected and subscribed.
   private func connectFirstTime() {
-    let first = (0..<layout.devices).map { _ in SubscribingDevice() }
+    let first = (0..<layout.devices).map { _ in DeviceStream() }
     forEachConcurrently(
       layout.devices, concurrency: options.density.connectConcurrency,
       { [self] index, done in
-        first[index].connect(loop: loop, endpoint: endpoint) { result in
-          guard case .success = result else { return done(result) }
-          let message = SubscribingDevice.subscribeMessage(self.layout.pages(of: index).map(self.pages.id))
-          first[index].subscribe(message: message) { done($0.map { _ in () }) }
-        }
+        first[index].open(loop: loop, endpoint: endpoint, pages: layout.pages(of: index).map(pages.id), done)
       },
       onProgress: { [self] count in progress.update("pagesync B4: subscribed \(count)/\(layout.devices)") },
       then: { [self] result in
         if case .failure(let error) = result { return finish(.failure(error)) }
         // Every device loses its network at once.
         for device in first { device.drop() }
-        waitForBroker(toHold: 0, deadline: HostProcess.now() + 30_000_000_000) { self.changeWhileAway() }
-      })
-  }
-
-  /// Polls /metrics until the broker holds `subscriptions` (it noticed the drops), at most until `deadline`.
-  private func waitForBroker(toHold subscriptions: Int, deadline: UInt64, _ then: @escaping () -> Void) {
-    guard let metrics else { return then() }
-    BrokerMetrics.read(metrics) { [self] result in
-      switch result {
-      case .failure(let error): finish(.failure(error))
-      case .success(let figures):
-        if figures.subscriptions == subscriptions || HostProcess.now() >= deadline { return then() }
-        let timer = LoopTimer(loop: loop)
-        timer.start(after: 20) {
-          timer.close()
-          self.waitForBroker(toHold: subscriptions, deadline: deadline, then)
+        // The changes start once the broker noticed the drops (or after 30 s).
+        metrics.poll(
+          every: 20, until: { $0.subscriptions == 0 }, deadline: HostProcess.now() + 30_000_000_000
+        ) { [self] result in
+          if case .failure(let error) = result { return finish(.failure(error)) }
+          changeWhileAway()
         }
-      }
-    }
+      })
   }
 
   /// While the devices are away, `changedPercent` of the pool changes (pages chosen by the seed).
@@ -162,19 +141,15 @@ final class ReconnectRun: ScenarioRun {
   /// Every device returns; each subscribes, then catches up, on connections of its own.
   private func storm() {
     let messages = (0..<layout.devices).map {
-      SubscribingDevice.subscribeMessage(layout.pages(of: $0).map(pages.id))
+      DeviceStream.subscribeMessage(layout.pages(of: $0).map(pages.id))
     }
     let maps = (0..<layout.devices).map { device in
-      let entries = layout.pages(of: device).map { "\"\(pages.id($0))\":\(created[$0])" }.joined(
-        separator: ",")
-      return #"{"epoch":"\#(epoch)","pages":{\#(entries)}}"#
+      CatchUp.requestBody(epoch: epoch, times: layout.pages(of: device).map { (pages.id($0), created[$0]) })
     }
-    devices = (0..<layout.devices).map { _ in SubscribingDevice() }
+    devices = (0..<layout.devices).map { _ in DeviceStream() }
     connections = []
-    let serverBefore = server.sample()
-    let machine = MachineProbe()
-    let cpuBefore = HostProcess.ownCPUSeconds()
-    let startedAt = HostProcess.now()
+    let window = MeasurementWindow(server: server)
+    let startedAt = window.startedAt
     forEachConcurrently(
       layout.devices, concurrency: options.stormConcurrency,
       { [self] index, done in
@@ -183,57 +158,58 @@ final class ReconnectRun: ScenarioRun {
       onProgress: { [self] count in progress.update("pagesync B4: restored \(count)/\(layout.devices)") },
       then: { [self] result in
         if case .failure(let error) = result { return finish(.failure(error)) }
-        let doneAt = HostProcess.now()
-        let wall = Double(doneAt - startedAt) / 1e9
-        let ok = missed == 0 && needless == 0 && wrongTime == 0 && gone == 0 && exactDevices == layout.devices
-        var notes: [String] = []
-        if !ok {
-          notes.append(
-            "\(layout.devices - exactDevices) devices were told something else than their changed pages: "
-              + "\(missed) missed, \(needless) needless, \(wrongTime) at a wrong time, \(gone) gone")
-        }
-        let harnessCPU = (HostProcess.ownCPUSeconds() - cpuBefore) / max(wall, 1e-9) * 100
-        if harnessCPU >= 85 {
-          notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
-        }
-        func ms(_ from: UInt64, _ to: UInt64) -> ReportValue { .number(Double(to - min(to, from)) / 1e6) }
-        let report = ReportValue.object([
-          ("scenario", .string("B4")), ("target", .string("pagesync")),
-          ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
-          ("page_pool", .int(layout.pool)), ("subscriptions", .int(layout.subscriptions)),
-          ("changed_pages", .int(changed.count)), ("storm_concurrency", .int(options.stormConcurrency)),
-          (
-            "time",
-            .object([
-              ("all_resubscribed_ms", ms(startedAt, lastResubscribedAt)),
-              ("all_restored_ms", ms(startedAt, doneAt)),
-              ("resubscribed", resubscribedLatency.summary.reportValue),
-              ("restored", restoredLatency.summary.reportValue),
-            ])
-          ),
-          (
-            "catchup",
-            .object([
-              ("requests", .int(layout.devices)), ("expected_changed", .int(expectedChanged)),
-              ("reported_changed", .int(reportedChanged)), ("missed", .int(missed)),
-              ("needless", .int(needless)),
-              ("wrong_time", .int(wrongTime)), ("gone", .int(gone)), ("exact_devices", .int(exactDevices)),
-            ])
-          ),
-          ("harness_cpu_pct", .number(harnessCPU)),
-          ("server", server.report(before: serverBefore, after: server.sample(), wallSeconds: wall)),
-          ("machine", machine.report),
-          (
-            "wire",
-            .object([
-              ("stream_bytes", .int(devices.reduce(0) { $0 + $1.bytesSent + $1.bytesReceived })),
-              ("catchup_bytes", .int(catchUpBytes)),
-            ])
-          ),
-          ("ok", .bool(ok)), ("notes", .string(notes.joined(separator: "; "))),
-        ])
-        finish(.success(report))
+        finish(.success(report(window: window, doneAt: HostProcess.now())))
       })
+  }
+
+  private func report(window: MeasurementWindow, doneAt: UInt64) -> ReportValue {
+    let startedAt = window.startedAt
+    let ok = missed == 0 && needless == 0 && wrongTime == 0 && gone == 0 && exactDevices == layout.devices
+    var notes: [String] = []
+    if !ok {
+      notes.append(
+        "\(layout.devices - exactDevices) devices were told something else than their changed pages: "
+          + "\(missed) missed, \(needless) needless, \(wrongTime) at a wrong time, \(gone) gone")
+    }
+    let harnessCPU = window.harnessCPUPercent(now: doneAt)
+    if harnessCPU >= GeneratorVerdict.busyHarnessPercent {
+      notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
+    }
+    func ms(_ from: UInt64, _ to: UInt64) -> ReportValue { .number(Double(to - min(to, from)) / 1e6) }
+    return ReportValue.object(
+      [
+        ("scenario", .string("B4")), ("target", .string("pagesync")),
+        ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
+        ("page_pool", .int(layout.pool)), ("subscriptions", .int(layout.subscriptions)),
+        ("changed_pages", .int(changed.count)), ("storm_concurrency", .int(options.stormConcurrency)),
+        (
+          "time",
+          .object([
+            ("all_resubscribed_ms", ms(startedAt, lastResubscribedAt)),
+            ("all_restored_ms", ms(startedAt, doneAt)),
+            ("resubscribed", resubscribedLatency.summary.reportValue),
+            ("restored", restoredLatency.summary.reportValue),
+          ])
+        ),
+        (
+          "catchup",
+          .object([
+            ("requests", .int(layout.devices)), ("expected_changed", .int(expectedChanged)),
+            ("reported_changed", .int(reportedChanged)), ("missed", .int(missed)),
+            ("needless", .int(needless)),
+            ("wrong_time", .int(wrongTime)), ("gone", .int(gone)), ("exact_devices", .int(exactDevices)),
+          ])
+        ),
+        ("harness_cpu_pct", .number(harnessCPU)),
+      ] + window.serverAndMachine(now: doneAt) + [
+        (
+          "wire",
+          .object([
+            ("stream_bytes", .int(devices.reduce(0) { $0 + $1.bytesSent + $1.bytesReceived })),
+            ("catchup_bytes", .int(catchUpBytes)),
+          ])
+        )
+      ] + verdict(ok: ok, notes: notes))
   }
 
   /// One device's return: stream and HTTP connection opened together, subscribe, then catch up.
@@ -248,28 +224,23 @@ final class ReconnectRun: ScenarioRun {
       endpoint.post(http, "/v1/catchup", body: map) { [self] result in
         switch result {
         case .failure(let error): done(.failure(error))
-        case .success(let answer):
+        case .success(let object):
           let now = HostProcess.now()
           restoredLatency.record(nanoseconds: now - startedAt)
           catchUpBytes += http.bytesRead + http.bytesWritten
-          let reported = (answer["changed"] as? [String: Any] ?? [:]).compactMapValues {
-            ($0 as? NSNumber)?.uint64Value
-          }
+          let answer = CatchUp.Answer(object)
           var expected: [String: UInt64] = [:]
           for page in layout.pages(of: index) {
             if let time = changed[page] { expected[pages.id(page)] = time }
           }
-          let check = CatchUpCheck(expected: expected, reported: reported)
-          let goneHere = (answer["gone"] as? [Any])?.count ?? 0
+          let check = CatchUpCheck(expected: expected, reported: answer.changed)
           missed += check.missing
           needless += check.needless
           wrongTime += check.wrongTime
-          gone += goneHere
+          gone += answer.gone
           expectedChanged += expected.count
-          reportedChanged += reported.count
-          if check.isExact && goneHere == 0 && !(answer["epochChanged"] as? Bool ?? false) {
-            exactDevices += 1
-          }
+          reportedChanged += answer.changed.count
+          if answer.isExact(check) { exactDevices += 1 }
           http.close()
           done(.success(()))
         }
@@ -299,15 +270,13 @@ final class ReconnectRun: ScenarioRun {
   }
 
   private func finish(_ result: Result<ReportValue, LoadError>) {
-    guard !finished else { return }
-    finished = true
+    guard let completion else { return }
+    self.completion = nil
     progress.clear()
     writers.close()
-    metrics?.close()
+    metrics.close()
     for device in devices { device.drop() }
     for connection in connections { connection.close() }
-    let completion = self.completion
-    self.completion = nil
-    completion?(result)
+    completion(result)
   }
 }

@@ -39,6 +39,22 @@ final class RedisConnection {
     }
   }
 
+  /// Opens `count` connections at once, each handed to `each` as it opens (the caller keeps and closes it); `done`
+  /// once all are open, or at the first failure.
+  static func connect(
+    loop: Loop, to address: SocketAddress, count: Int, each: @escaping (RedisConnection) -> Void,
+    then done: @escaping (Result<Void, LoadError>) -> Void
+  ) {
+    forEachConcurrently(
+      count, concurrency: 0,
+      { _, opened in
+        connect(loop: loop, to: address) { result in
+          if case .success(let connection) = result { each(connection) }
+          opened(result.map { _ in () })
+        }
+      }, then: done)
+  }
+
   /// Sends `command`; `reply` gets the answer (for SUBSCRIBE: the subscription's confirmation).
   func send(_ command: [String], reply: @escaping (Result<RESPValue, LoadError>) -> Void) {
     if let failure {

@@ -34,14 +34,19 @@ struct MeasurementWindow {
     let kept = closedLoop || GeneratorVerdict.keptSchedule(lagP99Ms: lagP99)
     let notes = GeneratorVerdict.notes(
       lagP99Ms: lagP99, harnessCPUPercent: harnessCPU, closedLoop: closedLoop, target: target)
-    return (
-      (
-        "generator",
-        .object([
-          ("lag_p99_ms", .number(lagP99)), ("lag_max_ms", .number(lag?.max ?? 0)),
-          ("kept_schedule", .bool(kept)), ("harness_cpu_pct", .number(harnessCPU)),
-        ])
-      ), notes
+    return (Self.generatorSection(lag: lag, harnessCPUPercent: harnessCPU, keptSchedule: kept), notes)
+  }
+
+  /// `generator` from figures already taken (a run that words its own notes from them).
+  static func generatorSection(lag: LatencySummary?, harnessCPUPercent: Double, keptSchedule: Bool)
+    -> (String, ReportValue)
+  {
+    (
+      "generator",
+      .object([
+        ("lag_p99_ms", .number(lag?.p99 ?? 0)), ("lag_max_ms", .number(lag?.max ?? 0)),
+        ("kept_schedule", .bool(keptSchedule)), ("harness_cpu_pct", .number(harnessCPUPercent)),
+      ])
     )
   }
 
@@ -62,6 +67,12 @@ struct MeasurementWindow {
       ("wire", .object([("bytes_sent", .int(bytesSent)), ("bytes_received", .int(bytesReceived))]))
     ]
   }
+}
+
+/// The fields every report ends with: whether the run was correct (the exit status follows it) and the
+/// harness's notes on it, in one line.
+func verdict(ok: Bool, notes: [String]) -> [(String, ReportValue)] {
+  [("ok", .bool(ok)), ("notes", .string(notes.joined(separator: "; ")))]
 }
 
 /// The writer's clock: a 1 ms tick that hands out every batch an open-loop schedule says is due (and records how
@@ -168,35 +179,17 @@ final class ConnectionWaves {
   }
 }
 
-/// Reads the broker's `GET /metrics` (Prometheus text) on a connection of its own: the broker's own count of
-/// device streams and subscriptions, and how many notifications it coalesced.
-///
-/// Threading: the run's loop only.
-final class BrokerMetricsReader {
-  private let endpoint: BrokerEndpoint
-  private var connection: HTTPClientConnection?
-
-  init(endpoint: BrokerEndpoint) { self.endpoint = endpoint }
-
-  /// Fetches the exposition; `done` gets the text, nil if the broker did not answer 200.
-  func read(loop: Loop, _ done: @escaping (String?) -> Void) {
-    if let connection, connection.isOpen { return get(connection, done) }
-    HTTPClientConnection.connect(loop: loop, to: endpoint.address) { [self] result in
-      guard case .success(let connection) = result else { return done(nil) }
-      self.connection = connection
-      get(connection, done)
-    }
-  }
-
-  private func get(_ connection: HTTPClientConnection, _ done: @escaping (String?) -> Void) {
-    connection.send(.GET, "/metrics", headers: endpoint.headers, body: ByteBuffer(capacity: 0)) { result in
-      guard case .success(let response) = result, response.head.status.code == 200 else { return done(nil) }
-      done(String(decoding: response.body.readableBytesArray, as: UTF8.self))
-    }
-  }
-
-  func close() {
-    connection?.close()
-    connection = nil
+/// Runs `body` for indices `0..<count` with at most `concurrency` in flight (0: all at once), as `ConnectionWaves`
+/// does; `done` once every one completed, or with the first failure once those in flight have ended.
+func forEachConcurrently(
+  _ count: Int, concurrency: Int,
+  _ body: @escaping (Int, @escaping (Result<Void, LoadError>) -> Void) -> Void,
+  onProgress: ((Int) -> Void)? = nil,
+  then done: @escaping (Result<Void, LoadError>) -> Void
+) {
+  let waves = ConnectionWaves(count: count, open: body, progress: onProgress ?? { _ in })
+  waves.start(concurrency: concurrency > 0 ? concurrency : count) { _, failure in
+    _ = waves
+    done(failure.map { .failure($0) } ?? .success(()))
   }
 }

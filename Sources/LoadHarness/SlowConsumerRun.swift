@@ -45,7 +45,9 @@ final class SlowConsumerRun: ScenarioRun {
   private let progress: ProgressLine
   private let metrics: BrokerMetricsReader
   private var run: FanOutRun?
-  private let slow = DeviceStream()
+  /// Reports every entry: the hot page's times and the cold pages' (a frame may name both).
+  private lazy var slow = DeviceStream(
+    reporting: .entries { [weak self] id, time in self?.slowSaw(id, time) })
   private let twin = DeviceStream()
   private let coldWriters: BrokerWriterPool
   private let coldPages: [String]
@@ -79,7 +81,7 @@ final class SlowConsumerRun: ScenarioRun {
     self.target = target
     self.options = options
     self.progress = progress
-    metrics = BrokerMetricsReader(endpoint: target.endpoint)
+    metrics = BrokerMetricsReader(loop: loop, endpoint: target.endpoint)
     coldWriters = BrokerWriterPool(endpoint: target.endpoint)
     let prefix = "\(target.pages[0])-cold-"
     coldPages = (0..<options.coldPages).map { index in
@@ -107,8 +109,8 @@ final class SlowConsumerRun: ScenarioRun {
     run.extraReport = { [unowned self] in extraReport() }
     run.start { [self] result in
       metrics.close()
-      slow.close()
-      twin.close()
+      slow.drop()
+      twin.drop()
       coldTick?.close()
       coldWriters.close()
       waitTimer?.close()
@@ -168,35 +170,30 @@ final class SlowConsumerRun: ScenarioRun {
   /// once it reads again, a harness artefact. So the kernel absorbs the first few hundred KB; the background
   /// writer must owe the device more than that for the broker's queue to fill (see `bytes_saved_by_coalescing`).
   private func stall(_ done: @escaping (Result<Void, LoadError>) -> Void) {
-    let page = target.pages[0]
-    slow.open(
-      loop: loop, endpoint: target.endpoint, pages: [page] + coldPages, watched: page,
-      onTime: { [weak self] time in
-        guard let self else { return }
-        slowFrames += 1
-        slowLast = max(slowLast, time)
-      },
-      onFrame: { [weak self] text in
-        guard let self else { return }
-        for (id, time) in ChangedFrame.parse(text) ?? [] where id != page {
-          slowCold[String(id), default: 0] = max(slowCold[String(id)] ?? 0, time)
-        }
-      },
-      { [self] result in
-        if case .failure = result { return done(result) }
-        guard let socket = slow.socket else {
-          return done(.failure(.connectFailed("slow device: no socket")))
-        }
-        socket.pauseReading()
-        framesBeforeResume = slowFrames
-        stalledAt = HostProcess.now()
-        twinBytesAtStall = twin.bytesReceived
-        coldPendingAtStall = coldWriters.pending
-        metrics.read(loop: loop) { [self] text in
-          coalescedBefore = text.flatMap { coalesced(in: $0) }
-          done(.success(()))
-        }
-      })
+    slow.open(loop: loop, endpoint: target.endpoint, pages: [target.pages[0]] + coldPages) { [self] result in
+      if case .failure = result { return done(result) }
+      guard let socket = slow.socket else {
+        return done(.failure(.connectFailed("slow device: no socket")))
+      }
+      socket.pauseReading()
+      framesBeforeResume = slowFrames
+      stalledAt = HostProcess.now()
+      twinBytesAtStall = twin.bytesReceived
+      coldPendingAtStall = coldWriters.pending
+      metrics.read { [self] reading in
+        coalescedBefore = try? reading.get().notificationsCoalesced
+        done(.success(()))
+      }
+    }
+  }
+
+  private func slowSaw(_ page: Substring, _ time: UInt64) {
+    if page == target.pages[0] {
+      slowFrames += 1
+      slowLast = max(slowLast, time)
+    } else {
+      slowCold[String(page), default: 0] = max(slowCold[String(page)] ?? 0, time)
+    }
   }
 
   /// After the stalled phase: reads again, and waits until the slow device knows the final time (or the drain
@@ -206,9 +203,9 @@ final class SlowConsumerRun: ScenarioRun {
     coldTick?.close()
     coldTick = nil
     coldPendingAtResume = coldWriters.pending
-    metrics.read(loop: loop) { [self] text in
+    metrics.read { [self] reading in
       twinBytesAtResume = twin.bytesReceived
-      coalescedAfter = text.flatMap { coalesced(in: $0) }
+      coalescedAfter = try? reading.get().notificationsCoalesced
       bytesBeforeResume = slow.bytesReceived
       framesBeforeResume = slowFrames
       resumedAt = HostProcess.now()
@@ -235,10 +232,6 @@ final class SlowConsumerRun: ScenarioRun {
 
   /// Cold pages whose final time the slow device does not know (yet).
   private var coldWrong: Int { coldFinal.filter { slowCold[$0.key] != $0.value }.count }
-
-  private func coalesced(in text: String) -> Double? {
-    PrometheusText.value(of: "pagesync_broker_notifications_coalesced_total", in: text)
-  }
 
   private func extraReport() -> (fields: [(String, ReportValue)], ok: Bool, notes: [String]) {
     guard let run, run.steps.count == 2 else { return ([], false, ["the run did not reach both phases"]) }
@@ -306,7 +299,7 @@ final class SlowConsumerRun: ScenarioRun {
           ("bytes_after_resume", .int(afterResume)), ("bytes_saved_by_coalescing", .int(saved)),
           ("final_time", .int(Int(final))), ("last_time_seen", .int(Int(slowLast))),
           ("cold_pages_written", .int(coldFinal.count)), ("cold_pages_wrong", .int(coldWrong)),
-          ("correct", .bool(correct)), ("open_at_end", .bool(slow.socket?.isOpen ?? false)),
+          ("correct", .bool(correct)), ("open_at_end", .bool(slow.isOpen)),
           ("caught_up_ms", .number(caughtUpAt.map { Double($0 - resumedAt) / 1e6 } ?? -1)),
         ])
       ),

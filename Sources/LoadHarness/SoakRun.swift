@@ -39,21 +39,19 @@ final class SoakRun: ScenarioRun {
   private let server: ServerProbe
   private let progress: ProgressLine
   private let nonce: String
-  private let pages: DensityPages
+  private let pages: RunPages
   private let writers: BrokerWriterPool
   private let churn: ChurnSchedule
   private var nextChurn = 0
-  private var devices: [SubscribingDevice] = []
+  private var devices: [DeviceStream] = []
   /// Whether device i's current stream answered `subscribed`.
   private var subscribed: [Bool] = []
-  private var metrics: HTTPClientConnection?
-  private var schedule: OpenLoopSchedule?
-  private var tick: LoopTimer?
+  private let metrics: BrokerMetricsReader
+  private var tick: LoadTick?
+  private var window: MeasurementWindow?
   private var rss = SampleSeries()
   private var descriptors = SampleSeries()
   private var brokerSeries = SampleSeries()
-  private var metricsReconnects = 0
-  private var lag = LatencyRecorder()
   private var ackLatency = LatencyRecorder()
   private var acked = 0
   private var failed = 0
@@ -63,12 +61,7 @@ final class SoakRun: ScenarioRun {
   private var lostStreams = 0
   private var notifications = 0
   private var resubscribeLatency = LatencyRecorder()
-  private var startedAt: UInt64 = 0
-  private var serverBefore: ProcessSample?
-  private var machine = MachineProbe()
-  private var cpuBefore = 0.0
   private var completion: ((Result<ReportValue, LoadError>) -> Void)?
-  private var finished = false
   private var settling = false
 
   init(
@@ -82,38 +75,37 @@ final class SoakRun: ScenarioRun {
     self.server = server
     self.progress = progress
     self.nonce = nonce
-    pages = DensityPages(prefix: "load-b7-\(nonce)", count: layout.pool)
+    pages = RunPages(prefix: "load-b7-\(nonce)", count: layout.pool)
     writers = BrokerWriterPool(endpoint: endpoint)
+    metrics = BrokerMetricsReader(loop: loop, endpoint: endpoint)
     churn = ChurnSchedule(
       devices: layout.devices, percentPerMinute: options.churnPercentPerMinute,
       seconds: options.density.seconds,
       seed: seed)
   }
 
+  private var startedAt: UInt64 { window?.startedAt ?? 0 }
+
   private var heldSubscriptions: Int { subscribed.filter { $0 }.count * layout.pagesPerDevice }
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
     self.completion = completion
-    writers.open(loop: loop, count: options.density.writers, clientPrefix: "load-\(nonce)-b7") {
-      [self] result in
+    progress.update("pagesync B7: creating \(layout.pool) pages")
+    writers.open(
+      loop: loop, count: options.density.writers, clientPrefix: "load-\(nonce)-b7", creating: pages,
+      title: "D"
+    ) { [self] result in
       if case .failure(let error) = result { return finish(.failure(error)) }
-      progress.update("pagesync B7: creating \(layout.pool) pages")
-      pages.create(through: writers) { result in
+      // Opened before the first descriptor count, so that the count does not grow by it afterwards.
+      metrics.open { result in
         if case .failure(let error) = result { return self.finish(.failure(error)) }
-        HTTPClientConnection.connect(loop: self.loop, to: self.endpoint.address) { result in
-          switch result {
-          case .failure(let error): self.finish(.failure(.connectFailed("metrics: \(error)")))
-          case .success(let connection):
-            self.metrics = connection
-            self.connectAll()
-          }
-        }
+        self.connectAll()
       }
     }
   }
 
   private func connectAll() {
-    devices = (0..<layout.devices).map { _ in SubscribingDevice() }
+    devices = (0..<layout.devices).map { _ in DeviceStream() }
     subscribed = Array(repeating: false, count: layout.devices)
     forEachConcurrently(
       layout.devices, concurrency: options.density.connectConcurrency,
@@ -127,10 +119,9 @@ final class SoakRun: ScenarioRun {
 
   /// Opens device `index`'s stream (a new one) and subscribes its set.
   private func open(_ index: Int, _ done: @escaping (Result<Void, LoadError>) -> Void) {
-    let device = SubscribingDevice()
+    let device = DeviceStream(reporting: .entries { [weak self] _, _ in self?.notifications += 1 })
     devices[index] = device
     subscribed[index] = false
-    device.onChanged = { [weak self] _, _ in self?.notifications += 1 }
     // Weak: the device holds this closure (a strong capture kept every device alive past the run).
     device.onLost = { [weak self, weak device] reason in
       guard let self, let device, devices[index] === device else { return }
@@ -138,78 +129,53 @@ final class SoakRun: ScenarioRun {
       subscribed[index] = false
       if firstFailure == nil { firstFailure = "device \(index) lost its stream: \(reason)" }
     }
-    device.connect(loop: loop, endpoint: endpoint) { [self] result in
-      guard case .success = result else { return done(result) }
-      let message = SubscribingDevice.subscribeMessage(layout.pages(of: index).map(pages.id))
-      device.subscribe(message: message) { result in
-        if case .success = result, self.devices[index] === device { self.subscribed[index] = true }
-        done(result.map { _ in () })
-      }
+    device.open(loop: loop, endpoint: endpoint, pages: layout.pages(of: index).map(pages.id)) {
+      [self] result in
+      if case .success = result, devices[index] === device { subscribed[index] = true }
+      done(result)
     }
   }
 
   private func soak() {
-    serverBefore = server.sample()
-    machine = MachineProbe()
-    cpuBefore = HostProcess.ownCPUSeconds()
-    startedAt = HostProcess.now()
-    sample(now: startedAt)
-    schedule = OpenLoopSchedule(
-      rate: options.writeRate, start: startedAt + 2_000_000, duration: UInt64(options.density.seconds * 1e9))
-    let timer = LoopTimer(loop: loop)
-    tick = timer
-    var lastSample = startedAt
-    var lastProgress = startedAt
+    let window = MeasurementWindow(server: server)
+    self.window = window
+    sample(now: window.startedAt)
+    let tick = LoadTick(
+      schedule: OpenLoopSchedule(
+        rate: options.writeRate, start: window.startedAt + 2_000_000,
+        duration: UInt64(options.density.seconds * 1e9)))
+    self.tick = tick
+    var lastSample = window.startedAt
     let sampleEvery = UInt64(options.sampleSeconds * 1e9)
-    timer.start(after: 1, repeatEvery: 1) { [weak self] in
-      guard let self else { return }
-      let now = HostProcess.now()
-      sendDue(now: now)
-      churnDue(now: now)
-      if now - lastSample >= sampleEvery {
-        lastSample = now
-        sample(now: now)
-      }
-      if now - lastProgress >= 1_000_000_000 {
-        lastProgress = now
+    tick.start(
+      loop: loop,
+      due: { [weak self] batch, scheduledAt in self?.send(batch: batch, scheduledAt: scheduledAt) },
+      tick: { [weak self] now in
+        guard let self, let tick = self.tick else { return }
+        churnDue(now: now)
+        if now - lastSample >= sampleEvery {
+          lastSample = now
+          sample(now: now)
+        }
+        if tick.isFinished, nextChurn == churn.events.count, acked + failed == tick.schedule?.total, !settling
+        {
+          settling = true
+          settle(deadline: now + UInt64(options.settleSeconds * 1e9))
+        }
+      },
+      everySecond: { [weak self] now in
+        guard let self else { return }
         progress.update(
-          "pagesync B7 \(Int(Double(now - startedAt) / 1e9))s: acked \(acked) reconnects \(reconnects) "
+          "pagesync B7 \(Int(window.seconds(until: now)))s: acked \(acked) reconnects \(reconnects) "
             + "rss \(rss.last.map { Int($0) / 1_048_576 } ?? 0) MB fds \(descriptors.last.map { Int($0) } ?? 0)"
         )
-      }
-      if let schedule, schedule.isFinished, nextChurn == churn.events.count, acked + failed == schedule.total,
-        !settling
-      {
-        settling = true
-        settle(deadline: now + UInt64(options.settleSeconds * 1e9))
-      }
-    }
-  }
-
-  /// GET /metrics on the kept connection; if the broker closed it, on a new one (once). The broker closes a
-  /// keep-alive connection 60 s after it opened even while requests keep coming (its idle timer is not re-armed
-  /// when a request is answered within the callback that read it: see the report of this branch), so a soak
-  /// longer than a minute meets that.
-  private func readMetrics(_ done: @escaping (Result<BrokerMetrics, LoadError>) -> Void) {
-    guard let metrics else { return done(.failure(.connectFailed("no metrics connection"))) }
-    BrokerMetrics.read(metrics) { [self] result in
-      guard case .failure = result, !metrics.isOpen else { return done(result) }
-      metricsReconnects += 1
-      HTTPClientConnection.connect(loop: loop, to: endpoint.address) { connected in
-        switch connected {
-        case .failure(let error): done(.failure(.connectFailed("metrics: \(error)")))
-        case .success(let connection):
-          self.metrics = connection
-          BrokerMetrics.read(connection, done)
-        }
-      }
-    }
+      })
   }
 
   private func sample(now: UInt64) {
     // Also reads /metrics: the broker's subscriptions over time.
-    if let metrics, metrics.pendingRequests == 0, !settling {
-      readMetrics { [weak self] result in
+    if !metrics.isReading, !settling {
+      metrics.read { [weak self] result in
         if case .success(let figures) = result, let count = figures.subscriptions, let self {
           brokerSeries.record(at: HostProcess.now() - startedAt, value: Double(count))
         }
@@ -222,30 +188,17 @@ final class SoakRun: ScenarioRun {
     }
   }
 
-  private func sendDue(now: UInt64) {
-    guard var schedule else { return }
-    let due = schedule.take(now: now)
-    self.schedule = schedule
-    for batch in due {
-      let scheduledAt = schedule.scheduledTime(of: batch)
-      lag.record(nanoseconds: now - min(now, scheduledAt))
-      guard let writer = writers.leastBusy else {
+  private func send(batch: Int, scheduledAt: UInt64) {
+    writers.update(page: pages.id(batch % layout.pool), batch: batch) { [weak self] result in
+      guard let self else { return }
+      let answeredAt = HostProcess.now()
+      switch result {
+      case .success:
+        acked += 1
+        ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
+      case .failure(let error):
         failed += 1
-        continue
-      }
-      let mutation = MutationFields.setProperty(
-        page: pages.id(batch % layout.pool), time: writers.nextTime(), name: "w\(writer)", value: "b\(batch)")
-      writers.send([mutation], on: writer) { [weak self] result in
-        guard let self else { return }
-        let answeredAt = HostProcess.now()
-        switch result {
-        case .success:
-          acked += 1
-          ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
-        case .failure(let error):
-          failed += 1
-          if firstFailure == nil { firstFailure = error.description }
-        }
+        if firstFailure == nil { firstFailure = error.description }
       }
     }
   }
@@ -278,33 +231,27 @@ final class SoakRun: ScenarioRun {
   /// After the soak: every device subscribed again, then /metrics polled until the broker holds exactly the
   /// harness's subscriptions and streams (or the deadline).
   private func settle(deadline: UInt64) {
-    guard metrics != nil else { return complete(metrics: nil) }
-    let allBack = !subscribed.contains(false)
-    readMetrics { [self] result in
+    let settled = { [self] (figures: BrokerMetrics) in
+      !subscribed.contains(false) && figures.subscriptions == heldSubscriptions
+        && figures.deviceStreams == layout.devices
+    }
+    metrics.poll(every: 50, until: settled, deadline: deadline) { [self] result in
       switch result {
       case .failure(let error): finish(.failure(error))
-      case .success(let figures):
-        let matches =
-          allBack && figures.subscriptions == heldSubscriptions && figures.deviceStreams == layout.devices
-        if matches || HostProcess.now() >= deadline { return complete(metrics: figures) }
-        let timer = LoopTimer(loop: loop)
-        timer.start(after: 50) {
-          timer.close()
-          self.settle(deadline: deadline)
-        }
+      case .success(let figures): complete(metrics: figures)
       }
     }
   }
 
-  private func complete(metrics figures: BrokerMetrics?) {
-    tick?.close()
-    tick = nil
+  private func complete(metrics figures: BrokerMetrics) {
+    guard let tick, let window else { return }
+    tick.close()
     let now = HostProcess.now()
     sample(now: now)
-    let wall = Double(now - startedAt) / 1e9
-    let harnessCPU = (HostProcess.ownCPUSeconds() - cpuBefore) / max(wall, 1e-9) * 100
+    let harnessCPU = window.harnessCPUPercent(now: now)
+    let lag = tick.lag.summary
     let held = heldSubscriptions
-    let brokerSubscriptions = figures?.subscriptions ?? -1
+    let brokerSubscriptions = figures.subscriptions ?? -1
     let leaked = brokerSubscriptions - held
     let descriptorsFlat = descriptors.first == descriptors.last
     var notes: [String] = []
@@ -313,20 +260,19 @@ final class SoakRun: ScenarioRun {
         "the broker holds \(brokerSubscriptions) subscriptions, the harness \(held): \(leaked) leaked or lost"
       )
     }
-    if figures?.deviceStreams != layout.devices {
+    if figures.deviceStreams != layout.devices {
       notes.append(
-        "the broker counts \(figures?.deviceStreams ?? -1) device streams, the harness \(layout.devices)")
+        "the broker counts \(figures.deviceStreams ?? -1) device streams, the harness \(layout.devices)")
     }
     if !descriptorsFlat, server.pid != nil {
       notes.append(
         "the broker's open descriptors went from \(Int(descriptors.first ?? 0)) to \(Int(descriptors.last ?? 0))"
       )
     }
-    if lag.summary.p99 > 2 {
-      notes.append(
-        "the generator fell behind its schedule (lag p99 \(ReportValue.number(lag.summary.p99).json) ms)")
+    if !GeneratorVerdict.keptSchedule(lagP99Ms: lag.p99) {
+      notes.append("the generator fell behind its schedule (lag p99 \(ReportValue.number(lag.p99).json) ms)")
     }
-    if harnessCPU >= 85 {
+    if harnessCPU >= GeneratorVerdict.busyHarnessPercent {
       notes.append("the harness used \(Int(harnessCPU))% of a core: it may be the bottleneck")
     }
     if failed > 0 || lostStreams > 0 {
@@ -342,70 +288,65 @@ final class SoakRun: ScenarioRun {
       ])
     }
     let sampledSubscriptions = ReportValue.object([
-      ("samples", .int(brokerSeries.samples.count)), ("metrics_reconnects", .int(metricsReconnects)),
+      ("samples", .int(brokerSeries.samples.count)), ("metrics_reconnects", .int(metrics.reconnects)),
       ("min", .number(brokerSeries.minimum ?? 0)),
       ("max", .number(brokerSeries.maximum ?? 0)),
     ])
     let ok =
-      leaked == 0 && figures?.deviceStreams == layout.devices && failed == 0 && lostStreams == 0
+      leaked == 0 && figures.deviceStreams == layout.devices && failed == 0 && lostStreams == 0
       && (descriptorsFlat || server.pid == nil)
     let rssReport = series(rss, unit: "bytes")
     let fdsReport = series(descriptors, unit: "fds")
-    let report = ReportValue.object([
-      ("scenario", .string("B7")), ("target", .string("pagesync")),
-      ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
-      ("page_pool", .int(layout.pool)), ("seconds", .number(options.density.seconds)),
-      (
-        "churn",
-        .object([
-          ("percent_per_min", .number(options.churnPercentPerMinute)),
-          ("scheduled", .int(churn.events.count)),
-          ("reconnects", .int(reconnects)), ("skipped", .int(skippedChurn)),
-          ("lost_streams", .int(lostStreams)),
-          ("resubscribe", resubscribeLatency.summary.reportValue),
-        ])
-      ),
-      (
-        "writes",
-        .object([
-          ("rate", .number(options.writeRate)), ("scheduled", .int(schedule?.total ?? 0)),
-          ("acked", .int(acked)),
-          ("failed", .int(failed)), ("ack_latency", ackLatency.summary.reportValue),
-          ("notifications", .int(notifications)),
-        ])
-      ),
-      (
-        "subscriptions",
-        .object([
-          ("harness", .int(held)), ("broker", .int(brokerSubscriptions)), ("leaked", .int(leaked)),
-          ("broker_device_streams", .int(figures?.deviceStreams ?? -1)),
-        ])
-      ),
-      ("rss", rssReport), ("fds", fdsReport),
-      ("broker_subscriptions_sampled", sampledSubscriptions),
-      (
-        "generator",
-        .object([("lag_p99_ms", .number(lag.summary.p99)), ("harness_cpu_pct", .number(harnessCPU))])
-      ),
-      ("server", server.report(before: serverBefore, after: server.sample(), wallSeconds: wall)),
-      ("machine", machine.report),
-      ("ok", .bool(ok)),
-      ("notes", .string(notes.joined(separator: "; "))),
-    ])
+    let report = ReportValue.object(
+      [
+        ("scenario", .string("B7")), ("target", .string("pagesync")),
+        ("devices", .int(layout.devices)), ("pages_per_device", .int(layout.pagesPerDevice)),
+        ("page_pool", .int(layout.pool)), ("seconds", .number(options.density.seconds)),
+        (
+          "churn",
+          .object([
+            ("percent_per_min", .number(options.churnPercentPerMinute)),
+            ("scheduled", .int(churn.events.count)),
+            ("reconnects", .int(reconnects)), ("skipped", .int(skippedChurn)),
+            ("lost_streams", .int(lostStreams)),
+            ("resubscribe", resubscribeLatency.summary.reportValue),
+          ])
+        ),
+        (
+          "writes",
+          .object([
+            ("rate", .number(options.writeRate)), ("scheduled", .int(tick.schedule?.total ?? 0)),
+            ("acked", .int(acked)),
+            ("failed", .int(failed)), ("ack_latency", ackLatency.summary.reportValue),
+            ("notifications", .int(notifications)),
+          ])
+        ),
+        (
+          "subscriptions",
+          .object([
+            ("harness", .int(held)), ("broker", .int(brokerSubscriptions)), ("leaked", .int(leaked)),
+            ("broker_device_streams", .int(figures.deviceStreams ?? -1)),
+          ])
+        ),
+        ("rss", rssReport), ("fds", fdsReport),
+        ("broker_subscriptions_sampled", sampledSubscriptions),
+        (
+          "generator",
+          .object([("lag_p99_ms", .number(lag.p99)), ("harness_cpu_pct", .number(harnessCPU))])
+        ),
+      ] + window.serverAndMachine(now: now) + verdict(ok: ok, notes: notes))
     finish(.success(report))
   }
 
   private func finish(_ result: Result<ReportValue, LoadError>) {
-    guard !finished else { return }
-    finished = true
+    guard let completion else { return }
+    self.completion = nil
     tick?.close()
     tick = nil
     progress.clear()
     writers.close()
-    metrics?.close()
+    metrics.close()
     for device in devices { device.drop() }
-    let completion = self.completion
-    self.completion = nil
-    completion?(result)
+    completion(result)
   }
 }

@@ -32,6 +32,7 @@ final class WriteRun: ScenarioRun {
   private let progress: ProgressLine
   private let nonce: String
   private let writers: BrokerWriterPool
+  private let pages: RunPages
   private var tick: LoadTick?
   private var window: MeasurementWindow?
   private var ackLatency = LatencyRecorder()
@@ -56,21 +57,16 @@ final class WriteRun: ScenarioRun {
     self.progress = progress
     self.nonce = nonce
     writers = BrokerWriterPool(endpoint: endpoint)
+    pages = RunPages(prefix: "load-w1-\(nonce)", count: options.pages)
   }
-
-  private func page(_ index: Int) -> String { "load-w1-\(nonce)-\(index)" }
 
   func start(_ completion: @escaping (Result<ReportValue, LoadError>) -> Void) {
     self.completion = completion
-    writers.open(loop: loop, count: options.writers, clientPrefix: "load-\(nonce)-w1") { [self] result in
+    writers.open(
+      loop: loop, count: options.writers, clientPrefix: "load-\(nonce)-w1", creating: pages, title: "W1"
+    ) { [self] result in
       if case .failure(let error) = result { return finish(.failure(error)) }
-      let creates = (0..<options.pages).map {
-        MutationFields.createPage(page: page($0), time: writers.nextTime(), title: "W1")
-      }
-      BatchChunks.send(creates, chunk: 1000, through: writers) { result in
-        if case .failure(let error) = result { return self.finish(.failure(error)) }
-        self.startWriting()
-      }
+      startWriting()
     }
   }
 
@@ -111,7 +107,7 @@ final class WriteRun: ScenarioRun {
   private func send(measuredFrom start: UInt64, then next: (() -> Void)? = nil) {
     let mutations = (0..<options.batchSize).map { _ in
       nextPage = (nextPage + 1) % options.pages
-      return MutationFields.setTitle(page: page(nextPage), time: writers.nextTime(), title: "w\(sent)")
+      return MutationFields.setTitle(page: pages.id(nextPage), time: writers.nextTime(), title: "w\(sent)")
     }
     sent += 1
     writers.send(mutations) { [weak self] result in
@@ -159,10 +155,7 @@ final class WriteRun: ScenarioRun {
         generator.section,
       ]
         + window.closingSections(now: now, bytesSent: writers.bytesSent, bytesReceived: writers.bytesReceived)
-        + [
-          ("ok", .bool(failed == 0 && rejected == 0 && acked == sent)),
-          ("notes", .string(notes.joined(separator: "; "))),
-        ])
+        + verdict(ok: failed == 0 && rejected == 0 && acked == sent, notes: notes))
     finish(.success(report))
   }
 
@@ -174,36 +167,5 @@ final class WriteRun: ScenarioRun {
     progress.clear()
     writers.close()
     completion(result)
-  }
-}
-
-/// Sends many mutations as consecutive batches of at most `chunk` (the broker's `batch_mutations`), all
-/// pipelined, and reports once every batch is answered, with each page's new time.
-enum BatchChunks {
-  static func send(
-    _ mutations: [MutationFields], chunk: Int, through writers: BrokerWriterPool,
-    _ done: @escaping (Result<BatchAnswer, LoadError>) -> Void
-  ) {
-    var merged = BatchAnswer(sequence: nil, pages: [:], rejected: 0, epoch: "")
-    var remaining = (mutations.count + chunk - 1) / chunk
-    var failed = false
-    guard remaining > 0 else { return done(.success(merged)) }
-    for start in stride(from: 0, to: mutations.count, by: chunk) {
-      writers.send(Array(mutations[start..<min(start + chunk, mutations.count)])) { result in
-        guard !failed else { return }
-        switch result {
-        case .failure(let error):
-          failed = true
-          done(.failure(error))
-        case .success(let answer):
-          merged.pages.merge(answer.pages) { max($0, $1) }
-          merged.rejected += answer.rejected
-          merged.sequence = max(merged.sequence ?? 0, answer.sequence ?? 0)
-          merged.epoch = answer.epoch
-          remaining -= 1
-          if remaining == 0 { done(.success(merged)) }
-        }
-      }
-    }
   }
 }
