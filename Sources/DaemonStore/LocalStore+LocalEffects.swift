@@ -1,3 +1,4 @@
+import DaemonCore
 import SQLiteStore
 import SyncModel
 
@@ -249,22 +250,22 @@ extension LocalStore {
     }
     let view = newView ?? oldView
     // The local copies of the rows the stored list names: are they all here, and where are they now?
-    var listed: [EntityID: LocalHeader] = [:]
+    var listed: [EntityID: Rebase.Placement] = [:]
     if let stored {
       for found in try connection.query(
         "SELECT id, parent, deleted FROM local_page WHERE id IN (SELECT value FROM json_each(?))",
         [.text(try json(stored))])
       {
-        listed[try entityID(found[0], table: "local_page", column: "id")] = LocalHeader(
-          kind: "page", parent: try optionalEntityID(found[1], table: "local_page", column: "parent"),
+        let row = try entityID(found[0], table: "local_page", column: "id")
+        listed[row] = Rebase.Placement(
+          id: row, parent: try optionalEntityID(found[1], table: "local_page", column: "parent"),
           deleted: found[2] != .integer(0))
       }
     }
-    let allKnown =
-      lastUpdated == 0
-      || (oldView.filter == nil && stored.map { $0.allSatisfy { listed[$0] != nil } } ?? false)
     var rows: [EntityID]?
-    if allKnown {
+    if Rebase.canRecomputeRows(
+      neverDownloaded: lastUpdated == 0, viewBefore: oldView, stored: stored, known: Set(listed.keys))
+    {
       var rank: [EntityID: Int] = [:]
       if oldView.sort == nil, let stored {
         for (index, row) in stored.enumerated() where rank[row] == nil { rank[row] = index }
@@ -283,10 +284,7 @@ extension LocalStore {
       candidates.sort { $0.created < $1.created }
       rows = view.rowsInView(candidates.map { ($0.id, $0.properties) })
     } else {
-      rows = stored?.filter { row in
-        guard let header = listed[row] else { return true }
-        return header.parent == database && !header.deleted
-      }
+      rows = stored.map { Rebase.rowsStillIn(database, stored: $0, copies: listed) }
     }
     if let newView {
       try connection.execute("UPDATE local_page SET view = ? WHERE id = ?", [.text(try json(newView)), id])
@@ -309,7 +307,7 @@ extension LocalStore {
     else { return }
     let stored =
       row[1] == .null ? nil : try decode([EntityID].self, row[1], table: "local_page", column: "databases")
-    var list = stored ?? []
+    var edited: [Rebase.Placement] = []
     for found in try connection.query(
       """
       SELECT id, parent, deleted FROM local_page
@@ -318,15 +316,15 @@ extension LocalStore {
           UNION ALL SELECT ?3)
         AND kind = 'database' AND (parent = ?1 OR id IN (SELECT value FROM json_each(?2)))
       ORDER BY rowid
-      """, [id, .text(try json(list)), editing.map { .text($0.rawValue) } ?? .null])
+      """, [id, .text(try json(stored ?? [])), editing.map { .text($0.rawValue) } ?? .null])
     {
-      let database = try entityID(found[0], table: "local_page", column: "id")
-      if found[1] == id && found[2] == .integer(0) {
-        if !list.contains(database) { list.append(database) }
-      } else {
-        list.removeAll { $0 == database }
-      }
+      edited.append(
+        Rebase.Placement(
+          id: try entityID(found[0], table: "local_page", column: "id"),
+          parent: try optionalEntityID(found[1], table: "local_page", column: "parent"),
+          deleted: found[2] != .integer(0)))
     }
+    let list = Rebase.inlineDatabases(of: page, listed: stored ?? [], edited: edited)
     if list != (stored ?? []) {
       try connection.execute("UPDATE local_page SET databases = ? WHERE id = ?", [.text(try json(list)), id])
     }
