@@ -31,6 +31,10 @@ final class ScriptedCall<Request, Answer> {
 
   func succeed(_ answer: Answer) { self.answer(.success(answer)) }
   func fail(_ error: BrokerLinkError) { answer(.failure(error)) }
+
+  /// Drops the completion unanswered, as a link that is closed drops what it was waiting for: the completion
+  /// holds the daemon (its nested functions capture it), so one kept past the test would keep the daemon alive.
+  func abandon() { completion = nil }
 }
 
 /// A broker whose every answer and frame is chosen by the test: `BrokerLink` for `SyncDriver` and `LocalAPI`.
@@ -83,7 +87,16 @@ final class ScriptedBroker: BrokerLink {
   }
 
   func update(token: String, timeoutMillis: UInt64) { tokens.append(token) }
-  func close() { isClosed = true }
+  /// The daemon closes its link when it stops: the calls still waiting are dropped, as the real link's
+  /// connection drops them (a kept completion would keep the daemon, which holds this broker, alive: a cycle).
+  func close() {
+    isClosed = true
+    for call in catchUps { call.abandon() }
+    for call in fetches { call.abandon() }
+    for call in pushes { call.abandon() }
+    for call in pageReads { call.abandon() }
+    for call in streamOpens { call.abandon() }
+  }
 
   /// Accepts the newest `openStream` call: the daemon gets a new stream, which is returned.
   @discardableResult
