@@ -1,11 +1,11 @@
+import SeededRandom
+
 /// When each device of a soak (B7) disconnects and comes back: `percentPerMinute` of the devices per minute, spread
 /// evenly over the run, devices chosen by a seeded generator (the same seed, the same schedule).
 ///
 /// Event `i` of `count` is due at `(i + 0.5) × seconds / count` after the start. Devices are drawn without
 /// replacement until every device had its turn, then again: with less than 100% churn over the run no device
 /// churns twice.
-import SeededRandom
-
 public struct ChurnSchedule: Sendable, Equatable {
   public struct Event: Sendable, Equatable {
     /// Nanoseconds after the start of the run.

@@ -1,7 +1,7 @@
-/// Why a client request or WebSocket handshake failed.
 import ByteBuffers
 import EventLoop
 
+/// Why a client request or WebSocket handshake failed.
 public enum HTTPClientError: Error, Sendable, CustomStringConvertible {
   /// The connection could not be made.
   case connectFailed(LoopError)

@@ -1,9 +1,9 @@
+import ByteBuffers
+
 /// Writes HTTP/1.x messages as bytes. Pure functions; the caller owns the buffer.
 ///
 /// Header names and values are already free of CR, LF and NUL (`HTTPHeaders` sanitizes them); the method,
 /// target and reason phrase are made safe here, so nothing a caller passes can start another line.
-import ByteBuffers
-
 public enum HTTPEncoder {
   /// Appends the status line and headers and CRLF. Adds `Content-Length: N` when `contentLength` is given and
   /// no Content-Length/Transfer-Encoding header is present.

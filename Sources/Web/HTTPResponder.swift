@@ -1,3 +1,5 @@
+import ByteBuffers
+
 /// The answer to one request. Respond exactly once: a whole response with `respond`, or a streamed one with
 /// `startStreaming` followed by `writeChunk`s and `finish`.
 ///
@@ -10,8 +12,6 @@
 /// spirit of swift-nio's `EmbeddedChannel`).
 ///
 /// Threading: loop thread only.
-import ByteBuffers
-
 public final class HTTPResponder {
   private weak var connection: HTTPServerConnection?
   /// A detached responder's destination, and what a streamed answer has sent so far.

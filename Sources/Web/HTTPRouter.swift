@@ -1,6 +1,6 @@
-/// Answers one request. Call `responder.respond` (or stream a body) exactly once, now or later on the loop thread.
 import ByteBuffers
 
+/// Answers one request. Call `responder.respond` (or stream a body) exactly once, now or later on the loop thread.
 public typealias HTTPHandler = (HTTPRequest, HTTPResponder) -> Void
 
 /// What a WebSocket route decides about an upgrade request.

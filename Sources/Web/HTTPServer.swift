@@ -1,7 +1,7 @@
-/// Settings of an `HTTPServer`. Times are in milliseconds.
 import ByteBuffers
 import EventLoop
 
+/// Settings of an `HTTPServer`. Times are in milliseconds.
 public struct HTTPServerConfiguration: Sendable {
   /// Header and body size limits (431 and 413 beyond them).
   public var limits = HTTPParserLimits()

@@ -1,3 +1,6 @@
+import ByteBuffers
+import EventLoop
+
 /// One HTTP connection of an `HTTPServer`.
 ///
 /// ```
@@ -15,9 +18,6 @@
 /// backpressure) are copied. Responses complete in any order but are written in request order.
 ///
 /// Threading: loop thread only.
-import ByteBuffers
-import EventLoop
-
 final class HTTPServerConnection {
   private let server: HTTPServer
   let stream: ByteStream

@@ -1,6 +1,6 @@
-/// An HTTP method. Any token is allowed; the common ones have names, spelled as on the wire.
 import ByteBuffers
 
+/// An HTTP method. Any token is allowed; the common ones have names, spelled as on the wire.
 public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
   public var rawValue: String
   public init(rawValue: String) { self.rawValue = rawValue }

@@ -1,7 +1,7 @@
-/// Settings of one WebSocket connection. Times are in milliseconds.
 import ByteBuffers
 import EventLoop
 
+/// Settings of one WebSocket connection. Times are in milliseconds.
 public struct WebSocketConfiguration: Sendable {
   /// Largest frame payload accepted; a bigger frame closes with 1009.
   public var maxFramePayload = 1 << 20

@@ -1,7 +1,7 @@
-/// One WebSocket frame (RFC 6455 section 5.2) as the codec sees it: the reserved bits are always zero (no
-/// extension is negotiated) and the payload is already unmasked.
 import ByteBuffers
 
+/// One WebSocket frame (RFC 6455 section 5.2) as the codec sees it: the reserved bits are always zero (no
+/// extension is negotiated) and the payload is already unmasked.
 public struct WebSocketFrame: Equatable, Sendable {
   /// Whether this is the last frame of its message. Always true for control frames.
   public var fin: Bool

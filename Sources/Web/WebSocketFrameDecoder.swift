@@ -1,3 +1,5 @@
+import ByteBuffers
+
 /// Turns the bytes of a WebSocket connection into frames (RFC 6455 section 5.2). Incremental and I/O-free:
 /// append whatever arrived, then call `nextFrame()` until it returns nil.
 ///
@@ -10,8 +12,6 @@
 ///
 /// Errors are sticky: after `nextFrame()` throws, the decoder drops its input and throws the same error again.
 /// Not thread-safe; owned by the connection's loop.
-import ByteBuffers
-
 public struct WebSocketFrameDecoder {
   /// Which end we are: a server requires masked frames, a client unmasked ones.
   public let role: WebSocketRole

@@ -1,6 +1,6 @@
-/// Writes WebSocket frames (RFC 6455 section 5.2). Stateless; fragmentation is the caller's choice of `fin`.
 import ByteBuffers
 
+/// Writes WebSocket frames (RFC 6455 section 5.2). Stateless; fragmentation is the caller's choice of `fin`.
 public enum WebSocketFrameEncoder {
   /// The longest close reason that fits a control frame next to its 2-byte code.
   public static let maxCloseReasonBytes = 123

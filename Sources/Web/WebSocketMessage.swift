@@ -1,6 +1,6 @@
-/// A complete WebSocket message, or a control frame, as the application sees it.
 import ByteBuffers
 
+/// A complete WebSocket message, or a control frame, as the application sees it.
 public enum WebSocketMessage: Equatable, Sendable {
   /// A text message, already validated as UTF-8.
   case text(String)

@@ -1,3 +1,5 @@
+import ByteBuffers
+
 /// Turns decoded frames into messages (RFC 6455 sections 5.4-5.5 and 8.1): joins fragments, validates text as
 /// UTF-8 as it arrives, parses close frames, and enforces `maxMessageSize`.
 ///
@@ -11,8 +13,6 @@
 ///
 /// Errors are sticky: after `push` throws, every later call throws the same error. Not thread-safe; owned by
 /// the connection's loop.
-import ByteBuffers
-
 public struct WebSocketMessageAssembler {
   /// The largest text or binary message accepted, summed over its fragments; a larger one fails with 1009.
   public let maxMessageSize: Int

@@ -1,7 +1,7 @@
-/// The server's checks of a WebSocket upgrade request (RFC 6455 4.2.1).
 import ByteBuffers
 import EventLoop
 
+/// The server's checks of a WebSocket upgrade request (RFC 6455 4.2.1).
 enum WebSocketUpgrade {
   /// The `Sec-WebSocket-Accept` value for a valid request, or the error response for an invalid one: 400 for a
   /// malformed handshake, 426 with `Sec-WebSocket-Version: 13` for a version we do not speak.

@@ -106,7 +106,7 @@ extension BrokerHarness {
     }
   }
 
-  @Test func frameWaitWhileTheStoreIsReadAndAreAnsweredInOrder() throws {
+  @Test func framesWaitWhileTheStoreIsReadAndAreAnsweredInOrder() throws {
     try withBroker { harness in
       try harness.commit(client: "laptop", [.create("a1", title: "1"), .create("a2", title: "2")])
       let alice = try harness.openStream(token: BrokerHarness.alice)

@@ -3,7 +3,7 @@ import DaemonCoreTestKit
 import SyncModel
 import Testing
 
-@Suite struct RebaseTests {
+@Suite struct RebaseDecisionTests {
   private func at(_ page: String, parent: String?, deleted: Bool = false) -> Rebase.Placement {
     Rebase.Placement(id: id(page), parent: parent.map(id), deleted: deleted)
   }
