@@ -13,6 +13,7 @@ let package = Package(
     .library(name: "EventLoop", targets: ["EventLoop"]),
     .library(name: "Web", targets: ["Web"]),
     .library(name: "SyncModel", targets: ["SyncModel"]),
+    .library(name: "RichText", targets: ["RichText"]),
     .library(name: "StrictJSON", targets: ["StrictJSON"]),
     // The strict reader's oracle and agreement check, for tests and the fuzz targets that hold the broker's
     // readers to JSONDecoder.
@@ -58,6 +59,8 @@ let package = Package(
     .target(name: "EventLoop", dependencies: ["CLibUV", "ByteBuffers"]),
     // SplitMix64: the seeded generator of the load harness's workloads and of the seeded random tests.
     .target(name: "SeededRandom"),
+    // Block text as a sequence CRDT with marks (FugueMax + Peritext): I/O-free, no dependency at all.
+    .target(name: "RichText"),
     // A strict JSON reader (RFC 8259) over UTF-8 bytes, for hand-written decoders of hot request bodies: no
     // tree, no Foundation. The broker's batch, catch-up, fetch and stream messages are read with it.
     .target(name: "StrictJSON"),
@@ -174,6 +177,7 @@ let package = Package(
         "EventLoopTestKit",
       ]),
     .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore", "SeededRandom"]),
+    .testTarget(name: "RichTextTests", dependencies: ["RichText", "SeededRandom"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",

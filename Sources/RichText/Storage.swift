@@ -1,0 +1,273 @@
+// The pieces a `TextDocument` is made of: packed character references, runs, chunks of runs, and what the
+// document keeps per replica (its typed characters, where its ids live, what of it is deleted).
+
+/// A character reference packed in 64 bits: (the document's number for the replica + 1) << 32 | counter. 0 means
+/// none (the document's start for a left origin, its end for a right one).
+typealias Ref = UInt64
+
+@inline(__always) func makeRef(_ client: UInt32, _ counter: UInt32) -> Ref {
+  (UInt64(client) &+ 1) << 32 | UInt64(counter)
+}
+@inline(__always) func refClient(_ ref: Ref) -> UInt32 { UInt32(truncatingIfNeeded: (ref >> 32) &- 1) }
+@inline(__always) func refCounter(_ ref: Ref) -> UInt32 { UInt32(truncatingIfNeeded: ref) }
+
+/// Consecutive characters of one replica, each inserted right after the one before it, all with the same right
+/// origin and the same deleted state. The unit everything works on: there are no per-character objects.
+struct Run {
+  var client: UInt32
+  var counter: UInt32
+  var length: UInt32
+  var deleted: Bool
+  /// The left origin of the first character (0: the document's start).
+  var left: Ref
+  /// The right origin of every character (0: the document's end).
+  var right: Ref
+  /// The broker's sequence when the characters (or, for a tombstone, their deletion) reached it; 0 elsewhere.
+  var seq: UInt64
+
+  @inline(__always) var firstRef: Ref { makeRef(client, counter) }
+  @inline(__always) var lastRef: Ref { makeRef(client, counter &+ length &- 1) }
+  @inline(__always) var end: UInt32 { counter &+ length }
+  @inline(__always) var visibleLength: Int { deleted ? 0 : Int(length) }
+
+  /// Whether `next` continues this run (same replica, next counters, typed right after it, same right origin and
+  /// state): the two are one run.
+  @inline(__always) func continues(with next: Run) -> Bool {
+    next.client == client && next.counter == end && next.left == lastRef && next.right == right
+      && next.deleted == deleted
+  }
+}
+
+/// Up to `TextDocument.maxRunsPerChunk` runs (more for a moment inside one operation), with their counts: the
+/// document is a list of chunks so that an insert moves a few dozen runs, never the whole document.
+struct Chunk {
+  var runs: [Run] = []
+  var visible = 0
+  var total = 0
+}
+
+/// Where a character is: the chunk's place in document order, the run's index in the chunk, the offset in the
+/// run. Ordered as the document is, as long as the document does not change.
+struct Place: Comparable {
+  var order: Int
+  var run: Int
+  var offset: UInt32
+
+  static func < (a: Place, b: Place) -> Bool {
+    if a.order != b.order { return a.order < b.order }
+    if a.run != b.run { return a.run < b.run }
+    return a.offset < b.offset
+  }
+  /// Before every character.
+  static let start = Place(order: -1, run: 0, offset: 0)
+}
+
+/// Which chunk holds a replica's characters `start ..< end`.
+struct IndexEntry {
+  var start: UInt32
+  var end: UInt32
+  var slot: Int32
+}
+
+/// Deleted characters `start ..< end` of one replica (`seq`: the newest broker sequence that deleted any).
+struct DeleteEntry {
+  var start: UInt32
+  var end: UInt32
+  var seq: UInt64
+}
+
+/// The characters a replica typed, by counter: one byte each while all are ASCII, four once one is not. Counters
+/// never seen (a gap) and deleted characters received without their text hold 0, never read.
+struct ContentBuffer {
+  private(set) var bytes: [UInt8] = []
+  private(set) var scalars: [UInt32]? = nil
+
+  var count: Int { scalars?.count ?? bytes.count }
+
+  mutating func write(_ text: some Collection<Unicode.Scalar>, at counter: UInt32) {
+    let start = Int(counter)
+    let end = start + text.count
+    if scalars == nil, text.contains(where: { !$0.isASCII }) {
+      scalars = bytes.map(UInt32.init)
+      bytes = []
+    }
+    if var wide = scalars {
+      scalars = nil
+      if wide.count < end { wide.append(contentsOf: repeatElement(0, count: end - wide.count)) }
+      var index = start
+      for scalar in text {
+        wide[index] = scalar.value
+        index += 1
+      }
+      scalars = wide
+    } else if start == bytes.count {
+      bytes.append(contentsOf: text.lazy.map { UInt8(truncatingIfNeeded: $0.value) })
+    } else {
+      if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
+      var index = start
+      for scalar in text {
+        bytes[index] = UInt8(truncatingIfNeeded: scalar.value)
+        index += 1
+      }
+    }
+  }
+
+  /// Makes the buffer at least `count` long (a tombstone's counters, whose text is not known).
+  mutating func reserve(upTo count: Int) {
+    if let wide = scalars {
+      if wide.count < count { scalars!.append(contentsOf: repeatElement(0, count: count - wide.count)) }
+    } else if bytes.count < count {
+      bytes.append(contentsOf: repeatElement(0, count: count - bytes.count))
+    }
+  }
+
+  func scalars(_ range: Range<Int>) -> [Unicode.Scalar] {
+    if let wide = scalars { return wide[range].map { Unicode.Scalar($0) ?? "\u{FFFD}" } }
+    return bytes[range].map { Unicode.Scalar($0) }
+  }
+
+  /// Appends the UTF-8 of characters `range` to `out`.
+  func appendUTF8(_ range: Range<Int>, to out: inout [UInt8]) {
+    if let wide = scalars {
+      for value in wide[range] {
+        let scalar = Unicode.Scalar(value) ?? "\u{FFFD}"
+        UTF8.encode(scalar) { out.append($0) }
+      }
+    } else {
+      out.append(contentsOf: bytes[range])
+    }
+  }
+
+  var memoryBytes: Int { scalars.map { $0.capacity * 4 } ?? bytes.capacity }
+}
+
+/// What a document keeps about one replica.
+struct ClientState {
+  let name: String
+  var content = ContentBuffer()
+  /// Sorted, disjoint: which chunk holds each of the replica's characters the document has.
+  var index: [IndexEntry] = []
+  /// Sorted, disjoint: the replica's characters deleted (whether the document has them yet or not).
+  var deletes: [DeleteEntry] = []
+
+  init(name: String) { self.name = name }
+
+  /// The counter after the replica's highest one seen.
+  var nextCounter: UInt32 { UInt32(content.count) }
+
+  /// The index entry holding `counter`.
+  func entry(_ counter: UInt32) -> Int? {
+    var low = 0
+    var high = index.count
+    while low < high {
+      let mid = (low + high) / 2
+      if index[mid].end <= counter { low = mid + 1 } else { high = mid }
+    }
+    return low < index.count && index[low].start <= counter ? low : nil
+  }
+
+  func contains(_ counter: UInt32) -> Bool { entry(counter) != nil }
+
+  /// The first entry ending after `counter`.
+  func firstEntry(endingAfter counter: UInt32) -> Int {
+    var low = 0
+    var high = index.count
+    while low < high {
+      let mid = (low + high) / 2
+      if index[mid].end <= counter { low = mid + 1 } else { high = mid }
+    }
+    return low
+  }
+
+  /// Records that characters `start ..< end` are in chunk `slot`.
+  mutating func assign(_ start: UInt32, _ end: UInt32, to slot: Int32) {
+    if let last = index.last, last.end <= start {
+      if last.end == start && last.slot == slot {
+        index[index.count - 1].end = end
+      } else {
+        index.append(IndexEntry(start: start, end: end, slot: slot))
+      }
+      return
+    }
+    let first = firstEntry(endingAfter: start)
+    var replacement: [IndexEntry] = []
+    var last = first
+    while last < index.count && index[last].start < end {
+      let entry = index[last]
+      if entry.start < start {
+        replacement.append(IndexEntry(start: entry.start, end: start, slot: entry.slot))
+      }
+      last += 1
+    }
+    replacement.append(IndexEntry(start: start, end: end, slot: slot))
+    if last > first, index[last - 1].end > end {
+      replacement.append(IndexEntry(start: end, end: index[last - 1].end, slot: index[last - 1].slot))
+    }
+    index.replaceSubrange(first..<last, with: replacement)
+    // Join neighbours in the same chunk.
+    var at = max(first - 1, 0)
+    let stop = min(first + replacement.count + 1, index.count)
+    var limit = stop
+    while at + 1 < limit {
+      if index[at].end == index[at + 1].start && index[at].slot == index[at + 1].slot {
+        index[at].end = index[at + 1].end
+        index.remove(at: at + 1)
+        limit -= 1
+      } else {
+        at += 1
+      }
+    }
+  }
+
+  /// Records characters `start ..< end` as deleted; whether any of them was not already.
+  @discardableResult
+  mutating func addDelete(_ start: UInt32, _ end: UInt32, seq: UInt64) -> Bool {
+    if let last = deletes.last, last.end <= start {
+      if last.end == start {
+        deletes[deletes.count - 1].end = end
+        deletes[deletes.count - 1].seq = max(last.seq, seq)
+      } else {
+        deletes.append(DeleteEntry(start: start, end: end, seq: seq))
+      }
+      return true
+    }
+    // The first entry that touches or follows start.
+    var low = 0
+    var high = deletes.count
+    while low < high {
+      let mid = (low + high) / 2
+      if deletes[mid].end < start { low = mid + 1 } else { high = mid }
+    }
+    var last = low
+    var merged = DeleteEntry(start: start, end: end, seq: seq)
+    var covered: UInt64 = 0
+    while last < deletes.count && deletes[last].start <= end {
+      let entry = deletes[last]
+      covered += UInt64(
+        min(entry.end, end) > max(entry.start, start) ? min(entry.end, end) - max(entry.start, start) : 0)
+      merged.start = min(merged.start, entry.start)
+      merged.end = max(merged.end, entry.end)
+      merged.seq = max(merged.seq, entry.seq)
+      last += 1
+    }
+    deletes.replaceSubrange(low..<last, with: [merged])
+    return covered < UInt64(end - start)
+  }
+
+  /// The deleted ranges overlapping `start ..< end`, clipped to it.
+  func deletedRanges(_ start: UInt32, _ end: UInt32) -> [(UInt32, UInt32)] {
+    guard let last = deletes.last, last.end > start else { return [] }
+    var low = 0
+    var high = deletes.count
+    while low < high {
+      let mid = (low + high) / 2
+      if deletes[mid].end <= start { low = mid + 1 } else { high = mid }
+    }
+    var result: [(UInt32, UInt32)] = []
+    while low < deletes.count && deletes[low].start < end {
+      result.append((max(deletes[low].start, start), min(deletes[low].end, end)))
+      low += 1
+    }
+    return result
+  }
+}

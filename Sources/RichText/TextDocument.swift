@@ -1,0 +1,457 @@
+/// A block's text as a sequence CRDT with marks: one replica of it.
+///
+/// Insertion follows FugueMax (Weidner & Kleppmann, "The Art of the Fugue"): runs typed concurrently at one
+/// place never interleave, forward or backward. It is implemented as Yjs-style items with left and right origins
+/// integrated by the YjsMod rule, which the Fugue authors' reference implementations show is FugueMax. Characters
+/// are kept in runs (consecutive characters of one replica typed in order are one run; a deleted stretch is one
+/// tombstone run), runs in chunks, and each replica's ids are indexed to their chunk, so a local edit near the
+/// last one costs a few dozen operations and a remote insert a lookup and a short scan.
+///
+/// Deletion keeps a character's id and origins (others may still insert next to it, or anchor a mark to it,
+/// from an edit made before they learnt of the deletion) but never its text. Marks follow Peritext: each
+/// operation is anchored to characters, its end on the side its type grows; of the operations of one type over a
+/// character the one with the greatest (time, replica) wins. A value type: copies are cheap until written.
+public struct TextDocument: Sendable {
+  static let maxRunsPerChunk = 64
+
+  var clients: [ClientState] = []
+  var numbers: [String: UInt32] = [:]
+  /// Chunks by slot (a slot never changes while its chunk lives: the id index points at slots).
+  var slots: [Chunk] = []
+  /// Document order: the slot of each chunk.
+  var order: [Int32] = []
+  /// Each slot's place in `order`.
+  var orderOf: [Int32] = []
+  public internal(set) var count = 0
+  /// Characters kept, deleted ones included.
+  public internal(set) var totalCount = 0
+  /// A chunk's place in order and the number of visible characters before it: where the last lookup ended.
+  var cursor = (order: 0, start: 0)
+  var markStore: [StoredMark] = []
+  var markKeys: Set<MarkKey> = []
+  /// Operations whose origins or anchors this replica does not have yet (delivered out of order), kept until it
+  /// does; they are part of the state (encoded with it).
+  var pendingRuns: [InsertRun] = []
+  var pendingMarks: [MarkOperation] = []
+  /// Slots that may hold more than `maxRunsPerChunk` runs until the operation under way ends (`normalize`).
+  var overfull: [Int32] = []
+
+  public init() {}
+
+  /// A document whose text is `text`, as typed by replica `client` at once (every replica that makes the same
+  /// call with the same arguments gets the same ids: this is how a block's first text is shared).
+  public init(text: String, client: String) {
+    self.init()
+    let scalars = Array(text.unicodeScalars)
+    if !scalars.isEmpty { _ = insert(scalars, at: 0, client: client) }
+  }
+
+  // MARK: - Reading
+
+  /// The visible text.
+  public var text: String {
+    var utf8: [UInt8] = []
+    utf8.reserveCapacity(count)
+    for slot in order {
+      for run in slots[Int(slot)].runs where !run.deleted {
+        clients[Int(run.client)].content.appendUTF8(Int(run.counter)..<Int(run.end), to: &utf8)
+      }
+    }
+    return String(decoding: utf8, as: UTF8.self)
+  }
+
+  /// The visible text as Unicode scalars.
+  public var scalars: [Unicode.Scalar] {
+    var out: [Unicode.Scalar] = []
+    out.reserveCapacity(count)
+    for slot in order {
+      for run in slots[Int(slot)].runs where !run.deleted {
+        out.append(contentsOf: clients[Int(run.client)].content.scalars(Int(run.counter)..<Int(run.end)))
+      }
+    }
+    return out
+  }
+
+  /// Whether operations are waiting for characters this replica has not received.
+  public var hasPendingOperations: Bool { !pendingRuns.isEmpty || !pendingMarks.isEmpty }
+
+  /// The replicas that typed characters here, and the counter after each one's highest.
+  public var version: [String: UInt32] {
+    Dictionary(uniqueKeysWithValues: clients.map { ($0.name, $0.nextCounter) })
+  }
+
+  /// The counter the next character typed here by `client` gets.
+  public func nextCounter(for client: String) -> UInt32 {
+    numbers[client].map { clients[Int($0)].nextCounter } ?? 0
+  }
+
+  /// Number of runs (tombstones included): the size of the structure, for tests and benchmarks.
+  public var runCount: Int { slots.reduce(0) { $0 + $1.runs.count } }
+
+  /// Approximate heap bytes held (runs, indexes, text buffers), for benchmarks.
+  public var memoryBytes: Int {
+    var total = slots.reduce(0) { $0 + $1.runs.capacity * MemoryLayout<Run>.stride + 32 }
+    total += order.capacity * 4 + orderOf.capacity * 4
+    for client in clients {
+      total += client.content.memoryBytes + client.index.capacity * MemoryLayout<IndexEntry>.stride
+      total += client.deletes.capacity * MemoryLayout<DeleteEntry>.stride + client.name.utf8.count + 64
+    }
+    return total + markStore.count * 160
+  }
+
+  // MARK: - Local edits
+
+  /// Deletes `delete` scalars at `position` and inserts `insert` there, as replica `client`; returns the update
+  /// to send to the others. Positions count Unicode scalars from 0.
+  public mutating func splice(at position: Int, delete: Int, insert: String, client: String) throws(TextError)
+    -> TextUpdate
+  {
+    guard position >= 0, position <= count else { throw .positionOutOfRange(position, count: count) }
+    guard delete >= 0, position + delete <= count else {
+      throw .rangeOutOfRange(position, position + delete, count: count)
+    }
+    var update = TextUpdate()
+    if delete > 0 { update.deletes = self.delete(at: position, count: delete, client: client) }
+    let scalars = Array(insert.unicodeScalars)
+    if !scalars.isEmpty { update.runs = [self.insert(scalars, at: position, client: client)] }
+    return update
+  }
+
+  /// Inserts `scalars` at visible `position` as replica `client`.
+  mutating func insert(_ scalars: [Unicode.Scalar], at position: Int, client name: String) -> InsertRun {
+    let me = number(for: name)
+    let counter = clients[Int(me)].nextCounter
+    let length = UInt32(scalars.count)
+    var left: Ref = 0
+    var right: Ref = 0
+    var destination: (order: Int, run: Int)
+    if order.isEmpty {
+      addFirstChunk()
+      destination = (0, 0)
+    } else if position == count {
+      let last = order.count - 1
+      destination = (last, slots[Int(order[last])].runs.count)
+      left = slots[Int(order[last])].runs.last!.lastRef
+    } else {
+      var place = locateVisible(position)
+      if place.offset > 0 {
+        splitRun(place.order, place.run, at: place.offset)
+        place.run += 1
+      }
+      right = run(place.order, place.run).firstRef
+      destination = (place.order, place.run)
+      left = previousRef(place.order, place.run)
+    }
+    clients[Int(me)].content.write(scalars, at: counter)
+    let before = previousRun(destination.order, destination.run)
+    if let before, slots[Int(order[before.order])].runs[before.run].client == me {
+      let slot = Int(order[before.order])
+      let previous = slots[slot].runs[before.run]
+      if !previous.deleted && previous.end == counter && previous.right == right && previous.seq == 0 {
+        slots[slot].runs[before.run].length += length
+        adjust(before.order, visible: Int(length), total: Int(length))
+        clients[Int(me)].assign(counter, counter + length, to: Int32(slot))
+        applyKnownDeletes(client: me, counter, counter + length)
+        normalize()
+        return InsertRun(
+          client: name, counter: counter, length: length, left: characterID(left),
+          right: characterID(right), text: scalars)
+      }
+    }
+    let new = Run(
+      client: me, counter: counter, length: length, deleted: false, left: left, right: right, seq: 0)
+    insertRun(new, at: destination.order, destination.run)
+    applyKnownDeletes(client: me, counter, counter + length)
+    normalize()
+    return InsertRun(
+      client: name, counter: counter, length: length, left: characterID(left), right: characterID(right),
+      text: scalars)
+  }
+
+  /// Deletes `count` visible scalars at `position`; returns the ranges deleted.
+  mutating func delete(at position: Int, count length: Int, client name: String) -> [DeletedRange] {
+    var remaining = length
+    var ranges: [DeletedRange] = []
+    while remaining > 0 {
+      var place = locateVisible(position)
+      if place.offset > 0 {
+        splitRun(place.order, place.run, at: place.offset)
+        place.run += 1
+      }
+      let slot = Int(order[place.order])
+      let current = slots[slot].runs[place.run]
+      let take = min(remaining, Int(current.length))
+      if take < Int(current.length) { splitRun(place.order, place.run, at: UInt32(take)) }
+      slots[slot].runs[place.run].deleted = true
+      adjust(place.order, visible: -take, total: 0)
+      let client = current.client
+      clients[Int(client)].addDelete(current.counter, current.counter + UInt32(take), seq: 0)
+      let clientName = clients[Int(client)].name
+      if let last = ranges.last, last.client == clientName, last.counter + last.length == current.counter {
+        ranges[ranges.count - 1].length += UInt32(take)
+      } else {
+        ranges.append(DeletedRange(client: clientName, counter: current.counter, length: UInt32(take)))
+      }
+      mergeAround(place.order, place.run)
+      remaining -= take
+    }
+    normalize()
+    return ranges
+  }
+
+  // MARK: - Structure
+
+  mutating func number(for name: String) -> UInt32 {
+    if let number = numbers[name] { return number }
+    let number = UInt32(clients.count)
+    clients.append(ClientState(name: name))
+    numbers[name] = number
+    return number
+  }
+
+  func characterID(_ ref: Ref) -> CharacterID? {
+    ref == 0 ? nil : CharacterID(client: clients[Int(refClient(ref))].name, counter: refCounter(ref))
+  }
+
+  /// The packed reference of `id`, if the document knows its replica.
+  func ref(_ id: CharacterID?) -> Ref? {
+    guard let id else { return 0 }
+    guard let number = numbers[id.client] else { return nil }
+    return makeRef(number, id.counter)
+  }
+
+  /// Whether the document has character `ref` (0, the document's edge, always).
+  func has(_ ref: Ref) -> Bool {
+    ref == 0
+      || (Int(refClient(ref)) < clients.count && clients[Int(refClient(ref))].contains(refCounter(ref)))
+  }
+
+  @inline(__always) func run(_ order: Int, _ index: Int) -> Run { slots[Int(self.order[order])].runs[index] }
+
+  mutating func addFirstChunk() {
+    slots.append(Chunk())
+    order.append(Int32(slots.count - 1))
+    orderOf.append(Int32(order.count - 1))
+    cursor = (0, 0)
+  }
+
+  /// Where character `ref` is.
+  func find(_ ref: Ref) -> Place? {
+    let client = Int(refClient(ref))
+    let counter = refCounter(ref)
+    guard client < clients.count, let entry = clients[client].entry(counter) else { return nil }
+    let slot = Int(clients[client].index[entry].slot)
+    let runs = slots[slot].runs
+    for index in runs.indices {
+      let run = runs[index]
+      if run.client == UInt32(client) && counter >= run.counter && counter < run.end {
+        return Place(order: Int(orderOf[slot]), run: index, offset: counter - run.counter)
+      }
+    }
+    return nil
+  }
+
+  /// The visible character at `position` (< count).
+  mutating func locateVisible(_ position: Int) -> Place {
+    var (at, start) = cursor
+    if at >= order.count { (at, start) = (0, 0) }
+    if position < start {
+      while position < start {
+        at -= 1
+        start -= slots[Int(order[at])].visible
+      }
+    } else {
+      while position >= start + slots[Int(order[at])].visible {
+        start += slots[Int(order[at])].visible
+        at += 1
+      }
+    }
+    cursor = (at, start)
+    var seen = start
+    let runs = slots[Int(order[at])].runs
+    for index in runs.indices where !runs[index].deleted {
+      let length = Int(runs[index].length)
+      if position < seen + length { return Place(order: at, run: index, offset: UInt32(position - seen)) }
+      seen += length
+    }
+    preconditionFailure("chunk counts disagree with their runs")
+  }
+
+  /// Visible characters before the chunk at `target` in order.
+  mutating func visibleStart(_ target: Int) -> Int {
+    var (at, start) = cursor
+    if at >= order.count { (at, start) = (0, 0) }
+    while at > target {
+      at -= 1
+      start -= slots[Int(order[at])].visible
+    }
+    while at < target {
+      start += slots[Int(order[at])].visible
+      at += 1
+    }
+    return start
+  }
+
+  /// The run just before (`order`, `index`) in document order.
+  func previousRun(_ order: Int, _ index: Int) -> (order: Int, run: Int)? {
+    if index > 0 { return (order, index - 1) }
+    var at = order - 1
+    while at >= 0 {
+      let runs = slots[Int(self.order[at])].runs
+      if !runs.isEmpty { return (at, runs.count - 1) }
+      at -= 1
+    }
+    return nil
+  }
+
+  /// The last character before (`order`, `index`), or 0.
+  func previousRef(_ order: Int, _ index: Int) -> Ref {
+    guard let previous = previousRun(order, index) else { return 0 }
+    return run(previous.order, previous.run).lastRef
+  }
+
+  /// Splits a run in two at `offset` (0 < offset < length); the ids stay in the chunk.
+  mutating func splitRun(_ order: Int, _ index: Int, at offset: UInt32) {
+    let slot = Int(self.order[order])
+    var first = slots[slot].runs[index]
+    var second = first
+    first.length = offset
+    second.counter = first.counter + offset
+    second.length -= offset
+    second.left = first.lastRef
+    slots[slot].runs[index] = first
+    slots[slot].runs.insert(second, at: index + 1)
+    if slots[slot].runs.count > Self.maxRunsPerChunk { overfull.append(Int32(slot)) }
+  }
+
+  /// Splits every chunk an operation left too long: at the end of each operation, never inside one (places
+  /// found during an operation stay valid until then).
+  mutating func normalize() {
+    while let slot = overfull.popLast() {
+      while slots[Int(slot)].runs.count > Self.maxRunsPerChunk { splitChunkIfNeeded(Int(orderOf[Int(slot)])) }
+    }
+  }
+
+  /// Changes the counts of the chunk at `order` (and the cursor's start if the chunk is before it).
+  @inline(__always) mutating func adjust(_ order: Int, visible: Int, total: Int) {
+    let slot = Int(self.order[order])
+    slots[slot].visible += visible
+    slots[slot].total += total
+    count += visible
+    totalCount += total
+    if cursor.order > order { cursor.start += visible }
+  }
+
+  /// Puts `run` at (`order`, `index`), indexes its ids and counts it.
+  mutating func insertRun(_ run: Run, at order: Int, _ index: Int) {
+    let slot = Int(self.order[order])
+    slots[slot].runs.insert(run, at: index)
+    if slots[slot].runs.count > Self.maxRunsPerChunk { overfull.append(Int32(slot)) }
+    adjust(order, visible: run.visibleLength, total: Int(run.length))
+    clients[Int(run.client)].assign(run.counter, run.end, to: Int32(slot))
+    mergeAround(order, index)
+  }
+
+  /// Joins the run at (`order`, `index`) with its neighbours in the chunk where they are one run.
+  mutating func mergeAround(_ order: Int, _ index: Int) {
+    let slot = Int(self.order[order])
+    var at = index
+    if at + 1 < slots[slot].runs.count, slots[slot].runs[at].continues(with: slots[slot].runs[at + 1]) {
+      let next = slots[slot].runs.remove(at: at + 1)
+      slots[slot].runs[at].length += next.length
+      slots[slot].runs[at].seq = max(slots[slot].runs[at].seq, next.seq)
+    }
+    if at > 0, slots[slot].runs[at - 1].continues(with: slots[slot].runs[at]) {
+      let current = slots[slot].runs.remove(at: at)
+      at -= 1
+      slots[slot].runs[at].length += current.length
+      slots[slot].runs[at].seq = max(slots[slot].runs[at].seq, current.seq)
+    }
+  }
+
+  /// Splits the chunk at `order` in two when it holds too many runs.
+  mutating func splitChunkIfNeeded(_ order: Int) {
+    let slot = Int(self.order[order])
+    guard slots[slot].runs.count > Self.maxRunsPerChunk else { return }
+    let half = slots[slot].runs.count / 2
+    var moved = Chunk()
+    moved.runs = Array(slots[slot].runs[half...])
+    slots[slot].runs.removeSubrange(half...)
+    for run in moved.runs {
+      moved.visible += run.visibleLength
+      moved.total += Int(run.length)
+    }
+    slots[slot].visible -= moved.visible
+    slots[slot].total -= moved.total
+    let newSlot = Int32(slots.count)
+    if moved.runs.count > Self.maxRunsPerChunk { overfull.append(newSlot) }
+    slots.append(moved)
+    self.order.insert(newSlot, at: order + 1)
+    orderOf.append(0)
+    for at in (order + 1)..<self.order.count { orderOf[Int(self.order[at])] = Int32(at) }
+    for run in slots[Int(newSlot)].runs { clients[Int(run.client)].assign(run.counter, run.end, to: newSlot) }
+    if cursor.order > order {
+      cursor.order += 1
+    } else if cursor.order == order {
+      cursor = (order, cursor.start)
+    }
+  }
+
+  /// Marks deleted the characters of `client`'s `start ..< end` that its delete set names (a deletion that
+  /// arrived before the insertion it deletes).
+  mutating func applyKnownDeletes(client: UInt32, _ start: UInt32, _ end: UInt32) {
+    for (from, to) in clients[Int(client)].deletedRanges(start, end) {
+      deletePresent(client: client, from, to, seq: 0)
+    }
+  }
+
+  /// Marks deleted the characters of `client`'s `start ..< end` that the document has.
+  mutating func deletePresent(client: UInt32, _ start: UInt32, _ end: UInt32, seq: UInt64) {
+    var at = start
+    while at < end {
+      let entry = clients[Int(client)].firstEntry(endingAfter: at)
+      guard entry < clients[Int(client)].index.count else { return }
+      let found = clients[Int(client)].index[entry]
+      if found.start >= end { return }
+      at = max(at, found.start)
+      guard var place = find(makeRef(client, at)) else { return }
+      let slot = Int(order[place.order])
+      var current = slots[slot].runs[place.run]
+      if current.deleted {
+        at = current.end
+        continue
+      }
+      if place.offset > 0 {
+        splitRun(place.order, place.run, at: place.offset)
+        place.run += 1
+        current = slots[slot].runs[place.run]
+      }
+      let take = min(end - at, current.length)
+      if take < current.length { splitRun(place.order, place.run, at: take) }
+      slots[slot].runs[place.run].deleted = true
+      slots[slot].runs[place.run].seq = max(slots[slot].runs[place.run].seq, seq)
+      adjust(place.order, visible: -Int(take), total: 0)
+      mergeAround(place.order, place.run)
+      at += take
+    }
+  }
+}
+
+/// Why an edit could not be made.
+public enum TextError: Error, Equatable, Sendable, CustomStringConvertible {
+  case positionOutOfRange(Int, count: Int)
+  case rangeOutOfRange(Int, Int, count: Int)
+  case invalidMark(String)
+  case malformed(String)
+
+  public var description: String {
+    switch self {
+    case .positionOutOfRange(let position, let count):
+      "position \(position) is outside the text (0...\(count))"
+    case .rangeOutOfRange(let from, let to, let count):
+      "range \(from)..<\(to) is outside the text (0...\(count))"
+    case .invalidMark(let why): "invalid mark: \(why)"
+    case .malformed(let why): "malformed text state: \(why)"
+    }
+  }
+}
