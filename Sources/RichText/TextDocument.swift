@@ -40,10 +40,10 @@ public struct TextDocument: Sendable {
 
   /// A document whose text is `text`, as typed by replica `client` at once (every replica that makes the same
   /// call with the same arguments gets the same ids: this is how a block's first text is shared).
-  public init(text: String, client: String) {
+  public init(text: String, client: String, seq: UInt64 = 0) {
     self.init()
     let scalars = Array(text.unicodeScalars)
-    if !scalars.isEmpty { _ = insert(scalars, at: 0, client: client) }
+    if !scalars.isEmpty { _ = insert(scalars, at: 0, client: client, seq: seq) }
   }
 
   // MARK: - Reading
@@ -103,22 +103,25 @@ public struct TextDocument: Sendable {
 
   /// Deletes `delete` scalars at `position` and inserts `insert` there, as replica `client`; returns the update
   /// to send to the others. Positions count Unicode scalars from 0.
-  public mutating func splice(at position: Int, delete: Int, insert: String, client: String) throws(TextError)
-    -> TextUpdate
-  {
+  /// `seq`: the broker's sequence, when the broker itself edits (a whole-text edit from an older client).
+  public mutating func splice(
+    at position: Int, delete: Int, insert: String, client: String, seq: UInt64 = 0
+  ) throws(TextError) -> TextUpdate {
     guard position >= 0, position <= count else { throw .positionOutOfRange(position, count: count) }
     guard delete >= 0, position + delete <= count else {
       throw .rangeOutOfRange(position, position + delete, count: count)
     }
     var update = TextUpdate()
-    if delete > 0 { update.deletes = self.delete(at: position, count: delete, client: client) }
+    if delete > 0 { update.deletes = self.delete(at: position, count: delete, seq: seq) }
     let scalars = Array(insert.unicodeScalars)
-    if !scalars.isEmpty { update.runs = [self.insert(scalars, at: position, client: client)] }
+    if !scalars.isEmpty { update.runs = [self.insert(scalars, at: position, client: client, seq: seq)] }
     return update
   }
 
   /// Inserts `scalars` at visible `position` as replica `client`.
-  mutating func insert(_ scalars: [Unicode.Scalar], at position: Int, client name: String) -> InsertRun {
+  mutating func insert(_ scalars: [Unicode.Scalar], at position: Int, client name: String, seq: UInt64 = 0)
+    -> InsertRun
+  {
     let me = number(for: name)
     let counter = clients[Int(me)].nextCounter
     let length = UInt32(scalars.count)
@@ -147,7 +150,7 @@ public struct TextDocument: Sendable {
     if let before, slots[Int(order[before.order])].runs[before.run].client == me {
       let slot = Int(order[before.order])
       let previous = slots[slot].runs[before.run]
-      if !previous.deleted && previous.end == counter && previous.right == right && previous.seq == 0 {
+      if !previous.deleted && previous.end == counter && previous.right == right && previous.seq == seq {
         slots[slot].runs[before.run].length += length
         adjust(before.order, visible: Int(length), total: Int(length))
         clients[Int(me)].assign(counter, counter + length, to: Int32(slot))
@@ -155,21 +158,21 @@ public struct TextDocument: Sendable {
         normalize()
         return InsertRun(
           client: name, counter: counter, length: length, left: characterID(left),
-          right: characterID(right), text: scalars)
+          right: characterID(right), text: scalars, seq: seq)
       }
     }
     let new = Run(
-      client: me, counter: counter, length: length, deleted: false, left: left, right: right, seq: 0)
+      client: me, counter: counter, length: length, deleted: false, left: left, right: right, seq: seq)
     insertRun(new, at: destination.order, destination.run)
     applyKnownDeletes(client: me, counter, counter + length)
     normalize()
     return InsertRun(
       client: name, counter: counter, length: length, left: characterID(left), right: characterID(right),
-      text: scalars)
+      text: scalars, seq: seq)
   }
 
   /// Deletes `count` visible scalars at `position`; returns the ranges deleted.
-  mutating func delete(at position: Int, count length: Int, client name: String) -> [DeletedRange] {
+  mutating func delete(at position: Int, count length: Int, seq: UInt64 = 0) -> [DeletedRange] {
     var remaining = length
     var ranges: [DeletedRange] = []
     while remaining > 0 {
@@ -183,14 +186,16 @@ public struct TextDocument: Sendable {
       let take = min(remaining, Int(current.length))
       if take < Int(current.length) { splitRun(place.order, place.run, at: UInt32(take)) }
       slots[slot].runs[place.run].deleted = true
+      slots[slot].runs[place.run].seq = max(current.seq, seq)
       adjust(place.order, visible: -take, total: 0)
       let client = current.client
-      clients[Int(client)].addDelete(current.counter, current.counter + UInt32(take), seq: 0)
+      clients[Int(client)].addDelete(current.counter, current.counter + UInt32(take), seq: seq)
       let clientName = clients[Int(client)].name
       if let last = ranges.last, last.client == clientName, last.counter + last.length == current.counter {
         ranges[ranges.count - 1].length += UInt32(take)
       } else {
-        ranges.append(DeletedRange(client: clientName, counter: current.counter, length: UInt32(take)))
+        ranges.append(
+          DeletedRange(client: clientName, counter: current.counter, length: UInt32(take), seq: seq))
       }
       mergeAround(place.order, place.run)
       remaining -= take

@@ -1059,7 +1059,7 @@ def scenario_rejected(s):
     conflicts = b.cli("conflicts")
     check_equal(sorted((x["mutationId"], x["page"], x["type"], x["reason"]) for x in conflicts),
                 [(edit["mutationIds"][0], "P", "set_title", "page_deleted"),
-                 (block["mutationIds"][0], "P", "edit_block", "page_deleted")],
+                 (block["mutationIds"][0], "P", "splice_text", "page_deleted")],
                 "both edits are rejected as page_deleted and kept in conflicts")
     check_equal(b.status()["failedMutations"], 2, "status counts 2 failed mutations")
     status = b.status()
