@@ -17,6 +17,7 @@ import base64
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -1322,6 +1323,111 @@ def scenario_hostile_broker(s):
           f"exit {device.process.returncode}")
 
 
+def scenario_text_merge(s):
+    """A and B, partitioned, edit one block's text (whole-text edits, a splice, marks); reconnected in either
+    order, both devices and the broker end with both words and every mark: text merges, never last writer."""
+    broker = s.broker()
+    proxy_a = Proxy(s, broker.port)
+    proxy_b = Proxy(s, broker.port)
+    a = s.device("A", proxy_a.url)
+    b = s.device("B", proxy_b.url)
+    a.cli("create", "page", "--id", "P", "--title", "Fox")
+    a.cli("offline", "add", "P")
+    a.cli("block", "add", "P", "--id", "b1", "--text", "The quick fox jumps.")
+    a.cli("block", "add", "P", "--id", "b2", "--text", "Second")
+    a.sync()
+    b.cli("offline", "add", "P")
+    b.sync()
+    b.wait_forest(tree("P", "toggled"), "P is offline on B")
+    check_equal([blk["id"] for blk in b.show("P")["blocks"]], ["b1", "b2"], "a block added without --after goes last")
+
+    proxy_a.cut()
+    proxy_b.cut()
+    a.wait_connected(False)
+    b.wait_connected(False)
+    a.cli("block", "edit", "b1", "--text", "The quick brown fox jumps.")
+    a.cli("block", "mark", "b1", "--from", "4", "--to", "9", "--type", "bold")
+    b.cli("block", "edit", "b1", "--text", "The quick fox jumps high.")
+    b.cli("block", "splice", "b2", "--at", "0", "--delete", "1", "--insert", "s")
+    b.cli("block", "mark", "b1", "--from", "10", "--to", "13", "--type", "link", "--value", "https://fox.example")
+    check_equal([m["type"] for m in a.queue()], ["splice_text", "mark_text"], "A queued a splice and a mark")
+    check_equal(b.show("P")["blocks"][0]["text"], "The quick fox jumps high.", "B shows its own edit at once")
+
+    # B first, then A: A's push arrives second and must not overwrite B's word.
+    proxy_b.restore()
+    wait_until("B pushed", lambda: (b.queue() == [], b.queue()), expected=[])
+    proxy_a.restore()
+    wait_until("A pushed", lambda: (a.queue() == [], a.queue()), expected=[])
+    merged = "The quick brown fox jumps high."
+    marks = [{"type": "bold", "start": 4, "end": 9}, {"type": "link", "start": 16, "end": 19,
+                                                          "value": "https://fox.example"}]
+    for device in (a, b):
+        wait_until(f"{device.name} shows both words", lambda: (device.show("P")["blocks"][0]["text"] == merged,
+                                                              device.show("P")["blocks"][0]["text"]),
+                   expected=merged)
+        blocks = device.show("P")["blocks"]
+        check_equal(blocks[0]["marks"], marks, f"{device.name} shows both marks, each on its own word")
+        check_equal(blocks[1]["text"], "second", f"{device.name} shows B's splice of b2")
+    row = broker.rows("SELECT text, marks FROM block WHERE id = 'b1'")[0]
+    check_equal((row["text"], json.loads(row["marks"])), (merged, marks), "the broker holds the merged text and marks")
+    for device in (a, b):
+        check_equal(device.cli("conflicts"), [], f"no conflicts on {device.name}")
+
+
+def scenario_text_three(s):
+    """Three devices edit one block offline at random (inserts of their own words, deletions of the first text)
+    and reconnect in a random order: all three and the broker end with the same text, holding every word."""
+    seed = int(os.environ.get("PAGESYNC_E2E_SEED") or time.time_ns() % 1_000_000)
+    note(f"seed {seed} (PAGESYNC_E2E_SEED={seed} replays it)")
+    rng = random.Random(seed)
+    broker = s.broker()
+    base = "alpha beta gamma delta epsilon zeta eta theta"
+    names = ["A", "B", "C"]
+    proxies = {name: Proxy(s, broker.port) for name in names}
+    devices = {name: s.device(name, proxies[name].url) for name in names}
+    first = devices["A"]
+    first.cli("create", "page", "--id", "P", "--title", "Three")
+    first.cli("block", "add", "P", "--id", "b1", "--text", base)
+    first.sync()
+    for device in devices.values():
+        device.cli("offline", "add", "P")
+        device.sync()
+    for name in names:
+        proxies[name].cut()
+    for device in devices.values():
+        device.wait_connected(False)
+    words = {}
+    for name, device in devices.items():
+        words[name] = []
+        for step in range(4):
+            text = device.show("P")["blocks"][0]["text"]
+            length = len(text)
+            if step % 2 == 1 and length > 8:
+                # Delete a short stretch anywhere it can see (never another device's words: it cannot see them).
+                at = rng.randrange(0, length - 3)
+                device.cli("block", "splice", "b1", "--at", str(at), "--delete", str(rng.randrange(1, 4)))
+            else:
+                word = f"<{name}{step}>"
+                words[name].append(word)
+                device.cli("block", "splice", "b1", "--at", str(rng.randrange(0, length + 1)), "--insert", word)
+        # Its own words survive its own deletions only if it did not delete inside them: re-read what it shows.
+        shown = device.show("P")["blocks"][0]["text"]
+        words[name] = [w for w in words[name] if w in shown]
+    order = names[:]
+    rng.shuffle(order)
+    note(f"reconnecting in the order {order}")
+    for name in order:
+        proxies[name].restore()
+        wait_until(f"{name} pushed", lambda: (devices[name].queue() == [], devices[name].queue()), expected=[])
+    final = broker.rows("SELECT text FROM block WHERE id = 'b1'")[0]["text"]
+    for name, device in devices.items():
+        wait_until(f"{name} converges on the broker's text",
+                   lambda: (device.show("P")["blocks"][0]["text"] == final, device.show("P")["blocks"][0]["text"]),
+                   expected=final)
+    missing = [w for ws in words.values() for w in ws if w not in final]
+    check(not missing, "every word typed on any device is in the merged text, whole", [], missing)
+
+
 SCENARIOS = {
     "seed": scenario_seed,
     "row_limit": scenario_row_limit,
@@ -1340,6 +1446,8 @@ SCENARIOS = {
     "kill9": scenario_kill9,
     "workspace": scenario_workspace,
     "hostile_broker": scenario_hostile_broker,
+    "text_merge": scenario_text_merge,
+    "text_three": scenario_text_three,
 }
 
 
