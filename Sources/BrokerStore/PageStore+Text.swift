@@ -10,9 +10,6 @@ let brokerTextClient = "@broker"
 /// derives the same ids from the same text.
 let initialTextClient = ""
 
-/// The most characters (deleted ones included: their ids stay) one block's text may hold.
-let maxTextCharacters = 1 << 20
-
 extension ApplyContext {
   /// The CRDT state of a live block of `page` (a block stored before the CRDT gets its text as first text).
   /// Unknown, deleted or elsewhere → `unknownBlock`.
@@ -58,7 +55,8 @@ extension ApplyContext {
   /// nothing).
   mutating func storeText(_ document: TextDocument, of block: EntityID, on page: EntityID) throws {
     let text = document.text
-    guard text.utf8.count <= store.limits.maxTextBytes, document.totalCount <= maxTextCharacters else {
+    guard text.utf8.count <= store.limits.maxTextBytes, document.totalCount <= store.limits.maxTextCharacters
+    else {
       throw Rejection(.tooLarge)
     }
     try connection.execute(

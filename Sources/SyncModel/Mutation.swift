@@ -95,8 +95,11 @@ public struct MutationLimits: Sendable, Equatable {
   public var maxListItems = 256
   public var maxProperties = 128
   public var maxAttributes = 32
-  /// Insert runs, deleted ranges and mark operations in one text mutation.
+  /// Insert runs, deleted ranges and mark operations in one text mutation (`[limits] text_ops_per_mutation`).
   public var maxTextOps = 4096
+  /// Characters one block's text may hold, deleted ones included: their ids stay for as long as a device may
+  /// still refer to them (`[limits] text_characters_per_block`).
+  public var maxTextCharacters = 1 << 20
   public init() {}
 }
 
