@@ -157,23 +157,29 @@ extension LocalStore {
   }
 
   /// The text columns of a block from the broker: the CRDT merged into the local state when the block carries
-  /// one (a whole state, adopted or merged; an update, merged into the local state when there is one), else the
-  /// broker's text and marks as they are.
+  /// one, else the broker's text and marks as they are. A whole state is adopted (no local state) or merged; an
+  /// update is merged into the local state, or, for a block this device has no state of (one created after the
+  /// delta's `since` comes as an update that holds all of it), applied to an empty state and kept if it renders
+  /// the broker's text and marks exactly. Otherwise (the block's earlier text is not here) the broker's text is
+  /// taken and the block stays without a state until its page is downloaded whole.
   func mergedText(of block: BlockState, local: SQLiteValue) throws -> (
     crdt: SQLiteValue, text: String, marks: String
   ) {
     let brokerMarks = try json(block.marks ?? [])
     guard let crdt = block.crdt else { return (.null, block.text, brokerMarks) }
-    var document = try self.document(local)
-    let isState = crdt.bytes.count >= 2 && crdt.bytes[1] == 1
-    if document == nil && !isState { return (.null, block.text, brokerMarks) }
-    var merged = document ?? TextDocument()
+    let existing = try document(local)
+    var merged = existing ?? TextDocument()
     do throws(TextError) {
       try merged.apply(encoded: crdt.bytes)
     } catch {
       throw LocalStoreError.corruptValue(table: "delta", column: "crdt", value: error.description)
     }
-    document = merged
+    let isState = crdt.bytes.count >= 2 && crdt.bytes[1] == 1
+    if existing == nil && !isState
+      && (merged.text != block.text || merged.hasPendingOperations || merged.marks != (block.marks ?? []))
+    {
+      return (.null, block.text, brokerMarks)
+    }
     return (.blob(merged.encoded()), merged.text, try json(merged.marks))
   }
 }

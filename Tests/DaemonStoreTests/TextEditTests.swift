@@ -184,4 +184,48 @@ import Testing
       try store.recordTextEdit(block: id("b1"), edit: .replace("The quick brown fox."), nowMillis: 11))
     #expect(next.action == .editBlock(block: id("b1"), text: "The quick brown fox.", attributes: nil))
   }
+
+  @Test func aBlockCreatedAfterTheDeltasTimeArrivesWholeAndTakesSplices() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try openStore(file)
+    defer { store.close() }
+    try store.applyDelta(page(TextDocument(), time: 5).withoutBlocks)
+    // Added by another device at sequence 6, then spliced at 7: the update since 5 holds all of it.
+    var broker = TextDocument(text: "new block", client: "", seq: 6)
+    var other = broker
+    broker.apply(try other.splice(at: 3, delete: 0, insert: "er", client: "other"), seq: 7)
+    try store.applyDelta(update(broker.update(since: 5), text: broker.text, since: 5, time: 7))
+    #expect(try text(store) == "newer block")
+    let mutation = try #require(
+      try store.recordTextEdit(block: id("b1"), edit: .splice(at: 0, delete: 0, insert: "A "), nowMillis: 9))
+    guard case .spliceText = mutation.action else {
+      Issue.record("a block whose whole state arrived is edited by CRDT operations, got \(mutation.action)")
+      return
+    }
+  }
+
+  @Test func anUpdateWithoutTheBlocksEarlierTextKeepsTheBrokersText() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try openStore(file)
+    defer { store.close() }
+    try store.applyDelta(page(TextDocument(), time: 5).withoutBlocks)
+    // The block existed before 5 (its first text is not in the update): the device cannot rebuild its state.
+    var broker = TextDocument(text: "old text", client: "", seq: 3)
+    var other = broker
+    broker.apply(try other.splice(at: 0, delete: 0, insert: "my ", client: "other"), seq: 7)
+    try store.applyDelta(update(broker.update(since: 5), text: broker.text, since: 5, time: 7))
+    #expect(try text(store) == "my old text")
+    #expect(try sqlite3(file.path, "SELECT crdt IS NULL FROM local_block") == "1")
+  }
+}
+
+extension PageDelta {
+  /// The same page with no blocks.
+  fileprivate var withoutBlocks: PageDelta {
+    var copy = self
+    copy.page.blocks = []
+    return copy
+  }
 }
