@@ -145,6 +145,23 @@ import Testing
     var network = Network(seed: seed)
     let base = network.replicas[0]
     try network.run(steps: network.random.int(30...120))
+    try expectConverged(&network, from: base, seed: seed)
+  }
+
+  /// Fewer, longer histories: documents of hundreds of runs over several chunks, so that remote runs land
+  /// across chunk boundaries and chunks split under integration.
+  @Test(arguments: 1_000..<1_004)
+  func longHistoriesConverge(seed: UInt64) throws {
+    var network = Network(seed: seed)
+    let base = network.replicas[0]
+    try network.run(steps: 1_500)
+    #expect(network.replicas[0].runCount > 3 * 64, "seed \(seed): runs \(network.replicas[0].runCount)")
+    try expectConverged(&network, from: base, seed: seed)
+  }
+
+  /// Every replica, the broker's follower, and everything made applied at once to the start, read the same;
+  /// each replica's state survives both transfer forms.
+  func expectConverged(_ network: inout Network, from base: TextDocument, seed: UInt64) throws {
     let first = network.replicas[0]
     for (index, replica) in network.replicas.enumerated() {
       #expect(!replica.hasPendingOperations, "seed \(seed): replica \(index) still waits")
