@@ -21,13 +21,13 @@ import Testing
 
   /// Random splices (typing runs, backspacing, pasting, replacing, by three replicas' names) on one document,
   /// compared with the same splices on an array after every step; now and then the state's round trip too.
-  @Test(arguments: 0..<12)
+  @Test(arguments: 0..<10)
   func splicesMatchAnArray(seed: UInt64) throws {
     var random = SplitMix64(seed: seed)
     var document = TextDocument()
     var model: [Unicode.Scalar] = []
     var cursor = 0
-    for step in 0..<1_200 {
+    for step in 0..<1_000 {
       let client = ["ann", "bo", "cy"][random.int(0...2)]
       var position = random.chance(60) ? min(cursor, model.count) : random.int(0...model.count)
       var delete = 0
@@ -59,7 +59,7 @@ import Testing
 
   /// Random splices and marks of every type (set and removed, with values, conflicting clock readings and
   /// replica names) on one document, its marks compared with `MarkModel`'s after every step.
-  @Test(arguments: 0..<150)
+  @Test(arguments: 0..<100)
   func marksMatchAPerCharacterModel(seed: UInt64) throws {
     var random = SplitMix64(seed: seed)
     var document = TextDocument(text: "abcdef", client: "base")
