@@ -93,7 +93,8 @@ extension TextDocument {
     }
     let runCount = try reader.count(limit: 1 << 26)
     var runs: [Run] = []
-    runs.reserveCapacity(runCount)
+    // No more than the bytes left could hold (a run takes at least 4): a count is not trusted with memory.
+    runs.reserveCapacity(min(runCount, (bytes.count - reader.at) / 4))
     var previousEnd = [UInt32](repeating: 0, count: clients.count)
     var visibleLength = 0
     for _ in 0..<runCount {
@@ -102,6 +103,8 @@ extension TextDocument {
       visibleLength += run.visibleLength
     }
     let textBytes = try reader.count(limit: 1 << 30)
+    // Every visible character takes at least one byte of text: checked before a run's text is reserved.
+    guard visibleLength <= textBytes else { throw .malformed("text shorter than its runs") }
     let utf8 = try reader.take(textBytes)
     var scalars = String(decoding: utf8, as: UTF8.self).unicodeScalars.makeIterator()
     // Chunks half full, so that the first edits do not split them at once.

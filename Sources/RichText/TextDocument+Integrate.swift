@@ -49,7 +49,8 @@ extension TextDocument {
     while let next = ready.popLast() {
       switch place(next) {
       case .done(let client, let start, let end):
-        guard var parked = waiting[client], !parked.isEmpty else { continue }
+        // Taken out of the dictionary while it changes: a second reference would copy it on every change.
+        guard var parked = waiting.removeValue(forKey: client) else { continue }
         var low = 0
         var high = parked.count
         while low < high {
@@ -61,14 +62,12 @@ extension TextDocument {
           ready.append(parked[stop].run)
           stop += 1
         }
-        if stop > low {
-          parked.removeSubrange(low..<stop)
-          waiting[client] = parked
-        }
+        parked.removeSubrange(low..<stop)
+        if !parked.isEmpty { waiting[client] = parked }
       case .waiting(let missing, let rest):
         let client = refClient(missing)
         let counter = refCounter(missing)
-        var parked = waiting[client] ?? []
+        var parked = waiting.removeValue(forKey: client) ?? []
         var low = 0
         var high = parked.count
         while low < high {
@@ -152,6 +151,7 @@ extension TextDocument {
     if order.isEmpty {
       addFirstChunk()
       insertRun(new, at: 0, 0)
+      applyKnownDeletes(client: client, counter, counter + length)
       normalize()
       return
     }

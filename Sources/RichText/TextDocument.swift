@@ -118,7 +118,8 @@ public struct TextDocument: Sendable {
     return update
   }
 
-  /// Inserts `scalars` at visible `position` as replica `client`.
+  /// Inserts `scalars` at visible `position` as replica `client`, at the place among the deleted characters
+  /// there that `insertionPoint(at:)` picks (at the very start for position 0, where no mark can cover it).
   mutating func insert(_ scalars: [Unicode.Scalar], at position: Int, client name: String, seq: UInt64 = 0)
     -> InsertRun
   {
@@ -131,19 +132,14 @@ public struct TextDocument: Sendable {
     if order.isEmpty {
       addFirstChunk()
       destination = (0, 0)
-    } else if position == count {
-      let last = order.count - 1
-      destination = (last, slots[Int(order[last])].runs.count)
-      left = slots[Int(order[last])].runs.last!.lastRef
+    } else if position == 0 {
+      destination = (0, 0)
+      right = run(0, 0).firstRef
     } else {
-      var place = locateVisible(position)
-      if place.offset > 0 {
-        splitRun(place.order, place.run, at: place.offset)
-        place.run += 1
-      }
-      right = run(place.order, place.run).firstRef
-      destination = (place.order, place.run)
-      left = previousRef(place.order, place.run)
+      let point = insertionPoint(at: position)
+      left = run(point.order, point.run).lastRef
+      destination = (point.order, point.run + 1)
+      if let next = nextRun(point.order, point.run) { right = run(next.order, next.run).firstRef }
     }
     clients[Int(me)].content.write(scalars, at: counter)
     let before = previousRun(destination.order, destination.run)
@@ -169,6 +165,49 @@ public struct TextDocument: Sendable {
     return InsertRun(
       client: name, counter: counter, length: length, left: characterID(left), right: characterID(right),
       text: scalars, seq: seq)
+  }
+
+  /// The run after which text typed at visible `position` (> 0) goes, split so that it ends there. Deleted
+  /// characters between the visible ones before and at `position` keep the anchors of marks that ended or began
+  /// at them, so where the text goes among them decides which marks it takes (Peritext): right after the
+  /// visible character, so that a growing mark ending at a deleted one (`.before`) takes it and a mark starting
+  /// at one does not; but after the last deleted one a mark's end clings to (`.after`), so that a link or code
+  /// span that ended there does not take it. When both cannot hold, the second wins.
+  mutating func insertionPoint(at position: Int) -> (order: Int, run: Int) {
+    let place = locateVisible(position - 1)
+    if place.offset + 1 < run(place.order, place.run).length {
+      splitRun(place.order, place.run, at: place.offset + 1)
+    }
+    let point = (order: place.order, run: place.run)
+    guard !markStore.isEmpty, var at = nextRun(point.order, point.run), run(at.order, at.run).deleted else {
+      return point
+    }
+    var anchored: [Ref] = []
+    for stored in markStore {
+      if case .after(let ref) = stored.start { anchored.append(ref) }
+      if case .after(let ref) = stored.end { anchored.append(ref) }
+    }
+    var target: (order: Int, run: Int, offset: UInt32)?
+    while true {
+      let tombstone = run(at.order, at.run)
+      for ref in anchored where refClient(ref) == tombstone.client {
+        let counter = refCounter(ref)
+        guard counter >= tombstone.counter, counter < tombstone.end else { continue }
+        if let found = target, found.order == at.order, found.run == at.run,
+          found.offset >= counter - tombstone.counter
+        {
+          continue
+        }
+        target = (at.order, at.run, counter - tombstone.counter)
+      }
+      guard let next = nextRun(at.order, at.run), run(next.order, next.run).deleted else { break }
+      at = next
+    }
+    guard let target else { return point }
+    if target.offset + 1 < run(target.order, target.run).length {
+      splitRun(target.order, target.run, at: target.offset + 1)
+    }
+    return (target.order, target.run)
   }
 
   /// Deletes `count` visible scalars at `position`; returns the ranges deleted.
@@ -309,10 +348,15 @@ public struct TextDocument: Sendable {
     return nil
   }
 
-  /// The last character before (`order`, `index`), or 0.
-  func previousRef(_ order: Int, _ index: Int) -> Ref {
-    guard let previous = previousRun(order, index) else { return 0 }
-    return run(previous.order, previous.run).lastRef
+  /// The run just after (`order`, `index`) in document order.
+  func nextRun(_ order: Int, _ index: Int) -> (order: Int, run: Int)? {
+    if index + 1 < slots[Int(self.order[order])].runs.count { return (order, index + 1) }
+    var at = order + 1
+    while at < self.order.count {
+      if !slots[Int(self.order[at])].runs.isEmpty { return (at, 0) }
+      at += 1
+    }
+    return nil
   }
 
   /// Splits a run in two at `offset` (0 < offset < length); the ids stay in the chunk.
