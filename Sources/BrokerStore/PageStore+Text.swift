@@ -52,10 +52,12 @@ extension ApplyContext {
   }
 
   /// Writes a block's state with its rendered text and marks, after the size checks (a rejection writes
-  /// nothing).
+  /// nothing): the text within `maxTextBytes`, and what the state holds room for (characters deleted or not,
+  /// counters skipped, runs waiting for their origins: `heldCharacters`) within `maxTextCharacters`.
   mutating func storeText(_ document: TextDocument, of block: EntityID, on page: EntityID) throws {
     let text = document.text
-    guard text.utf8.count <= store.limits.maxTextBytes, document.totalCount <= store.limits.maxTextCharacters
+    guard text.utf8.count <= store.limits.maxTextBytes,
+      document.heldCharacters <= store.limits.maxTextCharacters
     else {
       throw Rejection(.tooLarge)
     }

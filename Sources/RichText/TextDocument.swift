@@ -85,6 +85,13 @@ public struct TextDocument: Sendable {
     numbers[client].map { clients[Int($0)].nextCounter } ?? 0
   }
 
+  /// Characters whose room the document holds: every replica's counters up to its highest (gaps included: the
+  /// text is kept by counter) and the characters of runs waiting for their origins. What a store bounds, so that
+  /// no update (a counter far ahead, runs that never find their origins) can make it hold more.
+  public var heldCharacters: Int {
+    clients.reduce(0) { $0 + Int($1.nextCounter) } + pendingRuns.reduce(0) { $0 + Int($1.length) }
+  }
+
   /// Number of runs (tombstones included): the size of the structure, for tests and benchmarks.
   public var runCount: Int { slots.reduce(0) { $0 + $1.runs.count } }
 

@@ -45,3 +45,27 @@ import Testing
     #expect(b.text == a.text)
   }
 }
+
+@Suite struct HeldCharactersTests {
+  @Test func countsSkippedCountersAndWaitingRuns() {
+    var document = TextDocument(text: "abc", client: "")
+    #expect(document.heldCharacters == 3)
+    // A run far ahead of its replica's counters: the buffer holds room for everything below it.
+    document.apply(
+      TextUpdate(runs: [
+        InsertRun(
+          client: "x", counter: 1000, length: 2, left: CharacterID(client: "", counter: 2), right: nil,
+          text: ["y", "z"])
+      ]))
+    #expect(document.heldCharacters == 3 + 1002)
+    // A run whose origin never arrives waits, and is counted.
+    document.apply(
+      TextUpdate(runs: [
+        InsertRun(
+          client: "w", counter: 0, length: 4, left: CharacterID(client: "nobody", counter: 9), right: nil,
+          text: ["a", "b", "c", "d"])
+      ]))
+    #expect(document.hasPendingOperations)
+    #expect(document.heldCharacters == 3 + 1002 + 4)
+  }
+}
