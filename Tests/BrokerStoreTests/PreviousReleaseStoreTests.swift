@@ -181,4 +181,38 @@ private func scalars(_ text: String) -> [Unicode.Scalar] { Array(text.unicodeSca
       try sqlite3(broker.file.path, "SELECT last_mutation_id FROM client WHERE id = '\(client)'") == "8")
   }
 
+  /// A device that downloaded P3 before the upgrade (it had no blocks, so the device's migration kept its
+  /// download time) gets a block added since as a whole state, which it adopts; a block it had, only the update
+  /// since, which it merges into the state it downloaded.
+  @Test func aBlockAddedAfterTheUpgradeComesInADeltaWithItsWholeState() throws {
+    let broker = try UpgradedBroker()
+    let since = broker.store.sequence
+    let before = try #require(try broker.store.snapshot(of: id("P1"), workspaces: [id("w1")]))
+    let time = HLCTimestamp(millis: 1_795_609_100_000)
+    let outcome = try broker.push(
+      "X",
+      [
+        Mutation(
+          id: 1, page: id("P3"), time: time,
+          action: .addBlock(
+            block: id("e1"), type: "text", text: "added after the upgrade", after: nil, attributes: [:])),
+        Mutation(
+          id: 2, page: id("P1"), time: time,
+          action: .editBlock(block: id("b1"), text: "Hello, upgraded world", attributes: nil)),
+      ])
+    #expect(outcome.results.map(\.status) == [.applied, .applied])
+
+    let p3 = try #require(try broker.store.delta(of: id("P3"), since: since, workspaces: [id("w1")]))
+    #expect(!p3.full && p3.blocks.map(\.id) == [id("e1")])
+    // `TextDocument(encoded:)` reads a state only.
+    let added = try TextDocument(encoded: try #require(p3.blocks.first?.crdt).bytes)
+    #expect(added.text == "added after the upgrade")
+
+    let p1 = try #require(try broker.store.delta(of: id("P1"), since: since, workspaces: [id("w1")]))
+    let update = try #require(p1.blocks.first { $0.id == id("b1") }?.crdt).bytes
+    #expect(throws: TextError.self) { try TextDocument(encoded: update) }
+    var downloaded = try TextDocument(encoded: try #require(before.blocks.first?.crdt).bytes)
+    try downloaded.apply(encoded: update)
+    #expect(downloaded.text == "Hello, upgraded world")
+  }
 }
