@@ -219,4 +219,25 @@ private func upgradedBrokerPage(
       scalars(try #require(try store.localPage(id("P1"))).blocks[3].text)
         == scalars("★ Cafe\u{301} cre\u{300}me (decomposed: NFD)"))
   }
+
+  /// Before its state arrives a migrated block is edited the old way, by whole text, compared as Unicode
+  /// scalars: the same text precomposed (NFC) is a change to send (`String ==` would call it equal and drop it),
+  /// the very same scalars are not.
+  @Test func aWholeTextEditOfAMigratedBlockIsComparedScalarByScalar() throws {
+    let device = try UpgradedDevice()
+    let decomposed = "Cafe\u{301} cre\u{300}me (decomposed: NFD)"
+    let precomposed = "Caf\u{e9} cr\u{e8}me (decomposed: NFD)"
+    #expect(decomposed == precomposed)  // canonically equivalent
+    #expect(try device.store.recordTextEdit(block: id("b4"), edit: .replace(decomposed), nowMillis: 1) == nil)
+    let edit = try #require(
+      try device.store.recordTextEdit(block: id("b4"), edit: .replace(precomposed), nowMillis: 2))
+    guard case .editBlock(let block, let text?, nil) = edit.action else {
+      Issue.record("\(edit.action)")
+      return
+    }
+    #expect(block == id("b4") && scalars(text) == scalars(precomposed))
+    #expect(
+      try sqlite3(device.file.path, "SELECT hex(text) FROM local_block WHERE id = 'b4'")
+        == "436166C3A9206372C3A86D6520286465636F6D706F7365643A204E464429")
+  }
 }
