@@ -100,13 +100,17 @@ extension PageStore {
     }
   }
 
-  /// A block's CRDT for a reader: the whole state, or with `since` the update since then.
+  /// A block's CRDT for a reader: the whole state, or with `since` the update since then. A block everything of
+  /// which is newer than `since` (added since) gets its whole state even so: a device has none of it, and keeps
+  /// a block that arrives as an update without a state (`LocalStore.mergedText`: it cannot tell an update that
+  /// holds everything from one that lacks what came before).
   static func crdt(_ column: SQLiteValue, text: SQLiteValue, since: UInt64?) -> TextOps? {
     guard let document = try? textDocument(crdt: column, text: text) else { return nil }
-    guard let since else {
-      if case .blob(let bytes) = column { return TextOps(bytes: bytes) }
-      return TextOps(bytes: document.encoded())
+    if let since {
+      let update = document.update(since: since)
+      if update != document.update() { return TextOps(update) }
     }
-    return TextOps(document.update(since: since))
+    if case .blob(let bytes) = column { return TextOps(bytes: bytes) }
+    return TextOps(bytes: document.encoded())
   }
 }

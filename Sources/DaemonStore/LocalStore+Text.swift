@@ -74,7 +74,10 @@ extension LocalStore {
       let scalars = Array(stored.text.unicodeScalars)
       switch edit {
       case .replace(let text):
-        return text == stored.text ? nil : .editBlock(block: block, text: text, attributes: nil)
+        // Scalar by scalar, as the CRDT compares: `String ==` is canonical equivalence, and would drop a change of
+        // normalization (decomposed accents made precomposed).
+        if text.unicodeScalars.elementsEqual(stored.text.unicodeScalars) { return nil }
+        return .editBlock(block: block, text: text, attributes: nil)
       case .splice(let at, let delete, let insert):
         try checkRange(at: at, delete: delete, count: scalars.count)
         if delete == 0 && insert.isEmpty { return nil }

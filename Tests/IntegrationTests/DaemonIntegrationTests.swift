@@ -60,6 +60,11 @@ import Testing
   /// kept.
   @Test func threeDevicesSplicingOfflineConverge() throws { try runScenario("text_three") }
 
+  /// Store files the previous release made (Tests/Fixtures/previous-release): the new broker and daemon open
+  /// them; the device's queued old-style `edit_block` texts are applied once, every text is kept, and migrated
+  /// blocks take splices and marks.
+  @Test func storesOfThePreviousReleaseUpgradeWithoutLoss() throws { try runScenario("upgrade") }
+
   /// Runs `daemon_e2e.py BIN_DIR scenario` and expects it to end with `ALL OK`.
   private func runScenario(_ scenario: String) throws {
     let loop = try Loop()
