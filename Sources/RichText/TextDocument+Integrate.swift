@@ -152,6 +152,7 @@ extension TextDocument {
     if order.isEmpty {
       addFirstChunk()
       insertRun(new, at: 0, 0)
+      applyKnownDeletes(client: client, counter, counter + length)
       normalize()
       return
     }

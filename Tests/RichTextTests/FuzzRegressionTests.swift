@@ -1,0 +1,30 @@
+import RichText
+import Testing
+
+/// What `FuzzTextOps` (Fuzz/) found, each kept as the smallest case that shows it. Their inputs are in
+/// Fuzz/Corpus/FuzzTextOps (regression-*.bin).
+@Suite struct FuzzRegressionTests {
+  /// A deletion received before the characters it deletes is applied when they arrive, also when they are the
+  /// first characters of an empty document (that path returned before looking at the known deletions: the
+  /// characters stayed visible, the replica diverged, and its state no longer decoded).
+  @Test func aDeletionThatArrivesFirstDeletesTheFirstTextOfAnEmptyDocument() throws {
+    var author = TextDocument()
+    let typed = try author.splice(at: 0, delete: 0, insert: "b bbc", client: "B")
+    let replaced = try author.splice(at: 1, delete: 4, insert: " a", client: "B")
+    #expect(author.text == "b a")
+
+    var late = TextDocument()
+    late.apply(replaced)
+    #expect(late.hasPendingOperations)
+    late.apply(typed)
+    #expect(late.text == "b a")
+    #expect(!late.hasPendingOperations)
+    #expect(try TextDocument(encoded: late.encoded()).text == "b a")
+
+    var deletionOnly = TextDocument()
+    deletionOnly.apply(TextUpdate(deletes: replaced.deletes))
+    deletionOnly.apply(typed)
+    #expect(deletionOnly.text == "b")
+    #expect(try TextDocument(encoded: deletionOnly.encoded()).text == "b")
+  }
+}
