@@ -27,4 +27,21 @@ import Testing
     #expect(deletionOnly.text == "b")
     #expect(try TextDocument(encoded: deletionOnly.encoded()).text == "b")
   }
+
+  /// A mark the broker makes itself carries the broker's sequence, so a device's delta since an earlier
+  /// sequence carries it (`seq` was dropped: the mark had sequence 0 and no delta ever carried it).
+  @Test func aMarkMadeWithASequenceIsInTheDeltasAfterIt() throws {
+    var hub = TextDocument(text: "hello world", client: "", seq: 1)
+    var device = hub
+    _ = try hub.mark(
+      from: 0, to: 5, type: .bold, value: nil, client: "@broker", time: MarkTime(millis: 9, counter: 0),
+      seq: 2)
+    #expect(hub.markOperations.map(\.seq) == [2])
+    let delta = hub.update(since: 1)
+    #expect(delta.marks.count == 1)
+    #expect(hub.update(since: 2).isEmpty)
+    device.apply(delta)
+    #expect(device.marks == [TextMark(type: "bold", start: 0, end: 5)])
+    #expect(device.marks == hub.marks)
+  }
 }
