@@ -44,4 +44,32 @@ import Testing
     #expect(device.marks == [TextMark(type: "bold", start: 0, end: 5)])
     #expect(device.marks == hub.marks)
   }
+
+  /// An update whose characters wait for an origin, delivered again (a retried delta, or inside whole states
+  /// traded back and forth), waits once: the state does not grow (before, each delivery added a copy, and
+  /// trading whole states doubled them).
+  @Test func operationsThatWaitAreKeptOnceHoweverOftenTheyArrive() throws {
+    var author = TextDocument()
+    let first = try author.splice(at: 0, delete: 0, insert: "abc", client: "A")
+    let second = try author.splice(at: 3, delete: 0, insert: "def", client: "A")
+    let bold = try author.mark(
+      from: 1, to: 5, type: .bold, value: nil, client: "A", time: MarkTime(millis: 1, counter: 0))
+    var waiting = TextDocument()
+    waiting.apply(TextUpdate(runs: second.runs, marks: bold.marks))
+    let once = waiting.encoded()
+    waiting.apply(TextUpdate(runs: second.runs, marks: bold.marks))
+    #expect(waiting.encoded() == once)
+    var other = TextDocument()
+    for _ in 0..<6 {
+      other.apply(waiting.update())
+      waiting.apply(other.update())
+    }
+    #expect(waiting.encoded() == once)
+    #expect(waiting.update().runs.count == 1)
+    #expect(waiting.update().marks.count == 1)
+    waiting.apply(first)
+    #expect(!waiting.hasPendingOperations)
+    #expect(waiting.text == "abcdef")
+    #expect(waiting.marks == [TextMark(type: "bold", start: 1, end: 5)])
+  }
 }
