@@ -182,7 +182,7 @@ let package = Package(
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",
-      dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
+      dependencies: ["BrokerStore", "RichText", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerTests",
       dependencies: [
