@@ -55,10 +55,14 @@ extension ApplyContext {
   }
 
   /// Writes a block's state with its rendered text and marks, after the size checks (a rejection writes
-  /// nothing).
+  /// nothing). The ids the state makes room for stay within what a state may hold (`maxIdentifiers`: runs
+  /// far past a client's last counters, each allowed on its own, add up), so that a stored state always reads
+  /// back.
   mutating func storeText(_ document: TextDocument, of block: EntityID, on page: EntityID) throws {
     let text = document.text
-    guard text.utf8.count <= store.limits.maxTextBytes, document.totalCount <= maxTextCharacters else {
+    guard text.utf8.count <= store.limits.maxTextBytes, document.totalCount <= maxTextCharacters,
+      document.version.values.reduce(0, { $0 + Int($1) }) <= TextDocument.maxIdentifiers
+    else {
       throw Rejection(.tooLarge)
     }
     try connection.execute(

@@ -13,6 +13,11 @@
 /// character the one with the greatest (time, replica) wins. A value type: copies are cheap until written.
 public struct TextDocument: Sendable {
   static let maxRunsPerChunk = 64
+  /// The most character ids a state read from bytes may make room for: the sum over its replicas of each one's
+  /// next counter. A replica's typed characters are kept by counter (a gap in its counters takes room too), so
+  /// without this bound a state of a few bytes naming counter 2^32 - 1 would take gigabytes. A store that keeps
+  /// states must refuse edits that would take a document past it (the broker answers `too_large`).
+  public static let maxIdentifiers = 1 << 24
 
   var clients: [ClientState] = []
   var numbers: [String: UInt32] = [:]

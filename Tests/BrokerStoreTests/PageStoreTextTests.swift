@@ -177,6 +177,33 @@ private final class TextFixture {
     #expect(try f.state().text == "The quick brüfox jumps.")
   }
 
+  /// Runs far past a client's counters, each within the allowance on its own, would add up to more ids than a
+  /// state may hold (`TextDocument.maxIdentifiers`): refused `too_large` before the state is stored, so the
+  /// stored state always reads back and the block keeps taking edits.
+  @Test func countersClimbingPastWhatAStateHoldsAreTooLarge() throws {
+    var limits = MutationLimits()
+    limits.maxTextBytes = 1 << 23
+    let f = try TextFixture(limits: limits)
+    func far(_ counter: UInt32) -> TextUpdate {
+      TextUpdate(runs: [
+        InsertRun(
+          client: "laptop", counter: counter, length: 1, left: CharacterID(client: "", counter: 19),
+          right: nil,
+          text: ["!"])
+      ])
+    }
+    #expect(try f.push("laptop", [f.splice("laptop", far(1 << 23))]).results.map(\.status) == [.applied])
+    #expect(try f.state().text == "The quick fox jumps.!")
+    let before = try f.dump()
+    let climbed = try f.push("laptop", [f.splice("laptop", far((1 << 23) + 1 + (1 << 23)))])
+    #expect(climbed.results.map(\.reason) == [.tooLarge])
+    #expect(try f.dump() == before)
+    var phone = f.device
+    let edit = try phone.splice(at: 0, delete: 4, insert: "", client: "phone")
+    #expect(try f.push("phone", [f.splice("phone", edit)]).results.map(\.status) == [.applied])
+    #expect(try f.state().text == "quick fox jumps.!")
+  }
+
   /// A delta since a sequence carries the block's update since then (only the runs, deletions and marks that
   /// reached the broker after it); a snapshot carries the whole state.
   @Test func aDeltaCarriesOnlyWhatChangedSinceItsSequenceASnapshotEverything() throws {

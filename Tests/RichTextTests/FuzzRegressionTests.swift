@@ -72,4 +72,52 @@ import Testing
     #expect(waiting.text == "abcdef")
     #expect(waiting.marks == [TextMark(type: "bold", start: 1, end: 5)])
   }
+
+  /// States that name ids or runs their bytes cannot back are refused before anything is allocated for them
+  /// (a 20-byte state naming counter 2^32 - 257 took 4 GiB; one claiming 2^26 runs reserved 2.5 GiB; a visible
+  /// run of 2^32 - 1 characters reserved 16 GiB for its text).
+  @Test(
+    arguments: [
+      // One tombstone run of replica A at counter 0xFFFF_FF00.
+      [1, 1, 1, 1, 65, 1, 0, 128, 252, 255, 255, 31, 1, 1, 0, 1, 0, 128, 254, 255, 255, 15, 1, 0, 0, 0],
+      // 2^26 runs, none there.
+      [1, 1, 0, 128, 128, 128, 32],
+      // One visible run of 2^32 - 1 characters with one byte of text.
+      [1, 1, 1, 1, 65, 1, 0, 0, 255, 255, 255, 255, 15, 0, 1, 97, 0, 0, 0],
+    ] as [[UInt8]])
+  func statesBeyondTheirBytesAreRefused(_ bytes: [UInt8]) {
+    #expect(throws: TextError.self) { try TextDocument(encoded: bytes) }
+    #expect(throws: TextError.self) { try TextCodec.decodeUpdate(bytes) }
+  }
+
+  /// Up to `maxIdentifiers` ids a state reads back; one more is refused, however the ids are spread over
+  /// replicas.
+  @Test func aStateMayNameUpToMaxIdentifiers() throws {
+    let limit = UInt32(TextDocument.maxIdentifiers)
+    func state(_ ends: [UInt32]) -> [UInt8] {
+      // Replicas A, B, ... each with one tombstone run ending at its `ends` value.
+      var bytes: [UInt8] = [1, 1, UInt8(ends.count)]
+      for index in ends.indices { bytes += [1, 65 + UInt8(index)] }
+      bytes += varint(UInt64(ends.count))
+      for (index, end) in ends.enumerated() { bytes += [UInt8(index), 0] + varint(UInt64(end)) + [1] }
+      return bytes + [0, 0, 0, 0]
+    }
+    let whole = try TextDocument(encoded: state([limit]))
+    #expect(whole.totalCount == Int(limit) && whole.count == 0)
+    #expect(throws: TextError.malformed("more than \(limit) character ids")) {
+      try TextDocument(encoded: state([limit + 1]))
+    }
+    #expect(try TextDocument(encoded: state([limit / 2, limit / 2])).totalCount == Int(limit))
+    #expect(throws: TextError.self) { try TextDocument(encoded: state([limit / 2, limit / 2 + 1])) }
+  }
+}
+
+private func varint(_ value: UInt64) -> [UInt8] {
+  var value = value
+  var bytes: [UInt8] = []
+  while value >= 0x80 {
+    bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+    value >>= 7
+  }
+  return bytes + [UInt8(value)]
 }
