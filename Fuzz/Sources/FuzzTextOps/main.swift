@@ -7,29 +7,32 @@ import RichText
 
 // The block text CRDT (RichText) on three kinds of input, each input read all three ways:
 // - the raw bytes as `TextCodec`'s binary form, an update (`TextCodec.decodeUpdate`) and a state
-//   (`TextDocument(encoded:)`), as the broker reads a mutation's `ops` and a stored `crdt`: a `TextError` or a
-//   value, never a trap or an allocation the input's size does not justify; a decoded state survives
+//   (`TextDocument(encoded:)`), as the broker reads a mutation's `ops` and a stored `crdt`: a `TextError` or
+//   a value, never a trap or an allocation the input's size does not justify; a decoded state survives
 //   `encoded()` and decoding again (the same text, marks and bytes), and an update `TextCodec.encode`;
-// - the bytes as a program for two or three replicas (splices and marks at positions taken modulo the text's
-//   length, updates and whole states exchanged in the order the program says, duplicates included, replicas
-//   restarted from their stored state; in hub mode replica 0 is the broker: it stamps what it applies with a
-//   sequence, and the others sync from it with `update(since:)`). At the end everything is delivered
-//   everywhere and every replica must hold the same text and marks, with nothing left waiting: a divergence is
-//   a bug. A replica synced from the hub holds everything the hub holds;
+// - the bytes as a program for two or three replicas (splices, whole-text edits and marks at positions taken
+//   modulo the text's length, updates and whole states exchanged in the order the program says, duplicates
+//   included, replicas restarted from their stored state; in hub mode replica 0 is the broker: it stamps what
+//   it applies with a sequence, and the others sync from it with `update(since:)`). At the end everything is
+//   delivered everywhere and every replica must hold the same text and marks, with nothing left waiting: a
+//   divergence is a bug. A replica synced from the hub holds everything the hub holds;
 // - a decoded update applied through `apply(_:seq:)` (the broker's path, with the broker's own checks on the
 //   runs' counters first) to a document with text, replicas and marks: applying it again changes nothing, and
 //   the result survives `encoded()` and decoding.
 // Work per input is bounded: at most 48 steps, 6 scalars per splice, 600 characters per replica.
 
-/// A document's readable content: what replicas must agree on.
-private struct Content: Equatable {
-  var text: String
+/// A document's readable content: what replicas must agree on (the text as scalars: `String`'s `==` would
+/// take "é" and "e\u{0301}" for the same).
+private struct Content: Equatable, CustomStringConvertible {
+  var text: [Unicode.Scalar]
   var marks: [TextMark]
 
   init(_ document: TextDocument) {
-    text = document.text
+    text = Array(document.text.unicodeScalars)
     marks = document.marks
   }
+
+  var description: String { "\(String(String.UnicodeScalarView(text)).debugDescription) \(marks)" }
 }
 
 /// Marks as readers see them: inside the text, non-empty, sorted by start then type.
@@ -158,6 +161,25 @@ private struct Replicas {
     }
   }
 
+  /// A whole-text edit (`edit_block` from a client that predates the CRDT, `block edit --text`): a few
+  /// changes to the text, made by `replaceText` as the fewest splices.
+  mutating func replace(_ replica: Int, _ input: inout FuzzBytes) {
+    var scalars = documents[replica].scalars
+    for _ in 0..<1 + input.below(3) {
+      let at = input.below(scalars.count + 1)
+      let cut = min(input.below(5), scalars.count - at)
+      scalars.replaceSubrange(at..<at + cut, with: (0..<input.below(5)).map { _ in input.pick(alphabet) })
+    }
+    guard documents[replica].totalCount + 12 <= maxCharacters else { return }
+    let seq: UInt64 = isHub(replica) ? sequence + 1 : 0
+    if isHub(replica) { sequence += 1 }
+    let target = String(String.UnicodeScalarView(scalars))
+    trace("replace \(replica) with \(target.debugDescription)")
+    let update = documents[replica].replaceText(with: target, client: names[replica], seq: seq)
+    require(documents[replica].scalars == scalars, "replaceText did not make the text it was given")
+    log.append(update)
+  }
+
   mutating func mark(_ replica: Int, _ input: inout FuzzBytes) {
     let count = documents[replica].count
     guard count > 0 else { return }
@@ -207,7 +229,8 @@ private struct Replicas {
           .joined(separator: " | "))
     }
     switch action {
-    case 0, 1, 2: splice(replica, &input)
+    case 0, 1: splice(replica, &input)
+    case 2: if input.byte() & 3 == 0 { replace(replica, &input) } else { splice(replica, &input) }
     case 3: mark(replica, &input)
     case 4, 5:
       guard !log.isEmpty else { return }
@@ -299,8 +322,8 @@ private let brokerDocument: TextDocument = {
   return document
 }()
 
-/// The broker's checks before it applies an update (PageStore+Text, `applyText`): no run far past its replica's
-/// next counter (a smaller allowance than the broker's 64 KiB, to keep inputs fast).
+/// The broker's checks before it applies an update (PageStore+Text, `applyText`): no run far past its
+/// replica's next counter (a smaller allowance than the broker's 64 KiB, to keep inputs fast).
 private func brokerAccepts(_ update: TextUpdate, _ document: TextDocument) -> Bool {
   update.runs.allSatisfy { run in
     UInt64(run.counter) + UInt64(run.length) <= UInt64(document.nextCounter(for: run.client)) + 4096
