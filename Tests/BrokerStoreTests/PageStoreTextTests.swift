@@ -7,9 +7,9 @@ import Testing
 
 private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
-/// A page store on a fresh file with page `p` and its block `b` holding `text`, and what devices do: each keeps
-/// the block's text as the broker's first text (`TextDocument(text:client:"")`, the ids every replica derives)
-/// and pushes its CRDT updates as `splice_text` and `mark_text`.
+/// A page store on a fresh file with page `p` and its block `b` holding `text`, and what devices do: each
+/// keeps the block's text as the broker's first text (`TextDocument(text:client:"")`, the ids every replica
+/// derives) and pushes its CRDT updates as `splice_text` and `mark_text`.
 private final class TextFixture {
   let file = TemporaryDatabase()
   let store: PageStore
@@ -149,8 +149,8 @@ private final class TextFixture {
     #expect(try f.block().text == "Oh, The quick fox jumps.")
   }
 
-  /// A splice that would take the text past `maxTextBytes` (each mutation on its own is within it) is rejected
-  /// (`too_large`) and writes nothing; up to the limit it applies.
+  /// A splice that would take the text past `maxTextBytes` (each mutation on its own is within it) is
+  /// rejected (`too_large`) and writes nothing; up to the limit it applies.
   @Test func aTextOverTheByteLimitIsTooLargeAndWritesNothing() throws {
     var limits = MutationLimits()
     limits.maxTextBytes = 24
@@ -248,9 +248,9 @@ private final class TextFixture {
     #expect(try #require(snapshot.crdt).update().insertedCount == 20 + 6 + 6)
   }
 
-  /// `edit_block` with a text, from a client that predates the CRDT, is merged as the fewest splices against the
-  /// broker's text: a splice made concurrently (on the text before the edit) keeps its words, and so does an
-  /// old client's edit made on a text that already had the splice.
+  /// `edit_block` with a text, from a client that predates the CRDT, is merged as the fewest splices against
+  /// the broker's text: a splice made concurrently (on the text before the edit) keeps its words, and so does
+  /// an old client's edit made on a text that already had the splice.
   @Test func anOldStyleWholeTextEditMergesWithAConcurrentSplice() throws {
     let f = try TextFixture()
     var laptop = f.device
@@ -270,8 +270,8 @@ private final class TextFixture {
     #expect(try f.state().text == "A quick brown fox jumps high, twice.")
   }
 
-  /// Marks are rendered for readers in the block's `marks` column (JSON) and in snapshots, and follow the text
-  /// as it is edited.
+  /// Marks are rendered for readers in the block's `marks` column (JSON) and in snapshots, and follow the
+  /// text as it is edited.
   @Test func marksAreRenderedInTheMarksColumn() throws {
     let f = try TextFixture()
     var laptop = f.device

@@ -74,8 +74,8 @@ import Testing
   }
 
   /// States that name ids or runs their bytes cannot back are refused before anything is allocated for them
-  /// (a 20-byte state naming counter 2^32 - 257 took 4 GiB; one claiming 2^26 runs reserved 2.5 GiB; a visible
-  /// run of 2^32 - 1 characters reserved 16 GiB for its text).
+  /// (a 26-byte state naming counter 2^32 - 257 took 4 GiB; one claiming 2^26 runs reserved 2.5 GiB; a
+  /// visible run of 2^32 - 1 characters reserved 16 GiB for its text).
   @Test(
     arguments: [
       // One tombstone run of replica A at counter 0xFFFF_FF00.
