@@ -169,7 +169,7 @@ let package = Package(
       name: "StrictJSONTests", dependencies: ["StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
     .testTarget(
       name: "SyncModelTests",
-      dependencies: ["SyncModel", "StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
+      dependencies: ["SyncModel", "RichText", "StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
     .testTarget(
       name: "SyncProtocolTests",
       dependencies: [

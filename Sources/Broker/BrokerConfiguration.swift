@@ -143,7 +143,7 @@ extension BrokerConfiguration {
       "text_ops_per_mutation", default: configuration.limits.textOpsPerMutation, range: 1...1_000_000)
     configuration.limits.textCharactersPerBlock = try limits.int(
       "text_characters_per_block", default: configuration.limits.textCharactersPerBlock,
-      range: 1024...(1 << 30))
+      range: 1024...(1 << 24))
     try limits.rejectUnknownKeys()
 
     let log = try document.table("log")

@@ -53,11 +53,13 @@ extension ApplyContext {
 
   /// Writes a block's state with its rendered text and marks, after the size checks (a rejection writes
   /// nothing): the text within `maxTextBytes`, and what the state holds room for (characters deleted or not,
-  /// counters skipped, runs waiting for their origins: `heldCharacters`) within `maxTextCharacters`.
+  /// counters skipped, runs waiting for their origins: `heldCharacters`) within `maxTextCharacters` and within
+  /// what a state may hold (`TextDocument.maxIdentifiers`), so that a stored state always reads back.
   mutating func storeText(_ document: TextDocument, of block: EntityID, on page: EntityID) throws {
     let text = document.text
-    guard text.utf8.count <= store.limits.maxTextBytes,
-      document.heldCharacters <= store.limits.maxTextCharacters
+    let held = document.heldCharacters
+    guard text.utf8.count <= store.limits.maxTextBytes, held <= store.limits.maxTextCharacters,
+      held <= TextDocument.maxIdentifiers
     else {
       throw Rejection(.tooLarge)
     }

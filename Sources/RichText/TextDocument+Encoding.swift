@@ -92,15 +92,22 @@ extension TextDocument {
       _ = number(for: name)
     }
     let runCount = try reader.count(limit: 1 << 26)
+    // A run takes at least four bytes: room is reserved only for runs the bytes can hold.
+    guard runCount <= reader.remaining / 4 else { throw .malformed("truncated") }
     var runs: [Run] = []
     // No more than the bytes left could hold (a run takes at least 4): a count is not trusted with memory.
     runs.reserveCapacity(min(runCount, (bytes.count - reader.at) / 4))
     var previousEnd = [UInt32](repeating: 0, count: clients.count)
     var visibleLength = 0
+    var nextCounters = [UInt32](repeating: 0, count: clients.count)
     for _ in 0..<runCount {
       let run = try reader.run(clients: clients.count, previousEnd: &previousEnd)
       runs.append(run)
       visibleLength += run.visibleLength
+      nextCounters[Int(run.client)] = max(nextCounters[Int(run.client)], run.end)
+    }
+    guard nextCounters.reduce(0, { $0 + Int($1) }) <= Self.maxIdentifiers else {
+      throw .malformed("more than \(Self.maxIdentifiers) character ids")
     }
     let textBytes = try reader.count(limit: 1 << 30)
     // Every visible character takes at least one byte of text: checked before a run's text is reserved.
@@ -356,6 +363,9 @@ public enum TextCodec {
     var at = 0
 
     var atEnd: Bool { at == bytes.count }
+
+    /// Bytes not read yet.
+    var remaining: Int { bytes.count - at }
 
     mutating func byte() throws(TextError) -> UInt8 {
       guard at < bytes.count else { throw .malformed("truncated") }

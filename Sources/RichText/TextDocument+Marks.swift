@@ -20,8 +20,7 @@ extension TextDocument {
     }
     let operation = MarkOperation(
       type: type, value: remove ? nil : value, remove: remove, start: .before(first), end: end,
-      client: client,
-      time: time)
+      client: client, time: time, seq: seq)
     integrate(operation)
     return TextUpdate(marks: [operation])
   }

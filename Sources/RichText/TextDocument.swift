@@ -13,6 +13,11 @@
 /// character the one with the greatest (time, replica) wins. A value type: copies are cheap until written.
 public struct TextDocument: Sendable {
   static let maxRunsPerChunk = 64
+  /// The most character ids a state read from bytes may make room for: the sum over its replicas of each one's
+  /// next counter. A replica's typed characters are kept by counter (a gap in its counters takes room too), so
+  /// without this bound a state of a few bytes naming counter 2^32 - 1 would take gigabytes. A store that keeps
+  /// states must refuse edits that would take a document past it (the broker answers `too_large`).
+  public static let maxIdentifiers = 1 << 24
 
   var clients: [ClientState] = []
   var numbers: [String: UInt32] = [:]
@@ -86,10 +91,12 @@ public struct TextDocument: Sendable {
   }
 
   /// Characters whose room the document holds: every replica's counters up to its highest (gaps included: the
-  /// text is kept by counter) and the characters of runs waiting for their origins. What a store bounds, so that
-  /// no update (a counter far ahead, runs that never find their origins) can make it hold more.
+  /// text is kept by counter), the characters of runs waiting for their origins, and one for each mark
+  /// operation waiting for its anchors. What a store bounds, so that no update (a counter far ahead, runs or
+  /// marks that never find what they need) can make it hold more.
   public var heldCharacters: Int {
     clients.reduce(0) { $0 + Int($1.nextCounter) } + pendingRuns.reduce(0) { $0 + Int($1.length) }
+      + pendingMarks.count
   }
 
   /// Number of runs (tombstones included): the size of the structure, for tests and benchmarks.
