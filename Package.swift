@@ -178,7 +178,7 @@ let package = Package(
         "EventLoopTestKit",
       ]),
     .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore", "SeededRandom"]),
-    .testTarget(name: "RichTextTests", dependencies: ["RichText", "SeededRandom"]),
+    .testTarget(name: "RichTextTests", dependencies: ["RichText", "SeededRandom", "EventLoopTestKit"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",

@@ -1,3 +1,4 @@
+import EventLoopTestKit
 import Foundation
 import RichText
 import Testing
@@ -168,17 +169,16 @@ enum EditingTraces {
     guard FileManager.default.fileExists(atPath: file.path) else {
       throw Missing(description: "editing trace \(file.path) is missing")
     }
-    let gzip = Process()
-    gzip.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    gzip.arguments = ["gzip", "-dc", file.path]
-    let output = Pipe()
-    gzip.standardOutput = output
-    try gzip.run()
-    let json = output.fileHandleForReading.readDataToEndOfFile()
-    gzip.waitUntilExit()
-    guard gzip.terminationStatus == 0 else {
-      throw Missing(description: "gzip -dc \(file.path) failed (\(gzip.terminationStatus))")
+    // `gzip` run by the tests' own process runner (libuv's), never Foundation's `Process`: it leaks under
+    // LeakSanitizer, and libuv owns SIGCHLD in the test process.
+    let gzip = try runToCompletion("gzip", ["-dc", file.path], timeout: 60_000)
+    guard gzip.status == 0 else {
+      throw Missing(
+        description:
+          "gzip -dc \(file.path) failed (\(gzip.status.map(String.init) ?? "did not end")): \(gzip.errorOutput)"
+      )
     }
+    let json = Data(gzip.output.utf8)
     return try JSONDecoder().decode(Trace.self, from: json)
   }
 }
