@@ -50,6 +50,8 @@ let package = Package(
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
     .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    // glibc's malloc statistics (mallinfo2): the load harness's heap figures (pagesync-load text).
+    .systemLibrary(name: "CMallocInfo"),
 
     // Foundation layer.
     // `ByteBuffer`: bytes with reader and writer indices, shared copy-on-write; no libuv, so the codecs that only
@@ -146,9 +148,14 @@ let package = Package(
     .target(
       name: "LoadCore",
       dependencies: ["SeededRandom", .product(name: "Histogram", package: "hdrhistogram-swift")]),
-    // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop.
+    // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop;
+    // and the rich-text benchmark on editing traces (`pagesync-load text`).
     .target(
-      name: "LoadHarness", dependencies: ["LoadCore", "ByteBuffers", "EventLoop", "SeededRandom", "Web"]),
+      name: "LoadHarness",
+      dependencies: [
+        "LoadCore", "ByteBuffers", "EventLoop", "SeededRandom", "Web", "RichText", "StrictJSON",
+        "CMallocInfo",
+      ]),
     .executableTarget(
       name: "pagesync-load",
       dependencies: [
