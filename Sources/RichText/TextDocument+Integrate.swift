@@ -49,37 +49,45 @@ extension TextDocument {
     while let next = ready.popLast() {
       switch place(next) {
       case .done(let client, let start, let end):
-        guard var parked = waiting[client], !parked.isEmpty else { continue }
-        var low = 0
-        var high = parked.count
-        while low < high {
-          let mid = (low + high) / 2
-          if parked[mid].counter < start { low = mid + 1 } else { high = mid }
-        }
-        var stop = low
-        while stop < parked.count && parked[stop].counter < end {
-          ready.append(parked[stop].run)
-          stop += 1
-        }
-        if stop > low {
-          parked.removeSubrange(low..<stop)
-          waiting[client] = parked
-        }
+        // In place (`waiting[client]!`): a copy of the array taken out and stored back costs its length.
+        guard waiting[client] != nil else { continue }
+        Self.wake(&waiting[client]!, start, end, into: &ready)
       case .waiting(let missing, let rest):
-        let client = refClient(missing)
         let counter = refCounter(missing)
-        var parked = waiting[client] ?? []
-        var low = 0
-        var high = parked.count
-        while low < high {
-          let mid = (low + high) / 2
-          if parked[mid].counter <= counter { low = mid + 1 } else { high = mid }
-        }
-        parked.insert((counter, rest), at: low)
-        waiting[client] = parked
+        Self.park(&waiting[refClient(missing), default: []], rest, counter)
       }
     }
     for parked in waiting.values { pendingRuns.append(contentsOf: parked.map(\.run)) }
+  }
+
+  /// Moves the runs parked for counters `start ..< end` to `ready`.
+  static func wake(
+    _ parked: inout [(counter: UInt32, run: InsertRun)], _ start: UInt32, _ end: UInt32,
+    into ready: inout [InsertRun]
+  ) {
+    var low = 0
+    var high = parked.count
+    while low < high {
+      let mid = (low + high) / 2
+      if parked[mid].counter < start { low = mid + 1 } else { high = mid }
+    }
+    var stop = low
+    while stop < parked.count && parked[stop].counter < end {
+      ready.append(parked[stop].run)
+      stop += 1
+    }
+    if stop > low { parked.removeSubrange(low..<stop) }
+  }
+
+  /// Parks `run` for `counter`, after the runs already parked for it.
+  static func park(_ parked: inout [(counter: UInt32, run: InsertRun)], _ run: InsertRun, _ counter: UInt32) {
+    var low = 0
+    var high = parked.count
+    while low < high {
+      let mid = (low + high) / 2
+      if parked[mid].counter <= counter { low = mid + 1 } else { high = mid }
+    }
+    parked.insert((counter, run), at: low)
   }
 
   enum Placement {
