@@ -8,7 +8,8 @@ import Testing
 /// converged text is the one the first implementation (dcd5cea) gave for the seed (`golden`): the storage may
 /// change, the merge's result may not.
 @Suite struct ReplicaExchangeTests {
-  /// FNV-1a of the converged text's UTF-8, per seed 1...20, as dcd5cea computed them.
+  /// FNV-1a of the converged text's UTF-8, per seed 1...20, as dcd5cea computed them (and 9286264, the same
+  /// merge, for the typing ones).
   static let golden: [UInt64] = [
     15_399_514_294_674_218_617,
     769_069_401_018_518_450,
@@ -32,13 +33,44 @@ import Testing
     6_400_275_424_220_939_664,
   ]
 
+  /// The same with typing: most local edits continue where the replica's last one ended (a character typed,
+  /// or one erased before it), as people type.
+  static let goldenTyping: [UInt64] = [
+    16_398_359_944_461_329_317,
+    1_081_216_649_292_197_878,
+    2_035_806_999_274_157_475,
+    16_884_334_331_996_819_506,
+    5_651_684_044_337_663_694,
+    16_536_864_485_014_739_733,
+    2_365_860_303_912_079_185,
+    17_594_602_893_623_946_193,
+    8_141_535_392_060_998_120,
+    2_003_688_387_874_080_077,
+    13_322_328_714_127_912_951,
+    16_440_865_322_487_639_543,
+    559_671_773_625_128_533,
+    14_032_299_078_121_942_452,
+    14_782_970_440_288_036_485,
+    9_982_430_253_698_742_758,
+    11_101_232_490_158_660_358,
+    17_118_910_301_295_208_596,
+    2_155_387_899_104_906_147,
+    5_477_901_952_869_721_186,
+  ]
+
   @Test func seededExchangesConvergeOnTheFirstImplementationsText() throws {
     var digests: [UInt64] = []
     for seed in 1...20 { digests.append(try Self.exchange(seed: UInt64(seed))) }
     #expect(digests == Self.golden, "digests: \(digests)")
   }
 
-  static func exchange(seed: UInt64) throws -> UInt64 {
+  @Test func seededTypingConvergesOnTheFirstImplementationsText() throws {
+    var digests: [UInt64] = []
+    for seed in 1...20 { digests.append(try Self.exchange(seed: UInt64(seed), typing: true)) }
+    #expect(digests == Self.goldenTyping, "digests: \(digests)")
+  }
+
+  static func exchange(seed: UInt64, typing: Bool = false) throws -> UInt64 {
     var random = SplitMix64(seed: seed)
     let names = ["ana", "bo", "cy"]
     var replicas = [TextDocument](repeating: TextDocument(text: "seed text", client: "origin"), count: 3)
@@ -46,9 +78,24 @@ import Testing
     // Per replica, the updates it has not applied yet.
     var inbox: [[TextUpdate]] = [[], [], []]
     let alphabet = Array("abcdefgh xyz\né€😀".unicodeScalars)
-    for _ in 0..<300 {
+    // Per replica, where its last local edit ended.
+    var cursors = [0, 0, 0]
+    for _ in 0..<(typing ? 1000 : 300) {
       let who = random.below(3)
       switch random.below(10) {
+      case 0..<6 where typing && cursors[who] <= models[who].count && random.below(8) != 0:
+        // Typing on at the cursor: a character, or erasing the one before it.
+        let position = cursors[who]
+        let erase = position > 0 && random.below(5) == 0
+        let insert = erase ? [] : [alphabet[random.below(alphabet.count)]]
+        var text = ""
+        text.unicodeScalars.append(contentsOf: insert)
+        let at = erase ? position - 1 : position
+        let update = try replicas[who].splice(at: at, delete: erase ? 1 : 0, insert: text, client: names[who])
+        models[who].replaceSubrange(at..<(at + (erase ? 1 : 0)), with: insert)
+        cursors[who] = at + insert.count
+        #expect(Array(replicas[who].text.unicodeScalars) == models[who], "seed \(seed)")
+        for other in 0..<3 where other != who { inbox[other].append(update) }
       case 0..<6:
         // A local edit.
         let count = models[who].count
@@ -62,6 +109,7 @@ import Testing
         text.unicodeScalars.append(contentsOf: insert)
         let update = try replicas[who].splice(at: position, delete: delete, insert: text, client: names[who])
         models[who].replaceSubrange(position..<(position + delete), with: insert)
+        cursors[who] = position + insert.count
         #expect(Array(replicas[who].text.unicodeScalars) == models[who], "seed \(seed)")
         for other in 0..<3 where other != who { inbox[other].append(update) }
       case 6..<9:
