@@ -27,6 +27,10 @@ public struct TextDocument: Sendable {
   public internal(set) var totalCount = 0
   /// A chunk's place in order and the number of visible characters before it: where the last lookup ended.
   var cursor = (order: 0, start: 0)
+  /// Where the last local insert ended, as long as nothing else has changed the document since (every change
+  /// of a run or of the chunks forgets it): the next insert there by the same replica extends that run with no
+  /// lookup.
+  var typing: Typing?
   var markStore: [StoredMark] = []
   var markKeys: Set<MarkKey> = []
   /// Operations whose origins or anchors this replica does not have yet (delivered out of order), kept until it
@@ -122,6 +126,23 @@ public struct TextDocument: Sendable {
     let me = number(for: name)
     let counter = clients[Int(me)].nextCounter
     let length = UInt32(scalars.count)
+    if let typing, typing.client == me, typing.position == position,
+      let right = continueTyping(typing, counter)
+    {
+      // Typing on: the run the last insert ended in takes these characters too, as the lookups below would
+      // find it (nothing has changed since, so the character after it is still the one at `position`).
+      let slot = Int(order[typing.order])
+      clients[Int(me)].content.write(scalars, at: counter)
+      slots[slot].runs[typing.run].length += length
+      adjust(typing.order, visible: Int(length), total: Int(length))
+      clients[Int(me)].assign(counter, counter + length, to: Int32(slot))
+      applyKnownDeletes(client: me, counter, counter + length)
+      normalize()
+      noteTyping(me, counter + length, at: position + Int(length), typing.order, typing.run)
+      return InsertRun(
+        client: name, counter: counter, length: length, left: characterID(makeRef(me, counter - 1)),
+        right: characterID(right), text: scalars)
+    }
     var left: Ref = 0
     var right: Ref = 0
     var destination: (order: Int, run: Int)
@@ -153,6 +174,7 @@ public struct TextDocument: Sendable {
         clients[Int(me)].assign(counter, counter + length, to: Int32(slot))
         applyKnownDeletes(client: me, counter, counter + length)
         normalize()
+        noteTyping(me, counter + length, at: position + Int(length), before.order, before.run)
         return InsertRun(
           client: name, counter: counter, length: length, left: characterID(left),
           right: characterID(right), text: scalars)
@@ -163,9 +185,39 @@ public struct TextDocument: Sendable {
     insertRun(new, at: destination.order, destination.run)
     applyKnownDeletes(client: me, counter, counter + length)
     normalize()
+    // The new run, or the run before it if they were joined.
+    noteTyping(me, counter + length, at: position + Int(length), destination.order, destination.run)
+    if typing == nil && destination.run > 0 {
+      noteTyping(me, counter + length, at: position + Int(length), destination.order, destination.run - 1)
+    }
     return InsertRun(
       client: name, counter: counter, length: length, left: characterID(left), right: characterID(right),
       text: scalars)
+  }
+
+  /// The right origin the next character typed at `typing` gets, if the run there can take it (its replica's
+  /// newest characters, visible, no broker sequence: what `insert` extends); nil otherwise.
+  func continueTyping(_ typing: Typing, _ counter: UInt32) -> Ref? {
+    guard typing.order < order.count else { return nil }
+    let slot = Int(order[typing.order])
+    guard typing.run < slots[slot].runs.count else { return nil }
+    let previous = slots[slot].runs[typing.run]
+    guard previous.client == typing.client, !previous.deleted, previous.end == counter, previous.seq == 0,
+      previous.right != 0 || typing.position == count
+    else { return nil }
+    return previous.right
+  }
+
+  /// Remembers that replica `client`'s characters up to `end` were just typed and end run (`order`, `run`) at
+  /// visible position `position`, if that run is theirs and ends there (otherwise forgets any typing).
+  mutating func noteTyping(_ client: UInt32, _ end: UInt32, at position: Int, _ order: Int, _ run: Int) {
+    typing = nil
+    guard order < self.order.count else { return }
+    let slot = Int(self.order[order])
+    guard run < slots[slot].runs.count else { return }
+    let candidate = slots[slot].runs[run]
+    guard candidate.client == client, candidate.end == end, !candidate.deleted else { return }
+    typing = Typing(client: client, position: position, order: order, run: run)
   }
 
   /// Deletes `count` visible scalars at `position`; returns the ranges deleted.
@@ -229,6 +281,7 @@ public struct TextDocument: Sendable {
   @inline(__always) func run(_ order: Int, _ index: Int) -> Run { slots[Int(self.order[order])].runs[index] }
 
   mutating func addFirstChunk() {
+    typing = nil
     slots.append(Chunk())
     order.append(Int32(slots.count - 1))
     orderOf.append(Int32(order.count - 1))
@@ -312,6 +365,7 @@ public struct TextDocument: Sendable {
 
   /// Splits a run in two at `offset` (0 < offset < length); the ids stay in the chunk.
   mutating func splitRun(_ order: Int, _ index: Int, at offset: UInt32) {
+    typing = nil
     let slot = Int(self.order[order])
     var first = slots[slot].runs[index]
     var second = first
@@ -334,6 +388,7 @@ public struct TextDocument: Sendable {
 
   /// Changes the counts of the chunk at `order` (and the cursor's start if the chunk is before it).
   @inline(__always) mutating func adjust(_ order: Int, visible: Int, total: Int) {
+    typing = nil
     let slot = Int(self.order[order])
     slots[slot].visible += visible
     slots[slot].total += total
@@ -354,6 +409,7 @@ public struct TextDocument: Sendable {
 
   /// Joins the run at (`order`, `index`) with its neighbours in the chunk where they are one run.
   mutating func mergeAround(_ order: Int, _ index: Int) {
+    typing = nil
     let slot = Int(self.order[order])
     var at = index
     if at + 1 < slots[slot].runs.count, slots[slot].runs[at].continues(with: slots[slot].runs[at + 1]) {
@@ -373,6 +429,7 @@ public struct TextDocument: Sendable {
   mutating func splitChunkIfNeeded(_ order: Int) {
     let slot = Int(self.order[order])
     guard slots[slot].runs.count > Self.maxRunsPerChunk else { return }
+    typing = nil
     let half = slots[slot].runs.count / 2
     var moved = Chunk()
     moved.runs = Array(slots[slot].runs[half...])
@@ -435,6 +492,14 @@ public struct TextDocument: Sendable {
       at += take
     }
   }
+}
+
+/// Where a replica's last local insert ended: its run (`order`, `run`) and the visible position after it.
+struct Typing {
+  var client: UInt32
+  var position: Int
+  var order: Int
+  var run: Int
 }
 
 /// Why an edit could not be made.
