@@ -85,6 +85,17 @@ struct ContentBuffer {
   var count: Int { scalars?.count ?? bytes.count }
 
   mutating func write(_ text: some Collection<Unicode.Scalar>, at counter: UInt32) {
+    // Typing: ASCII at the end, byte by byte (no generic append, no pass to check it first).
+    if scalars == nil && Int(counter) == bytes.count {
+      var written = 0
+      for scalar in text {
+        guard scalar.isASCII else { break }
+        bytes.append(UInt8(truncatingIfNeeded: scalar.value))
+        written += 1
+      }
+      if written == text.count { return }
+      bytes.removeLast(written)
+    }
     let start = Int(counter)
     let end = start + text.count
     if scalars == nil, text.contains(where: { !$0.isASCII }) {

@@ -116,9 +116,22 @@ public struct TextDocument: Sendable {
     }
     var update = TextUpdate()
     if delete > 0 { update.deletes = self.delete(at: position, count: delete, client: client) }
-    let scalars = Array(insert.unicodeScalars)
+    let scalars = Self.scalars(of: insert)
     if !scalars.isEmpty { update.runs = [self.insert(scalars, at: position, client: client)] }
     return update
+  }
+
+  /// `Array(text.unicodeScalars)`, read from the UTF-8 at once when it is all ASCII (nearly every keystroke).
+  static func scalars(of text: String) -> [Unicode.Scalar] {
+    var text = text
+    let ascii = text.withUTF8 { utf8 -> [Unicode.Scalar]? in
+      guard !utf8.contains(where: { $0 >= 0x80 }) else { return nil }
+      var scalars: [Unicode.Scalar] = []
+      scalars.reserveCapacity(utf8.count)
+      for byte in utf8 { scalars.append(Unicode.Scalar(byte)) }
+      return scalars
+    }
+    return ascii ?? Array(text.unicodeScalars)
   }
 
   /// Inserts `scalars` at visible `position` as replica `client`.
