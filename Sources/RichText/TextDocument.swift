@@ -16,6 +16,9 @@ public struct TextDocument: Sendable {
 
   var clients: [ClientState] = []
   var numbers: [String: UInt32] = [:]
+  /// The replica `number(for:)` gave last: one replica typing looks itself up on every keystroke, and comparing
+  /// a name costs less than hashing it.
+  var lastNumber: (name: String, number: UInt32)?
   /// Chunks by slot (a slot never changes while its chunk lives: the id index points at slots).
   var slots: [Chunk] = []
   /// Document order: the slot of each chunk.
@@ -267,10 +270,15 @@ public struct TextDocument: Sendable {
   // MARK: - Structure
 
   mutating func number(for name: String) -> UInt32 {
-    if let number = numbers[name] { return number }
+    if let last = lastNumber, last.name == name { return last.number }
+    if let number = numbers[name] {
+      lastNumber = (name, number)
+      return number
+    }
     let number = UInt32(clients.count)
     clients.append(ClientState(name: name))
     numbers[name] = number
+    lastNumber = (name, number)
     return number
   }
 
