@@ -43,7 +43,7 @@ extension TextDocument {
   /// character's replica and counter, and woken when a run bringing it is placed. Runs arriving in any order
   /// cost O(n log n), never a pass per run.
   mutating func integrate(_ incoming: [InsertRun]) {
-    var ready = incoming.reversed() as [InsertRun]
+    var ready = Self.typingOrder(incoming).reversed() as [InsertRun]
     // Per replica: runs waiting for one of its characters, sorted by that counter.
     var waiting: [UInt32: [(counter: UInt32, run: InsertRun)]] = [:]
     while let next = ready.popLast() {
@@ -58,6 +58,39 @@ extension TextDocument {
       }
     }
     for parked in waiting.values { pendingRuns.append(contentsOf: parked.map(\.run)) }
+  }
+
+  /// `runs`, each replica's in the order it typed them (by counter; replicas in the order they first come): a
+  /// run's origins were typed before it, so they are here by the time it is placed unless they are another
+  /// replica's, and few runs wait. (A whole document's update lists its runs in document order, where nearly
+  /// every run would wait for its right origin, and the scan between origins would cross what was typed later.)
+  static func typingOrder(_ runs: [InsertRun]) -> [InsertRun] {
+    guard runs.count > 1 else { return runs }
+    var groups: [String: Int] = [:]
+    var last: (name: String, group: Int)?
+    var keys: [(group: Int, counter: UInt32, index: Int)] = []
+    keys.reserveCapacity(runs.count)
+    var sorted = true
+    for (index, run) in runs.enumerated() {
+      let group: Int
+      if let last, last.name == run.client {
+        group = last.group
+      } else if let known = groups[run.client] {
+        group = known
+      } else {
+        group = groups.count
+        groups[run.client] = group
+      }
+      last = (run.client, group)
+      let key = (group: group, counter: run.counter, index: index)
+      if let previous = keys.last, (previous.group, previous.counter) > (key.group, key.counter) {
+        sorted = false
+      }
+      keys.append(key)
+    }
+    if sorted { return runs }
+    keys.sort { ($0.group, $0.counter, $0.index) < ($1.group, $1.counter, $1.index) }
+    return keys.map { runs[$0.index] }
   }
 
   /// Moves the runs parked for counters `start ..< end` to `ready`.
