@@ -129,10 +129,7 @@ public struct TextDocument: Sendable {
     var text = text
     let ascii = text.withUTF8 { utf8 -> [Unicode.Scalar]? in
       guard !utf8.contains(where: { $0 >= 0x80 }) else { return nil }
-      var scalars: [Unicode.Scalar] = []
-      scalars.reserveCapacity(utf8.count)
-      for byte in utf8 { scalars.append(Unicode.Scalar(byte)) }
-      return scalars
+      return utf8.map { Unicode.Scalar($0) }
     }
     return ascii ?? Array(text.unicodeScalars)
   }
