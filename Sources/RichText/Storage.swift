@@ -261,7 +261,13 @@ struct ClientState {
       merged.seq = max(merged.seq, entry.seq)
       last += 1
     }
-    deletes.replaceSubrange(low..<last, with: [merged])
+    // In place: no array for the one entry that replaces those it touches.
+    if last == low {
+      deletes.insert(merged, at: low)
+    } else {
+      deletes[low] = merged
+      if last > low + 1 { deletes.removeSubrange((low + 1)..<last) }
+    }
     return covered < UInt64(end - start)
   }
 
