@@ -201,23 +201,38 @@ struct ClientState {
       return
     }
     let first = firstEntry(endingAfter: start)
-    var replacement: [IndexEntry] = []
     var last = first
-    while last < index.count && index[last].start < end {
-      let entry = index[last]
-      if entry.start < start {
-        replacement.append(IndexEntry(start: entry.start, end: start, slot: entry.slot))
-      }
-      last += 1
+    while last < index.count && index[last].start < end { last += 1 }
+    // Already there (a chunk's split leaves most runs where they were indexed).
+    if last == first + 1 && index[first].slot == slot && index[first].start <= start
+      && index[first].end >= end
+    {
+      return
     }
-    replacement.append(IndexEntry(start: start, end: end, slot: slot))
-    if last > first, index[last - 1].end > end {
-      replacement.append(IndexEntry(start: end, end: index[last - 1].end, slot: index[last - 1].slot))
+    // Entries first ..< last give way to what of them lies before and after start ..< end, and the new entry
+    // between: written in place, no array for the replacement.
+    let before = first < last && index[first].start < start ? index[first].start : nil
+    let after = last > first && index[last - 1].end > end ? index[last - 1].end : nil
+    let outside = (
+      before: first < last ? index[first].slot : slot, after: last > first ? index[last - 1].slot : slot
+    )
+    let replacementCount = (before == nil ? 0 : 1) + 1 + (after == nil ? 0 : 1)
+    let new = IndexEntry(start: start, end: end, slot: slot)
+    if last - first < replacementCount {
+      index.insert(contentsOf: repeatElement(new, count: replacementCount - (last - first)), at: first)
+    } else if last - first > replacementCount {
+      index.removeSubrange((first + replacementCount)..<last)
     }
-    index.replaceSubrange(first..<last, with: replacement)
+    var written = first
+    if let before {
+      index[written] = IndexEntry(start: before, end: start, slot: outside.before)
+      written += 1
+    }
+    index[written] = new
+    if let after { index[written + 1] = IndexEntry(start: end, end: after, slot: outside.after) }
     // Join neighbours in the same chunk.
     var at = max(first - 1, 0)
-    let stop = min(first + replacement.count + 1, index.count)
+    let stop = min(first + replacementCount + 1, index.count)
     var limit = stop
     while at + 1 < limit {
       if index[at].end == index[at + 1].start && index[at].slot == index[at + 1].slot {
