@@ -50,7 +50,7 @@ public struct TextDocument: Sendable {
   public init(text: String, client: String) {
     self.init()
     let scalars = Array(text.unicodeScalars)
-    if !scalars.isEmpty { _ = insert(scalars, at: 0, client: client) }
+    if !scalars.isEmpty { insert(scalars, at: 0, client: client) }
   }
 
   // MARK: - Reading
@@ -120,7 +120,14 @@ public struct TextDocument: Sendable {
     var update = TextUpdate()
     if delete > 0 { update.deletes = self.delete(at: position, count: delete, client: client) }
     let scalars = Self.scalars(of: insert)
-    if !scalars.isEmpty { update.runs = [self.insert(scalars, at: position, client: client)] }
+    if !scalars.isEmpty {
+      let inserted = self.insert(scalars, at: position, client: client)
+      update.runs = [
+        InsertRun(
+          client: client, counter: inserted.counter, length: UInt32(scalars.count),
+          left: characterID(inserted.left), right: characterID(inserted.right), text: scalars)
+      ]
+    }
     return update
   }
 
@@ -134,8 +141,12 @@ public struct TextDocument: Sendable {
     return ascii ?? Array(text.unicodeScalars)
   }
 
-  /// Inserts `scalars` at visible `position` as replica `client`.
-  mutating func insert(_ scalars: [Unicode.Scalar], at position: Int, client name: String) -> InsertRun {
+  /// Inserts `scalars` at visible `position` as replica `client`: their first counter and their origins (what
+  /// the update says; `splice` makes it, so that the run is built once, in the update).
+  @discardableResult
+  mutating func insert(_ scalars: [Unicode.Scalar], at position: Int, client name: String) -> (
+    counter: UInt32, left: Ref, right: Ref
+  ) {
     let me = number(for: name)
     let counter = clients[Int(me)].nextCounter
     let length = UInt32(scalars.count)
@@ -152,9 +163,7 @@ public struct TextDocument: Sendable {
       applyKnownDeletes(client: me, counter, counter + length)
       normalize()
       noteTyping(me, counter + length, at: position + Int(length), typing.order, typing.run)
-      return InsertRun(
-        client: name, counter: counter, length: length, left: characterID(makeRef(me, counter - 1)),
-        right: characterID(right), text: scalars)
+      return (counter, makeRef(me, counter - 1), right)
     }
     var left: Ref = 0
     var right: Ref = 0
@@ -188,9 +197,7 @@ public struct TextDocument: Sendable {
         applyKnownDeletes(client: me, counter, counter + length)
         normalize()
         noteTyping(me, counter + length, at: position + Int(length), before.order, before.run)
-        return InsertRun(
-          client: name, counter: counter, length: length, left: characterID(left),
-          right: characterID(right), text: scalars)
+        return (counter, left, right)
       }
     }
     let new = Run(
@@ -203,9 +210,7 @@ public struct TextDocument: Sendable {
     if typing == nil && destination.run > 0 {
       noteTyping(me, counter + length, at: position + Int(length), destination.order, destination.run - 1)
     }
-    return InsertRun(
-      client: name, counter: counter, length: length, left: characterID(left), right: characterID(right),
-      text: scalars)
+    return (counter, left, right)
   }
 
   /// The right origin the next character typed at `typing` gets, if the run there can take it (its replica's
@@ -398,7 +403,12 @@ public struct TextDocument: Sendable {
 
   /// Splits every chunk an operation left too long: at the end of each operation, never inside one (places
   /// found during an operation stay valid until then).
-  mutating func normalize() {
+  @inline(__always) mutating func normalize() {
+    if !overfull.isEmpty { splitOverfull() }
+  }
+
+  /// `normalize`'s work, out of line: most operations leave no chunk too long.
+  mutating func splitOverfull() {
     while let slot = overfull.popLast() {
       while slots[Int(slot)].runs.count > Self.maxRunsPerChunk { splitChunkIfNeeded(Int(orderOf[Int(slot)])) }
     }
@@ -475,6 +485,8 @@ public struct TextDocument: Sendable {
   /// Marks deleted the characters of `client`'s `start ..< end` that its delete set names (a deletion that
   /// arrived before the insertion it deletes).
   mutating func applyKnownDeletes(client: UInt32, _ start: UInt32, _ end: UInt32) {
+    // Nearly always: nothing of the replica deleted at or after `start` (new characters).
+    guard let last = clients[Int(client)].deletes.last, last.end > start else { return }
     for (from, to) in clients[Int(client)].deletedRanges(start, end) {
       deletePresent(client: client, from, to, seq: 0)
     }
