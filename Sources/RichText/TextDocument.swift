@@ -244,29 +244,78 @@ public struct TextDocument: Sendable {
     var ranges: [DeletedRange] = []
     while remaining > 0 {
       var place = locateVisible(position)
-      if place.offset > 0 {
-        splitRun(place.order, place.run, at: place.offset)
-        place.run += 1
+      let deleted: (client: UInt32, counter: UInt32, take: Int)
+      if let joined = deleteIntoTombstone(place, remaining) {
+        deleted = joined
+      } else {
+        if place.offset > 0 {
+          splitRun(place.order, place.run, at: place.offset)
+          place.run += 1
+        }
+        let slot = Int(order[place.order])
+        let current = slots[slot].runs[place.run]
+        let take = min(remaining, Int(current.length))
+        if take < Int(current.length) { splitRun(place.order, place.run, at: UInt32(take)) }
+        slots[slot].runs[place.run].deleted = true
+        adjust(place.order, visible: -take, total: 0)
+        mergeAround(place.order, place.run)
+        deleted = (current.client, current.counter, take)
       }
-      let slot = Int(order[place.order])
-      let current = slots[slot].runs[place.run]
-      let take = min(remaining, Int(current.length))
-      if take < Int(current.length) { splitRun(place.order, place.run, at: UInt32(take)) }
-      slots[slot].runs[place.run].deleted = true
-      adjust(place.order, visible: -take, total: 0)
-      let client = current.client
-      clients[Int(client)].addDelete(current.counter, current.counter + UInt32(take), seq: 0)
+      let (client, counter, take) = deleted
+      clients[Int(client)].addDelete(counter, counter + UInt32(take), seq: 0)
       let clientName = clients[Int(client)].name
-      if let last = ranges.last, last.client == clientName, last.counter + last.length == current.counter {
+      if let last = ranges.last, last.client == clientName, last.counter + last.length == counter {
         ranges[ranges.count - 1].length += UInt32(take)
       } else {
-        ranges.append(DeletedRange(client: clientName, counter: current.counter, length: UInt32(take)))
+        ranges.append(DeletedRange(client: clientName, counter: counter, length: UInt32(take)))
       }
-      mergeAround(place.order, place.run)
       remaining -= take
     }
     normalize()
     return ranges
+  }
+
+  /// Backspace and delete, nearly every time: the characters at `place` (up to `remaining` of them, to the end
+  /// of their run or from its start) join the tombstone just after or just before them in the chunk, which
+  /// they continue. The runs end as splitting them off, marking them and joining them with it (`delete`'s
+  /// general way) would leave them, without moving the chunk's runs twice. Nil if that is not the case.
+  mutating func deleteIntoTombstone(_ place: Place, _ remaining: Int) -> (
+    client: UInt32, counter: UInt32, take: Int
+  )? {
+    let slot = Int(order[place.order])
+    let run = slots[slot].runs[place.run]
+    let rest = Int(run.length - place.offset)
+    if place.offset > 0 && remaining >= rest && place.run + 1 < slots[slot].runs.count {
+      // The run's tail, into the tombstone after it.
+      let next = slots[slot].runs[place.run + 1]
+      guard next.deleted, next.client == run.client, next.counter == run.end, next.left == run.lastRef,
+        next.right == run.right
+      else { return nil }
+      let start = run.counter + place.offset
+      slots[slot].runs[place.run].length = place.offset
+      slots[slot].runs[place.run + 1].counter = start
+      slots[slot].runs[place.run + 1].length += UInt32(rest)
+      slots[slot].runs[place.run + 1].left = makeRef(run.client, start - 1)
+      slots[slot].runs[place.run + 1].seq = max(next.seq, run.seq)
+      adjust(place.order, visible: -rest, total: 0)
+      return (run.client, start, rest)
+    }
+    if place.offset == 0 && remaining < Int(run.length) && place.run > 0 {
+      // The run's head, into the tombstone before it.
+      let previous = slots[slot].runs[place.run - 1]
+      guard previous.deleted, previous.client == run.client, previous.end == run.counter,
+        run.left == previous.lastRef, run.right == previous.right
+      else { return nil }
+      let take = UInt32(remaining)
+      slots[slot].runs[place.run - 1].length += take
+      slots[slot].runs[place.run - 1].seq = max(previous.seq, run.seq)
+      slots[slot].runs[place.run].counter += take
+      slots[slot].runs[place.run].length -= take
+      slots[slot].runs[place.run].left = makeRef(run.client, run.counter + take - 1)
+      adjust(place.order, visible: -remaining, total: 0)
+      return (run.client, run.counter, remaining)
+    }
+    return nil
   }
 
   // MARK: - Structure
