@@ -70,6 +70,68 @@ import Testing
     #expect(digests == Self.goldenTyping, "digests: \(digests)")
   }
 
+  /// FNV-1a of one replica's runs and deletions (`update()`) after seeded local edits, per seed 1...10, as
+  /// dcd5cea computed them: the local edits' fast paths must leave the runs (ids, origins, tombstones) exactly
+  /// as the general path does.
+  static let goldenLocal: [UInt64] = [
+    15_323_957_697_981_214_520,
+    5_515_234_449_662_298_789,
+    13_622_709_848_496_538_884,
+    1_661_616_583_088_651_113,
+    5_702_358_819_453_395_982,
+    1_576_133_921_074_394_671,
+    14_110_374_424_410_219_694,
+    10_432_624_458_740_141_632,
+    15_990_512_702_522_544_891,
+    2_147_497_904_366_278_010,
+  ]
+
+  @Test func seededLocalEditsLeaveTheFirstImplementationsRuns() throws {
+    var digests: [UInt64] = []
+    for seed in 1...10 { digests.append(try Self.localEdits(seed: UInt64(seed))) }
+    #expect(digests == Self.goldenLocal, "digests: \(digests)")
+  }
+
+  static func localEdits(seed: UInt64) throws -> UInt64 {
+    var random = SplitMix64(seed: seed)
+    var document = TextDocument(text: "seed text", client: "origin")
+    var model = Array(document.text.unicodeScalars)
+    var cursor = 0
+    let alphabet = Array("abcdefgh xyz\né€".unicodeScalars)
+    for _ in 0..<2000 {
+      var position = cursor
+      if random.below(10) == 0 { position = random.below(model.count + 1) }
+      var delete = 0
+      var insert: [Unicode.Scalar] = []
+      switch random.below(10) {
+      case 0..<6: insert = (0...random.below(2)).map { _ in alphabet[random.below(alphabet.count)] }
+      case 6..<8:  // backspace
+        guard position > 0 else { continue }
+        delete = min(random.below(3) + 1, position)
+        position -= delete
+      default:  // delete
+        guard position < model.count else { continue }
+        delete = min(random.below(3) + 1, model.count - position)
+      }
+      var text = ""
+      text.unicodeScalars.append(contentsOf: insert)
+      _ = try document.splice(at: position, delete: delete, insert: text, client: "me")
+      model.replaceSubrange(position..<(position + delete), with: insert)
+      cursor = position + insert.count
+      #expect(Array(document.text.unicodeScalars) == model, "seed \(seed)")
+    }
+    var description = ""
+    let update = document.update()
+    for run in update.runs {
+      description += "\(run.client)@\(run.counter)+\(run.length) \(run.left?.description ?? "-") "
+      description += "\(run.right?.description ?? "-") \(run.text == nil ? "x" : "v");"
+    }
+    for range in update.deletes { description += "\(range.client)@\(range.counter)+\(range.length);" }
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in description.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+    return hash
+  }
+
   static func exchange(seed: UInt64, typing: Bool = false) throws -> UInt64 {
     var random = SplitMix64(seed: seed)
     let names = ["ana", "bo", "cy"]
