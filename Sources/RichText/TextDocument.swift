@@ -215,7 +215,7 @@ public struct TextDocument: Sendable {
 
   /// The right origin the next character typed at `typing` gets, if the run there can take it (its replica's
   /// newest characters, visible, no broker sequence: what `insert` extends); nil otherwise.
-  func continueTyping(_ typing: Typing, _ counter: UInt32) -> Ref? {
+  @inline(__always) func continueTyping(_ typing: Typing, _ counter: UInt32) -> Ref? {
     guard typing.order < order.count else { return nil }
     let slot = Int(order[typing.order])
     guard typing.run < slots[slot].runs.count else { return nil }
