@@ -34,6 +34,9 @@ public struct TextDocument: Sendable {
   /// of a run or of the chunks forgets it): the next insert there by the same replica extends that run with no
   /// lookup.
   var typing: Typing?
+  /// A visible position whose character's place the last local deletion learnt, under the same rule as
+  /// `typing`: the next backspace (or delete) there needs no lookup.
+  var known: (position: Int, place: Place)?
   var markStore: [StoredMark] = []
   var markKeys: Set<MarkKey> = []
   /// Operations whose origins or anchors this replica does not have yet (delivered out of order), kept until it
@@ -226,6 +229,12 @@ public struct TextDocument: Sendable {
     return previous.right
   }
 
+  /// Forgets `typing` and `known`: what every change of a run or of the chunks does.
+  @inline(__always) mutating func forgetEdits() {
+    typing = nil
+    known = nil
+  }
+
   /// Remembers that replica `client`'s characters up to `end` were just typed and end run (`order`, `run`) at
   /// visible position `position`, if that run is theirs and ends there (otherwise forgets any typing).
   mutating func noteTyping(_ client: UInt32, _ end: UInt32, at position: Int, _ order: Int, _ run: Int) {
@@ -245,7 +254,7 @@ public struct TextDocument: Sendable {
     while remaining > 0 {
       var place = locateVisible(position)
       let deleted: (client: UInt32, counter: UInt32, take: Int)
-      if let joined = deleteIntoTombstone(place, remaining) {
+      if let joined = deleteIntoTombstone(place, remaining, at: position) {
         deleted = joined
       } else {
         if place.offset > 0 {
@@ -279,7 +288,7 @@ public struct TextDocument: Sendable {
   /// of their run or from its start) join the tombstone just after or just before them in the chunk, which
   /// they continue. The runs end as splitting them off, marking them and joining them with it (`delete`'s
   /// general way) would leave them, without moving the chunk's runs twice. Nil if that is not the case.
-  mutating func deleteIntoTombstone(_ place: Place, _ remaining: Int) -> (
+  mutating func deleteIntoTombstone(_ place: Place, _ remaining: Int, at position: Int) -> (
     client: UInt32, counter: UInt32, take: Int
   )? {
     let slot = Int(order[place.order])
@@ -298,6 +307,8 @@ public struct TextDocument: Sendable {
       slots[slot].runs[place.run + 1].left = makeRef(run.client, start - 1)
       slots[slot].runs[place.run + 1].seq = max(next.seq, run.seq)
       adjust(place.order, visible: -rest, total: 0)
+      // The character before them, where a backspace goes next.
+      known = (position - 1, Place(order: place.order, run: place.run, offset: place.offset - 1))
       return (run.client, start, rest)
     }
     if place.offset == 0 && remaining < Int(run.length) && place.run > 0 {
@@ -313,6 +324,8 @@ public struct TextDocument: Sendable {
       slots[slot].runs[place.run].length -= take
       slots[slot].runs[place.run].left = makeRef(run.client, run.counter + take - 1)
       adjust(place.order, visible: -remaining, total: 0)
+      // The character after them, where a delete goes next.
+      known = (position, Place(order: place.order, run: place.run, offset: 0))
       return (run.client, run.counter, remaining)
     }
     return nil
@@ -353,7 +366,7 @@ public struct TextDocument: Sendable {
   @inline(__always) func run(_ order: Int, _ index: Int) -> Run { slots[Int(self.order[order])].runs[index] }
 
   mutating func addFirstChunk() {
-    typing = nil
+    forgetEdits()
     slots.append(Chunk())
     order.append(Int32(slots.count - 1))
     orderOf.append(Int32(order.count - 1))
@@ -378,6 +391,12 @@ public struct TextDocument: Sendable {
 
   /// The visible character at `position` (< count).
   mutating func locateVisible(_ position: Int) -> Place {
+    // Backspace and delete after an edit there: the place is known.
+    if let known, known.position == position { return known.place }
+    if let typing, typing.position == position + 1 {
+      let length = slots[Int(order[typing.order])].runs[typing.run].length
+      return Place(order: typing.order, run: typing.run, offset: length - 1)
+    }
     var (at, start) = cursor
     if at >= order.count { (at, start) = (0, 0) }
     if position < start {
@@ -437,7 +456,7 @@ public struct TextDocument: Sendable {
 
   /// Splits a run in two at `offset` (0 < offset < length); the ids stay in the chunk.
   mutating func splitRun(_ order: Int, _ index: Int, at offset: UInt32) {
-    typing = nil
+    forgetEdits()
     let slot = Int(self.order[order])
     var first = slots[slot].runs[index]
     var second = first
@@ -465,7 +484,7 @@ public struct TextDocument: Sendable {
 
   /// Changes the counts of the chunk at `order` (and the cursor's start if the chunk is before it).
   @inline(__always) mutating func adjust(_ order: Int, visible: Int, total: Int) {
-    typing = nil
+    forgetEdits()
     let slot = Int(self.order[order])
     slots[slot].visible += visible
     slots[slot].total += total
@@ -486,7 +505,7 @@ public struct TextDocument: Sendable {
 
   /// Joins the run at (`order`, `index`) with its neighbours in the chunk where they are one run.
   mutating func mergeAround(_ order: Int, _ index: Int) {
-    typing = nil
+    forgetEdits()
     let slot = Int(self.order[order])
     var at = index
     if at + 1 < slots[slot].runs.count, slots[slot].runs[at].continues(with: slots[slot].runs[at + 1]) {
@@ -506,7 +525,7 @@ public struct TextDocument: Sendable {
   mutating func splitChunkIfNeeded(_ order: Int) {
     let slot = Int(self.order[order])
     guard slots[slot].runs.count > Self.maxRunsPerChunk else { return }
-    typing = nil
+    forgetEdits()
     let half = slots[slot].runs.count / 2
     var moved = Chunk()
     moved.runs = Array(slots[slot].runs[half...])
