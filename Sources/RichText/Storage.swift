@@ -160,6 +160,8 @@ struct ClientState {
   var index: [IndexEntry] = []
   /// Sorted, disjoint: the replica's characters deleted (whether the document has them yet or not).
   var deletes: [DeleteEntry] = []
+  /// The entry of `deletes` that `addDelete` touched last: where it looks first.
+  var deleteHint = 0
 
   init(name: String) { self.name = name }
 
@@ -257,13 +259,18 @@ struct ClientState {
       }
       return true
     }
-    // The first entry that touches or follows start.
-    var low = 0
-    var high = deletes.count
-    while low < high {
-      let mid = (low + high) / 2
-      if deletes[mid].end < start { low = mid + 1 } else { high = mid }
+    // The first entry that touches or follows start: the one the last call touched, for a backspace after a
+    // backspace; otherwise searched for.
+    var low = deleteHint
+    if !(low < deletes.count && deletes[low].end >= start && (low == 0 || deletes[low - 1].end < start)) {
+      low = 0
+      var high = deletes.count
+      while low < high {
+        let mid = (low + high) / 2
+        if deletes[mid].end < start { low = mid + 1 } else { high = mid }
+      }
     }
+    deleteHint = low
     var last = low
     var merged = DeleteEntry(start: start, end: end, seq: seq)
     var covered: UInt64 = 0
