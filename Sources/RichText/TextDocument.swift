@@ -465,6 +465,7 @@ public struct TextDocument: Sendable {
     second.length -= offset
     second.left = first.lastRef
     slots[slot].runs[index] = first
+    slots[slot].runs.reserveGently()
     slots[slot].runs.insert(second, at: index + 1)
     if slots[slot].runs.count > Self.maxRunsPerChunk { overfull.append(Int32(slot)) }
   }
@@ -496,6 +497,7 @@ public struct TextDocument: Sendable {
   /// Puts `run` at (`order`, `index`), indexes its ids and counts it.
   mutating func insertRun(_ run: Run, at order: Int, _ index: Int) {
     let slot = Int(self.order[order])
+    slots[slot].runs.reserveGently()
     slots[slot].runs.insert(run, at: index)
     if slots[slot].runs.count > Self.maxRunsPerChunk { overfull.append(Int32(slot)) }
     adjust(order, visible: run.visibleLength, total: Int(run.length))
@@ -529,7 +531,8 @@ public struct TextDocument: Sendable {
     let half = slots[slot].runs.count / 2
     var moved = Chunk()
     moved.runs = Array(slots[slot].runs[half...])
-    slots[slot].runs.removeSubrange(half...)
+    // A copy of the first half, not `removeSubrange`: that would keep the whole capacity, half of it unused.
+    slots[slot].runs = Array(slots[slot].runs[..<half])
     for run in moved.runs {
       moved.visible += run.visibleLength
       moved.total += Int(run.length)
