@@ -12,7 +12,8 @@ typealias Ref = UInt64
 @inline(__always) func refCounter(_ ref: Ref) -> UInt32 { UInt32(truncatingIfNeeded: ref) }
 
 /// Consecutive characters of one replica, each inserted right after the one before it, all with the same right
-/// origin and the same deleted state. The unit everything works on: there are no per-character objects.
+/// origin and the same deleted state. The unit everything works on: there are no per-character objects. 32
+/// bytes: the broker's sequence of a run is kept beside it in its chunk (`Chunk.seqs`), as it is 0 on devices.
 struct Run {
   var client: UInt32
   var counter: UInt32
@@ -22,8 +23,6 @@ struct Run {
   var left: Ref
   /// The right origin of every character (0: the document's end).
   var right: Ref
-  /// The broker's sequence when the characters (or, for a tombstone, their deletion) reached it; 0 elsewhere.
-  var seq: UInt64
 
   @inline(__always) var firstRef: Ref { makeRef(client, counter) }
   @inline(__always) var lastRef: Ref { makeRef(client, counter &+ length &- 1) }
@@ -42,8 +41,40 @@ struct Run {
 /// document is a list of chunks so that an insert moves a few dozen runs, never the whole document.
 struct Chunk {
   var runs: [Run] = []
+  /// Each run's broker sequence: when its characters (or, for a tombstone, their deletion) reached the broker;
+  /// 0 elsewhere. Empty while every one is 0 (a device's replica, until something comes from the broker), else
+  /// as long as `runs`.
+  var seqs: [UInt64] = []
   var visible = 0
   var total = 0
+
+  @inline(__always) func seq(_ index: Int) -> UInt64 { seqs.isEmpty ? 0 : seqs[index] }
+
+  mutating func setSeq(_ seq: UInt64, _ index: Int) {
+    if seqs.isEmpty {
+      guard seq != 0 else { return }
+      seqs = Array(repeating: 0, count: runs.count)
+    }
+    seqs[index] = seq
+  }
+
+  mutating func insert(_ run: Run, seq: UInt64, at index: Int) {
+    runs.reserveGently()
+    runs.insert(run, at: index)
+    if !seqs.isEmpty || seq != 0 {
+      if seqs.isEmpty { seqs = Array(repeating: 0, count: runs.count - 1) }
+      seqs.insert(seq, at: index)
+    }
+  }
+
+  mutating func append(_ run: Run, seq: UInt64) {
+    insert(run, seq: seq, at: runs.count)
+  }
+
+  mutating func remove(at index: Int) -> (run: Run, seq: UInt64) {
+    let run = runs.remove(at: index)
+    return (run, seqs.isEmpty ? 0 : seqs.remove(at: index))
+  }
 }
 
 /// Where a character is: the chunk's place in document order, the run's index in the chunk, the offset in the

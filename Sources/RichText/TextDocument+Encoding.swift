@@ -7,8 +7,9 @@ extension TextDocument {
     let floor = since ?? 0
     let all = since == nil
     for slot in order {
-      for run in slots[Int(slot)].runs where all || run.seq > floor {
-        update.runs.append(insertRun(run))
+      let chunk = slots[Int(slot)]
+      for index in chunk.runs.indices where all || chunk.seq(index) > floor {
+        update.runs.append(insertRun(chunk.runs[index], seq: chunk.seq(index)))
       }
     }
     for client in clients {
@@ -26,12 +27,12 @@ extension TextDocument {
     return update
   }
 
-  func insertRun(_ run: Run) -> InsertRun {
+  func insertRun(_ run: Run, seq: UInt64) -> InsertRun {
     InsertRun(
       client: clients[Int(run.client)].name, counter: run.counter, length: run.length,
       left: characterID(run.left), right: characterID(run.right),
       text: run.deleted ? nil : clients[Int(run.client)].content.scalars(Int(run.counter)..<Int(run.end)),
-      seq: run.seq)
+      seq: seq)
   }
 
   /// The whole state in the compact binary form (`TextCodec`): what a store keeps, and what a replica that has
@@ -47,10 +48,11 @@ extension TextDocument {
     text.reserveCapacity(count)
     var previousEnd = [UInt32](repeating: 0, count: clients.count)
     for slot in order {
-      for run in slots[Int(slot)].runs {
+      let chunk = slots[Int(slot)]
+      for (index, run) in chunk.runs.enumerated() {
         writer.run(
           client: run.client, counter: run.counter, length: run.length, deleted: run.deleted, left: run.left,
-          right: run.right, seq: run.seq, previousEnd: &previousEnd)
+          right: run.right, seq: chunk.seq(index), previousEnd: &previousEnd)
         if !run.deleted {
           clients[Int(run.client)].content.appendUTF8(Int(run.counter)..<Int(run.end), to: &text)
         }
@@ -94,11 +96,16 @@ extension TextDocument {
     let runCount = try reader.count(limit: 1 << 26)
     var runs: [Run] = []
     runs.reserveCapacity(runCount)
+    var seqs: [UInt64] = []
     var previousEnd = [UInt32](repeating: 0, count: clients.count)
     var visibleLength = 0
     for _ in 0..<runCount {
-      let run = try reader.run(clients: clients.count, previousEnd: &previousEnd)
+      let (run, seq) = try reader.run(clients: clients.count, previousEnd: &previousEnd)
       runs.append(run)
+      if !seqs.isEmpty || seq != 0 {
+        if seqs.isEmpty { seqs = Array(repeating: 0, count: runs.count - 1) }
+        seqs.append(seq)
+      }
       visibleLength += run.visibleLength
     }
     let textBytes = try reader.count(limit: 1 << 30)
@@ -115,7 +122,7 @@ extension TextDocument {
       chunk = Chunk()
     }
     var ranges: [[(UInt32, UInt32)]] = Array(repeating: [], count: clients.count)
-    for run in runs {
+    for (number, run) in runs.enumerated() {
       let slot = Int32(slots.count)
       if !run.deleted {
         var text: [Unicode.Scalar] = []
@@ -129,7 +136,7 @@ extension TextDocument {
         clients[Int(run.client)].content.reserve(upTo: Int(run.end))
       }
       ranges[Int(run.client)].append((run.counter, run.end))
-      chunk.runs.append(run)
+      chunk.append(run, seq: seqs.isEmpty ? 0 : seqs[number])
       chunk.visible += run.visibleLength
       chunk.total += Int(run.length)
       count += run.visibleLength
@@ -397,7 +404,7 @@ public enum TextCodec {
       return String(decoding: try take(length), as: UTF8.self)
     }
 
-    mutating func run(clients: Int, previousEnd: inout [UInt32]) throws(TextError) -> Run {
+    mutating func run(clients: Int, previousEnd: inout [UInt32]) throws(TextError) -> (Run, UInt64) {
       let client = try count(limit: clients - 1)
       let zigzag = try varint64()
       let step = Int64(bitPattern: (zigzag >> 1) ^ (0 &- (zigzag & 1)))
@@ -422,9 +429,11 @@ public enum TextCodec {
         right = makeRef(UInt32(try count(limit: clients - 1)), try self.counter(adding: 0))
       }
       let seq = flags & 16 != 0 ? try varint64() : 0
-      return Run(
-        client: UInt32(client), counter: UInt32(counter), length: UInt32(length), deleted: flags & 1 != 0,
-        left: left, right: right, seq: seq)
+      return (
+        Run(
+          client: UInt32(client), counter: UInt32(counter), length: UInt32(length), deleted: flags & 1 != 0,
+          left: left, right: right), seq
+      )
     }
 
     mutating func id() throws(TextError) -> CharacterID {

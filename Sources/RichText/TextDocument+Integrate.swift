@@ -187,12 +187,11 @@ extension TextDocument {
       clients[Int(client)].content.reserve(upTo: Int(counter + length))
     }
     let new = Run(
-      client: client, counter: counter, length: length, deleted: text == nil, left: left, right: right,
-      seq: seq)
+      client: client, counter: counter, length: length, deleted: text == nil, left: left, right: right)
     if text == nil { clients[Int(client)].addDelete(counter, counter + length, seq: seq) }
     if order.isEmpty {
       addFirstChunk()
-      insertRun(new, at: 0, 0)
+      insertRun(new, seq: seq, at: 0, 0)
       normalize()
       return
     }
@@ -265,7 +264,7 @@ extension TextDocument {
       let last = order.count - 1
       destination = (last, slots[Int(order[last])].runs.count)
     }
-    insertRun(new, at: destination.order, destination.run)
+    insertRun(new, seq: seq, at: destination.order, destination.run)
     applyKnownDeletes(client: client, counter, counter + length)
     normalize()
   }

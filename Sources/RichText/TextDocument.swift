@@ -100,7 +100,9 @@ public struct TextDocument: Sendable {
 
   /// Approximate heap bytes held (runs, indexes, text buffers), for benchmarks.
   public var memoryBytes: Int {
-    var total = slots.reduce(0) { $0 + $1.runs.capacity * MemoryLayout<Run>.stride + 32 }
+    var total = slots.reduce(0) {
+      $0 + $1.runs.capacity * MemoryLayout<Run>.stride + $1.seqs.capacity * 8 + 32
+    }
     total += order.capacity * 4 + orderOf.capacity * 4
     for client in clients {
       total += client.content.memoryBytes + client.index.capacity * MemoryLayout<IndexEntry>.stride
@@ -193,7 +195,9 @@ public struct TextDocument: Sendable {
     if let before, slots[Int(order[before.order])].runs[before.run].client == me {
       let slot = Int(order[before.order])
       let previous = slots[slot].runs[before.run]
-      if !previous.deleted && previous.end == counter && previous.right == right && previous.seq == 0 {
+      if !previous.deleted && previous.end == counter && previous.right == right
+        && slots[slot].seq(before.run) == 0
+      {
         slots[slot].runs[before.run].length += length
         adjust(before.order, visible: Int(length), total: Int(length))
         clients[Int(me)].assign(counter, counter + length, to: Int32(slot))
@@ -203,9 +207,8 @@ public struct TextDocument: Sendable {
         return (counter, left, right)
       }
     }
-    let new = Run(
-      client: me, counter: counter, length: length, deleted: false, left: left, right: right, seq: 0)
-    insertRun(new, at: destination.order, destination.run)
+    let new = Run(client: me, counter: counter, length: length, deleted: false, left: left, right: right)
+    insertRun(new, seq: 0, at: destination.order, destination.run)
     applyKnownDeletes(client: me, counter, counter + length)
     normalize()
     // The new run, or the run before it if they were joined.
@@ -223,7 +226,8 @@ public struct TextDocument: Sendable {
     let slot = Int(order[typing.order])
     guard typing.run < slots[slot].runs.count else { return nil }
     let previous = slots[slot].runs[typing.run]
-    guard previous.client == typing.client, !previous.deleted, previous.end == counter, previous.seq == 0,
+    guard previous.client == typing.client, !previous.deleted, previous.end == counter,
+      slots[slot].seq(typing.run) == 0,
       previous.right != 0 || typing.position == count
     else { return nil }
     return previous.right
@@ -305,7 +309,7 @@ public struct TextDocument: Sendable {
       slots[slot].runs[place.run + 1].counter = start
       slots[slot].runs[place.run + 1].length += UInt32(rest)
       slots[slot].runs[place.run + 1].left = makeRef(run.client, start - 1)
-      slots[slot].runs[place.run + 1].seq = max(next.seq, run.seq)
+      slots[slot].setSeq(max(slots[slot].seq(place.run + 1), slots[slot].seq(place.run)), place.run + 1)
       adjust(place.order, visible: -rest, total: 0)
       // The character before them, where a backspace goes next.
       known = (position - 1, Place(order: place.order, run: place.run, offset: place.offset - 1))
@@ -319,7 +323,7 @@ public struct TextDocument: Sendable {
       else { return nil }
       let take = UInt32(remaining)
       slots[slot].runs[place.run - 1].length += take
-      slots[slot].runs[place.run - 1].seq = max(previous.seq, run.seq)
+      slots[slot].setSeq(max(slots[slot].seq(place.run - 1), slots[slot].seq(place.run)), place.run - 1)
       slots[slot].runs[place.run].counter += take
       slots[slot].runs[place.run].length -= take
       slots[slot].runs[place.run].left = makeRef(run.client, run.counter + take - 1)
@@ -465,8 +469,7 @@ public struct TextDocument: Sendable {
     second.length -= offset
     second.left = first.lastRef
     slots[slot].runs[index] = first
-    slots[slot].runs.reserveGently()
-    slots[slot].runs.insert(second, at: index + 1)
+    slots[slot].insert(second, seq: slots[slot].seq(index), at: index + 1)
     if slots[slot].runs.count > Self.maxRunsPerChunk { overfull.append(Int32(slot)) }
   }
 
@@ -495,10 +498,9 @@ public struct TextDocument: Sendable {
   }
 
   /// Puts `run` at (`order`, `index`), indexes its ids and counts it.
-  mutating func insertRun(_ run: Run, at order: Int, _ index: Int) {
+  mutating func insertRun(_ run: Run, seq: UInt64, at order: Int, _ index: Int) {
     let slot = Int(self.order[order])
-    slots[slot].runs.reserveGently()
-    slots[slot].runs.insert(run, at: index)
+    slots[slot].insert(run, seq: seq, at: index)
     if slots[slot].runs.count > Self.maxRunsPerChunk { overfull.append(Int32(slot)) }
     adjust(order, visible: run.visibleLength, total: Int(run.length))
     clients[Int(run.client)].assign(run.counter, run.end, to: Int32(slot))
@@ -511,15 +513,15 @@ public struct TextDocument: Sendable {
     let slot = Int(self.order[order])
     var at = index
     if at + 1 < slots[slot].runs.count, slots[slot].runs[at].continues(with: slots[slot].runs[at + 1]) {
-      let next = slots[slot].runs.remove(at: at + 1)
-      slots[slot].runs[at].length += next.length
-      slots[slot].runs[at].seq = max(slots[slot].runs[at].seq, next.seq)
+      let next = slots[slot].remove(at: at + 1)
+      slots[slot].runs[at].length += next.run.length
+      slots[slot].setSeq(max(slots[slot].seq(at), next.seq), at)
     }
     if at > 0, slots[slot].runs[at - 1].continues(with: slots[slot].runs[at]) {
-      let current = slots[slot].runs.remove(at: at)
+      let current = slots[slot].remove(at: at)
       at -= 1
-      slots[slot].runs[at].length += current.length
-      slots[slot].runs[at].seq = max(slots[slot].runs[at].seq, current.seq)
+      slots[slot].runs[at].length += current.run.length
+      slots[slot].setSeq(max(slots[slot].seq(at), current.seq), at)
     }
   }
 
@@ -533,6 +535,10 @@ public struct TextDocument: Sendable {
     moved.runs = Array(slots[slot].runs[half...])
     // A copy of the first half, not `removeSubrange`: that would keep the whole capacity, half of it unused.
     slots[slot].runs = Array(slots[slot].runs[..<half])
+    if !slots[slot].seqs.isEmpty {
+      moved.seqs = Array(slots[slot].seqs[half...])
+      slots[slot].seqs = Array(slots[slot].seqs[..<half])
+    }
     for run in moved.runs {
       moved.visible += run.visibleLength
       moved.total += Int(run.length)
@@ -587,7 +593,7 @@ public struct TextDocument: Sendable {
       let take = min(end - at, current.length)
       if take < current.length { splitRun(place.order, place.run, at: take) }
       slots[slot].runs[place.run].deleted = true
-      slots[slot].runs[place.run].seq = max(slots[slot].runs[place.run].seq, seq)
+      slots[slot].setSeq(max(slots[slot].seq(place.run), seq), place.run)
       adjust(place.order, visible: -Int(take), total: 0)
       mergeAround(place.order, place.run)
       at += take
