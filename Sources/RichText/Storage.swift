@@ -286,6 +286,34 @@ struct ClientState {
     }
   }
 
+  /// Whether the document has every character `start ..< end` of the replica.
+  func covers(_ start: UInt32, _ end: UInt32) -> Bool {
+    var at = start
+    var entry = firstEntry(endingAfter: start)
+    while at < end {
+      guard entry < index.count, index[entry].start <= at else { return false }
+      at = index[entry].end
+      entry += 1
+    }
+    return true
+  }
+
+  /// `ranges` as `addDelete` would leave them, added one by one: sorted, overlapping and touching ones joined
+  /// (with the newest sequence).
+  static func joined(_ ranges: [DeleteEntry]) -> [DeleteEntry] {
+    var result: [DeleteEntry] = []
+    result.reserveCapacity(ranges.count)
+    for range in ranges.sorted(by: { $0.start < $1.start }) {
+      if let last = result.last, last.end >= range.start {
+        result[result.count - 1].end = max(last.end, range.end)
+        result[result.count - 1].seq = max(last.seq, range.seq)
+      } else {
+        result.append(range)
+      }
+    }
+    return result
+  }
+
   /// Records characters `start ..< end` as deleted; whether any of them was not already.
   @discardableResult
   mutating func addDelete(_ start: UInt32, _ end: UInt32, seq: UInt64) -> Bool {
