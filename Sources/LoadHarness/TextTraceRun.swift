@@ -52,7 +52,9 @@ public enum TextTraceRun {
     let machine = MachineProbe()
     var notes: [String] = []
     var failures: [String] = []
-    let targets = TextTargets.forTrace(named: name)
+    // The targets are the whole trace's: a prefix (`--edits`) has none.
+    let prefix = options.edits.map { $0 < trace.patchCount } ?? false
+    let targets = prefix ? TextTargets() : TextTargets.forTrace(named: name)
     var fields: [(String, ReportValue)] = [
       ("trace", .string(name)), ("kind", .string(trace.concurrent ? "concurrent" : "sequential")),
       ("transactions", .int(trace.transactions.count)), ("patches", .int(trace.patchCount)),
