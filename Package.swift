@@ -93,13 +93,13 @@ let package = Package(
 
     // The data model: ids, hybrid logical clocks, property values, mutations and their JSON, rejection codes.
     // Values and pure functions, no I/O.
-    .target(name: "SyncModel", dependencies: ["StrictJSON"]),
+    .target(name: "SyncModel", dependencies: ["StrictJSON", "RichText"]),
 
     // The broker.
     // Notification fan-out without I/O: channel index, per-subscriber coalescing queues.
     .target(name: "BrokerCore"),
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
-    .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel"]),
+    .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel", "RichText"]),
     // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
     .target(name: "SyncProtocol", dependencies: ["SyncModel", "StrictJSON"]),
     // Wiring: configuration, auth, routes, device streams, lifecycle.
@@ -120,12 +120,13 @@ let package = Package(
     // The offline forest (why each page is offline, and the minimal rows to write), without I/O.
     .target(name: "DaemonCore", dependencies: ["SyncModel"]),
     // The daemon's local SQLite store: offline set, local pages and blocks, mutation queue, sync metadata.
-    .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore"]),
+    .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore", "RichText"]),
     // Wiring: configuration, the broker link (HTTP + the device stream), the sync driver, the local API.
     .target(
       name: "Daemon",
       dependencies: [
-        "ByteBuffers", "DaemonCore", "DaemonStore", "SQLiteStore", "SyncModel", "SyncProtocol", "StrictJSON",
+        "ByteBuffers", "DaemonCore", "DaemonStore", "RichText", "SQLiteStore", "SyncModel", "SyncProtocol",
+        "StrictJSON",
         "TOMLConfig", "Web", "EventLoop", "ServiceManager",
         .product(name: "Logging", package: "swift-log"),
       ]),
@@ -175,7 +176,7 @@ let package = Package(
       name: "StrictJSONTests", dependencies: ["StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
     .testTarget(
       name: "SyncModelTests",
-      dependencies: ["SyncModel", "StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
+      dependencies: ["SyncModel", "RichText", "StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
     .testTarget(
       name: "SyncProtocolTests",
       dependencies: [
@@ -188,7 +189,7 @@ let package = Package(
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",
-      dependencies: ["BrokerStore", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
+      dependencies: ["BrokerStore", "RichText", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerTests",
       dependencies: [
@@ -202,7 +203,7 @@ let package = Package(
     .testTarget(
       name: "DaemonStoreTests",
       dependencies: [
-        "DaemonStore", "SQLiteStore", "SyncModel", "DaemonCore", "DaemonCoreTestKit", "EventLoop",
+        "DaemonStore", "RichText", "SQLiteStore", "SyncModel", "DaemonCore", "DaemonCoreTestKit", "EventLoop",
         "EventLoopTestKit",
       ]),
     .testTarget(

@@ -61,6 +61,11 @@ public struct BrokerLimits: Sendable, Equatable {
   public var pendingBytesPerConnection = 256 * 1024
   /// Seconds a mutation's time may be ahead of the broker's wall clock (`clock_ahead` beyond).
   public var clockAheadSeconds = 86_400
+  /// Insert runs, deleted ranges and mark operations in one `splice_text` or `mark_text` (`too_large` beyond).
+  public var textOpsPerMutation = 4096
+  /// Characters one block's text may hold, deleted ones included (`too_large` beyond): a deleted character keeps
+  /// its id, which a device offline for a long time may still refer to.
+  public var textCharactersPerBlock = 1 << 20
 
   public init() {}
 }
@@ -134,6 +139,11 @@ extension BrokerConfiguration {
       range: 1024...(1 << 30))
     configuration.limits.clockAheadSeconds = try limits.int(
       "clock_ahead_seconds", default: configuration.limits.clockAheadSeconds, range: 1...315_360_000)
+    configuration.limits.textOpsPerMutation = try limits.int(
+      "text_ops_per_mutation", default: configuration.limits.textOpsPerMutation, range: 1...1_000_000)
+    configuration.limits.textCharactersPerBlock = try limits.int(
+      "text_characters_per_block", default: configuration.limits.textCharactersPerBlock,
+      range: 1024...(1 << 24))
     try limits.rejectUnknownKeys()
 
     let log = try document.table("log")
@@ -174,6 +184,9 @@ extension BrokerConfiguration {
     plan.live("limits.frame_bytes", limits.frameBytes, new.limits.frameBytes)
     plan.live("limits.body_bytes", limits.bodyBytes, new.limits.bodyBytes)
     plan.live("limits.batch_mutations", limits.batchMutations, new.limits.batchMutations)
+    plan.live("limits.text_ops_per_mutation", limits.textOpsPerMutation, new.limits.textOpsPerMutation)
+    plan.live(
+      "limits.text_characters_per_block", limits.textCharactersPerBlock, new.limits.textCharactersPerBlock)
     plan.live(
       "limits.pending_bytes_per_connection", limits.pendingBytesPerConnection,
       new.limits.pendingBytesPerConnection)

@@ -27,15 +27,21 @@ extension BrokerServer {
     }
     if old.limits.batchMutations != configuration.limits.batchMutations
       || old.limits.clockAheadSeconds != configuration.limits.clockAheadSeconds
+      || old.limits.textOpsPerMutation != configuration.limits.textOpsPerMutation
+      || old.limits.textCharactersPerBlock != configuration.limits.textCharactersPerBlock
     {
       let box = storeBox
       let limit = configuration.limits.batchMutations
       let ahead = UInt64(configuration.limits.clockAheadSeconds) * 1000
+      let textOps = configuration.limits.textOpsPerMutation
+      let textCharacters = configuration.limits.textCharactersPerBlock
       writer.submit(
         on: loop,
         { _ in
           box.store.maxMutationsPerBatch = limit
           box.store.maxClockAheadMillis = ahead
+          box.store.limits.maxTextOps = textOps
+          box.store.limits.maxTextCharacters = textCharacters
         }, completion: { (_: Result<Void, Error>) in })
     }
     if old.tokens != configuration.tokens {

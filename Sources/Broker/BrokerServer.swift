@@ -92,6 +92,8 @@ public final class BrokerServer {
     try connection.configure(synchronous: configuration.synchronous == "full" ? .full : .normal)
     var limits = MutationLimits()
     limits.maxTextBytes = min(limits.maxTextBytes, configuration.limits.bodyBytes)
+    limits.maxTextOps = configuration.limits.textOpsPerMutation
+    limits.maxTextCharacters = configuration.limits.textCharactersPerBlock
     let store = try PageStore(connection: connection, limits: limits)
     store.maxMutationsPerBatch = configuration.limits.batchMutations
     store.maxClockAheadMillis = UInt64(configuration.limits.clockAheadSeconds) * 1000

@@ -1,3 +1,4 @@
+import RichText
 import SQLiteStore
 import SyncModel
 
@@ -11,11 +12,14 @@ struct Rejection: Error {
 enum PageStoreError: Error, CustomStringConvertible {
   /// A mutation was rejected after it had written: ApplyContext must decide rejections before writing.
   case rejectedAfterWriting(mutation: UInt64, reason: RejectionReason)
+  /// A block's stored text state does not decode.
+  case corruptText(String)
 
   var description: String {
     switch self {
     case .rejectedAfterWriting(let mutation, let reason):
       "mutation \(mutation) was rejected (\(reason.name)) after it had written: the batch was not applied"
+    case .corruptText(let why): "a block's stored text state is corrupt: \(why)"
     }
   }
 }
@@ -323,32 +327,34 @@ struct ApplyContext {
         throw Rejection(.alreadyExists)
       }
       let position = try positionAfter(after, on: page, excluding: block)
+      // The first text: ids every replica derives from it (`initialTextClient`), stamped with this batch.
+      let document = TextDocument(text: text, client: initialTextClient, seq: seq)
       try connection.execute(
         """
         INSERT INTO block (id, page_id, type, text, text_stamp, attributes, attributes_stamp, position,
-                           position_stamp, deleted, deleted_stamp)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+                           position_stamp, deleted, deleted_stamp, crdt)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
         """,
         [
           .text(block.rawValue), .text(page.rawValue), .text(type), .text(text), .text(stamp),
           .text(store.json(attributes)), .text(stamp), .real(position), .text(stamp), .text(stamp),
+          .blob(document.encoded()),
         ])
       changes.record(page, "block:" + block.rawValue)
     case .editBlock(let block, let text, let attributes):
       _ = try writablePage(page)
       let stamps = try liveBlock(block, on: page)
-      if let text, LastWriterWins.replaces(stamp, over: stamps.text) {
-        try connection.execute(
-          "UPDATE block SET text = ?, text_stamp = ? WHERE id = ?",
-          [.text(text), .text(stamp), .text(block.rawValue)])
-        changes.record(page, "block:" + block.rawValue)
-      }
+      // The text of a client that predates the CRDT is merged, never last-writer-wins (DESIGN, "Rich text
+      // merges"). Checked before anything is written: a text too large throws first.
+      if let text { try replaceText(of: block, on: page, with: text) }
       if let attributes, LastWriterWins.replaces(stamp, over: stamps.attributes) {
         try connection.execute(
           "UPDATE block SET attributes = ?, attributes_stamp = ? WHERE id = ?",
           [.text(store.json(attributes)), .text(stamp), .text(block.rawValue)])
         changes.record(page, "block:" + block.rawValue)
       }
+    case .spliceText(let block, let ops), .markText(let block, let ops):
+      try applyText(ops, to: block, on: page)
     case .moveBlock(let block, let after):
       _ = try writablePage(page)
       let stamps = try liveBlock(block, on: page)

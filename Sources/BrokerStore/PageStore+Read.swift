@@ -1,3 +1,4 @@
+import RichText
 import SQLiteStore
 import SyncModel
 
@@ -84,20 +85,26 @@ extension PageStore {
       lastUpdatedTime: UInt64(lastUpdated))
   }
 
-  /// The page's blocks (deleted ones included), in order; `only` limits them to those ids.
-  func blockStates(of page: EntityID, only: Set<String>?) throws -> [BlockState] {
+  /// The page's blocks (deleted ones included), in order; `only` limits them to those ids. Each live block
+  /// carries its text's CRDT: the whole state, or with `since` the update since then (what a device that has
+  /// everything up to `since` lacks).
+  func blockStates(of page: EntityID, only: Set<String>?, since: UInt64? = nil) throws -> [BlockState] {
     try connection.query(
-      "SELECT id, type, text, attributes, position, deleted FROM block WHERE page_id = ? ORDER BY position, id",
+      """
+      SELECT id, type, text, attributes, position, deleted, marks, crdt FROM block WHERE page_id = ?
+      ORDER BY position, id
+      """,
       [.text(page.rawValue)]
     ).compactMap { row in
       guard case .text(let id) = row[0], only?.contains(id) ?? true, case .text(let type) = row[1],
         case .text(let text) = row[2], case .text(let attributes) = row[3], case .real(let position) = row[4],
-        case .integer(let deleted) = row[5]
+        case .integer(let deleted) = row[5], case .text(let marks) = row[6]
       else { return nil }
       return BlockState(
         id: EntityID(trusted: id), type: type, text: text,
         attributes: decode([String: String].self, attributes) ?? [:], position: position,
-        deleted: deleted != 0)
+        deleted: deleted != 0, marks: decode([TextMark].self, marks) ?? [],
+        crdt: deleted != 0 ? nil : PageStore.crdt(row[7], text: row[2], since: since))
     }
   }
 
@@ -126,7 +133,7 @@ extension PageStore {
         blockIDs.insert(String(field.dropFirst("block:".count)))
       }
     }
-    let blocks = blockIDs.isEmpty ? [] : try blockStates(of: id, only: blockIDs)
+    let blocks = blockIDs.isEmpty ? [] : try blockStates(of: id, only: blockIDs, since: since)
     // The header travels whole; the bulky parts only when they changed.
     var header = page
     header.properties = [:]

@@ -92,5 +92,15 @@ extension PageStore {
           PRIMARY KEY (client_id, mutation_id)
         ) WITHOUT ROWID;
         """),
+    // Block text became a CRDT (RichText): `crdt` holds the state (`TextDocument.encoded()`, with the sequence
+    // each run and deletion reached the broker, so a delta carries only what a device lacks), `marks` the marks
+    // it renders to (JSON, for readers), `text` stays the rendered text. Blocks stored before get their state at
+    // open (`backfillTextStates`: their text as first text, the ids every device derives from it).
+    SQLiteMigration(
+      version: 3, name: "block text as a CRDT state with marks",
+      sql: """
+        ALTER TABLE block ADD COLUMN crdt BLOB;
+        ALTER TABLE block ADD COLUMN marks TEXT NOT NULL DEFAULT '[]';
+        """),
   ]
 }

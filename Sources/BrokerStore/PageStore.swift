@@ -36,6 +36,7 @@ public final class PageStore {
     self.connection = connection
     self.limits = limits
     _ = try SQLiteMigrator(PageStore.migrations).migrate(connection)
+    try PageStore.backfillTextStates(connection)
     let meta = try PageStore.readMeta(connection)
     if let epoch = meta["epoch"] {
       self.epoch = epoch

@@ -1,4 +1,5 @@
 import DaemonStore
+import RichText
 import SyncModel
 import Web
 
@@ -46,6 +47,8 @@ extension LocalAPI {
     var text: String
     var type: String?
     var after: String?
+    /// Put the block first (without `after` it goes last, as in every editor).
+    var first: Bool?
     var attributes: [String: String]?
   }
 
@@ -80,7 +83,8 @@ extension LocalAPI {
         respond(responder, status: .created) {
           let body = try json.decode(BlockBody.self, request).get()
           let block = try pageID(body.id, field: "id")
-          let after = try body.after.map { try pageID($0, field: "after") }
+          var after = try body.after.map { try pageID($0, field: "after") }
+          if after == nil && body.first != true { after = try store.lastBlock(of: page) }
           var answer = try edit(
             page,
             [
@@ -112,20 +116,63 @@ extension LocalAPI {
     }
   }
 
-  /// `PATCH` / `DELETE /v1/blocks/ID`: the block's page is the one stored locally.
+  /// `PATCH` / `DELETE /v1/blocks/ID`, `POST /v1/blocks/ID/splice`, `POST /v1/blocks/ID/marks`: the block's
+  /// page is the one stored locally. A text (`PATCH {"text"}`) is merged as the fewest splices; a splice
+  /// (`{"at", "delete", "insert"}`) and a mark (`{"from", "to", "type", "value", "remove"}`) count Unicode
+  /// scalars; a position outside the text is a 400 that says so.
   func block(_ request: HTTPRequest) throws -> EditAnswer {
-    let block = try pageID(request.path.dropFirst("/v1/blocks/".count), field: "block id")
+    let parts = request.path.dropFirst("/v1/blocks/".count).split(
+      separator: "/", omittingEmptySubsequences: false)
+    let block = try pageID(parts[0], field: "block id")
     guard let page = try store.pageOfBlock(block) else {
       throw HTTPResponseError(.notFound, "block \(block) is not stored on this device")
     }
-    let action: MutationAction
-    if request.method == .DELETE {
-      action = .deleteBlock(block: block)
-    } else {
+    let edit: TextEdit?
+    switch (parts.count, parts.count > 1 ? parts[1] : "", request.method) {
+    case (1, _, .DELETE):
+      edit = nil
+    case (1, _, .PATCH):
       struct Body: Decodable { var text: String }
-      action = .editBlock(block: block, text: try json.decode(Body.self, request).get().text, attributes: nil)
+      edit = .replace(try json.decode(Body.self, request).get().text)
+    case (2, "splice", .POST):
+      struct Body: Decodable {
+        var at: Int
+        var delete: Int?
+        var insert: String?
+      }
+      let body = try json.decode(Body.self, request).get()
+      edit = .splice(at: body.at, delete: body.delete ?? 0, insert: body.insert ?? "")
+    case (2, "marks", .POST):
+      struct Body: Decodable {
+        var from: Int
+        var to: Int
+        var type: String
+        var value: String?
+        var remove: Bool?
+      }
+      let body = try json.decode(Body.self, request).get()
+      guard let type = MarkType(rawValue: body.type) else {
+        let known = MarkType.allCases.map(\.rawValue).joined(separator: ", ")
+        throw HTTPResponseError(.badRequest, "unknown mark type \"\(body.type.prefix(40))\": one of \(known)")
+      }
+      edit = .mark(from: body.from, to: body.to, type: type, value: body.value, remove: body.remove ?? false)
+    case (1, _, _), (2, "splice", _), (2, "marks", _):
+      let allowed = parts.count == 1 ? "PATCH, DELETE" : "POST"
+      throw HTTPResponseError(
+        .methodNotAllowed, "\(request.method) is not allowed here", headers: ["Allow": allowed])
+    default:
+      throw HTTPResponseError(.notFound, "no such path: \(request.path)")
     }
-    var answer = try edit(page, [action])
+    var answer: EditAnswer
+    if let edit {
+      try requireAvailable(page)
+      let mutation = try store.recordTextEdit(
+        block: block, edit: edit, nowMillis: WallClock.millis(), observed: driver.observedClock)
+      if mutation != nil { driver.mutationsQueued() }
+      answer = EditAnswer(id: page.rawValue, page: nil, mutationIds: mutation.map { [$0.id] } ?? [])
+    } else {
+      answer = try self.edit(page, [.deleteBlock(block: block)])
+    }
     answer.id = block.rawValue
     answer.page = page.rawValue
     return answer

@@ -65,7 +65,7 @@ final class LocalAPI {
     for method in [HTTPMethod.GET, .PATCH, .DELETE, .POST, .PUT] {
       router.add(method, "/v1/pages/*") { [unowned self] request, responder in pages(request, responder) }
     }
-    for method in [HTTPMethod.PATCH, .DELETE] {
+    for method in [HTTPMethod.PATCH, .DELETE, .POST] {
       router.add(method, "/v1/blocks/*") { [unowned self] request, responder in
         respond(responder) { try block(request) }
       }
@@ -119,6 +119,12 @@ final class LocalAPI {
       case .blockExists(let block):
         // The client's mistake, as for a page (found by FuzzLocalAPI: it was a 500 "local store error").
         return HTTPResponseError(.conflict, "block \(block) already exists").response
+      case .unknownBlock(let block):
+        return HTTPResponseError(.notFound, "block \(block) is not stored on this device").response
+      case .invalidTextEdit(let why):
+        return HTTPResponseError(.badRequest, why).response
+      case .textNotMergeable:
+        return HTTPResponseError(.conflict, error.description).response
       default:
         logger.error("local store error", metadata: ["error": "\(error)"])
         return HTTPResponseError(.internalServerError, "local store error: \(error)").response

@@ -1,5 +1,6 @@
 import DaemonCore
 import DaemonStore
+import RichText
 import SyncModel
 
 // The JSON answers of the local API (docs/protocol.md, "The daemon's local API"). Field names are the contract
@@ -148,6 +149,8 @@ struct PageJSON: Encodable {
     var id: String
     var type: String
     var text: String
+    /// `[{"type", "start", "end", "value"?}]`, sorted by start then type (DESIGN, `show`).
+    var marks: [TextMark]
     var attributes: [String: String]
   }
 
@@ -173,7 +176,7 @@ struct PageJSON: Encodable {
     deleted = page.deleted
     properties = page.properties
     blocks = page.blocks.map {
-      Block(id: $0.id.rawValue, type: $0.type, text: $0.text, attributes: $0.attributes)
+      Block(id: $0.id.rawValue, type: $0.type, text: $0.text, marks: $0.marks, attributes: $0.attributes)
     }
     databases = page.databases.map(\.rawValue)
     rows = page.kind == .database ? (page.rows ?? []).map(\.rawValue) : nil
@@ -191,7 +194,8 @@ struct PageJSON: Encodable {
     deleted = page.deleted
     properties = page.properties
     blocks = page.blocks.filter { !$0.deleted }.sorted { $0.position < $1.position }.map {
-      Block(id: $0.id.rawValue, type: $0.type, text: $0.text, attributes: $0.attributes)
+      Block(
+        id: $0.id.rawValue, type: $0.type, text: $0.text, marks: $0.marks ?? [], attributes: $0.attributes)
     }
     databases = (page.databases ?? []).map(\.rawValue)
     rows = page.kind == "database" ? (page.rows ?? []).map(\.rawValue) : nil

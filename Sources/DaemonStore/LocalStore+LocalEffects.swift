@@ -1,4 +1,5 @@
 import DaemonCore
+import RichText
 import SQLiteStore
 import SyncModel
 
@@ -68,21 +69,29 @@ extension LocalStore {
     case .addBlock(let block, let type, let text, let after, let attributes):
       guard before != nil else { break }
       let position = try localPosition(after: after, on: mutation.page, excluding: block)
-      // An upsert: in a rebase the block may be there already (from the broker, or still from this edit).
+      // An upsert: in a rebase the block may be there already (from the broker, or still from this edit). Its
+      // first text has the ids the broker gives it; a state already here (the broker's, with later edits) keeps
+      // them and everything after.
       try connection.execute(
         """
-        INSERT INTO local_block (id, page_id, type, text, attributes, position, deleted) VALUES (?, ?, ?, ?, ?, ?, 0)
-        ON CONFLICT (id) DO UPDATE SET page_id = excluded.page_id, type = excluded.type, text = excluded.text,
+        INSERT INTO local_block (id, page_id, type, text, attributes, position, deleted, crdt, marks, legacy_text)
+        VALUES (?, ?, ?, ?, ?, ?, 0, ?, '[]', 0)
+        ON CONFLICT (id) DO UPDATE SET page_id = excluded.page_id, type = excluded.type,
+          text = CASE WHEN local_block.crdt IS NULL THEN excluded.text ELSE local_block.text END,
+          marks = CASE WHEN local_block.crdt IS NULL THEN excluded.marks ELSE local_block.marks END,
+          crdt = coalesce(local_block.crdt, excluded.crdt),
           attributes = excluded.attributes, position = excluded.position, deleted = 0
         """,
         [
           .text(block.rawValue), page, .text(type), .text(text), .text(try json(attributes)),
-          .real(position),
+          .real(position), .blob(TextDocument(text: text, client: initialTextClient).encoded()),
         ])
     case .editBlock(let block, let text, let attributes):
       if let text {
+        // A whole-text edit queued before the CRDT (new edits are splices): shown as it is until the broker
+        // merges it.
         try connection.execute(
-          "UPDATE local_block SET text = ? WHERE id = ? AND page_id = ?",
+          "UPDATE local_block SET text = ?, legacy_text = 1 WHERE id = ? AND page_id = ?",
           [.text(text), .text(block.rawValue), page])
       }
       if let attributes {
@@ -90,6 +99,8 @@ extension LocalStore {
           "UPDATE local_block SET attributes = ? WHERE id = ? AND page_id = ?",
           [.text(try json(attributes)), .text(block.rawValue), page])
       }
+    case .spliceText(let block, let ops), .markText(let block, let ops):
+      try applyTextLocally(ops, to: block, on: mutation.page)
     case .moveBlock(let block, let after):
       guard
         try !connection.query(

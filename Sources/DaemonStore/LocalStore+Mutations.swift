@@ -57,6 +57,17 @@ extension LocalStore {
   public func recordEdits(
     page: EntityID, actions: [MutationAction], nowMillis: UInt64, observed: HLCTimestamp = .zero
   ) throws -> [Mutation] {
+    try recordEdits(
+      page: page, makers: actions.map { action in { _ in action } }, nowMillis: nowMillis, observed: observed)
+  }
+
+  /// `recordEdits` with each action made in the transaction, from the mutation's time (a mark's CRDT operation
+  /// carries it) and the state as stored then (a splice's CRDT operations are made on it). A maker that returns
+  /// nil records nothing.
+  func recordEdits(
+    page: EntityID, makers: [(HLCTimestamp) throws -> MutationAction?], nowMillis: UInt64,
+    observed: HLCTimestamp
+  ) throws -> [Mutation] {
     try connection.transaction(.immediate) {
       var clock = HybridLogicalClock(last: try clockValue())
       if observed > clock.last { clock.observe(observed, physicalMillis: nowMillis) }
@@ -64,9 +75,10 @@ extension LocalStore {
         throw LocalStoreError.missingMeta("next_mutation_id")
       }
       var mutations: [Mutation] = []
-      for action in actions {
-        let mutation = Mutation(
-          id: id, page: page, time: clock.now(physicalMillis: nowMillis), action: action)
+      for maker in makers {
+        let time = clock.now(physicalMillis: nowMillis)
+        guard let action = try maker(time) else { continue }
+        let mutation = Mutation(id: id, page: page, time: time, action: action)
         if let reason = mutation.validate() { throw LocalStoreError.invalidMutation(reason) }
         switch action {
         case .createPage, .createDatabase, .createRow:

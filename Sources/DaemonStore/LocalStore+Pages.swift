@@ -1,3 +1,4 @@
+import RichText
 import SQLiteStore
 import SyncModel
 
@@ -8,7 +9,8 @@ extension LocalStore {
   ///
   /// `full`: the local page and its blocks are replaced. Otherwise the header (kind, parent, title, deleted,
   /// and databases, view and rows when the delta carries them) is overwritten, properties merged (nil removes),
-  /// blocks upserted (deleted ones removed).
+  /// blocks upserted (deleted ones removed). A block's text is its CRDT: the delta's state or update merged into
+  /// the local state (`mergedText`), so that this device's unsent splices and the broker's merge.
   ///
   /// Rebase: the page stays `pending` while it has queued mutations, and those mutations' local effects are
   /// re-applied on top of the broker's state, in id order, in the same transaction; so the local copy shows the
@@ -87,15 +89,21 @@ extension LocalStore {
           try connection.execute("DELETE FROM local_block WHERE id = ?", [.text(block.id.rawValue)])
           continue
         }
+        // The text: the broker's CRDT merged into the local state (which holds this device's unsent edits).
+        let local =
+          try connection.query("SELECT crdt FROM local_block WHERE id = ?", [.text(block.id.rawValue)]).first?
+          .first ?? .null
+        let text = try mergedText(of: block, local: local)
         try connection.execute(
           """
-          INSERT OR REPLACE INTO local_block (id, page_id, type, text, attributes, position, deleted)
-          VALUES (?, ?, ?, ?, ?, ?, 0)
+          INSERT OR REPLACE INTO local_block (id, page_id, type, text, attributes, position, deleted, crdt, marks,
+            legacy_text)
+          VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0)
           """,
           [
-            .text(block.id.rawValue), id, .text(block.type), .text(block.text),
+            .text(block.id.rawValue), id, .text(block.type), .text(text.text),
             .text(try json(block.attributes)),
-            .real(block.position),
+            .real(block.position), text.crdt, .text(text.marks),
           ])
       }
       for row in try connection.query(

@@ -1,4 +1,5 @@
 import DaemonCore
+import RichText
 import SQLiteStore
 import SyncModel
 
@@ -63,12 +64,16 @@ public struct LocalBlock: Hashable, Sendable {
   /// `text`, `heading`, `todo`, `child_page`, `child_database`, or another `[a-z_]{1,32}`.
   public var type: String
   public var text: String
+  /// The marks over `text`, sorted by start then type.
+  public var marks: [TextMark]
   public var attributes: [String: String]
 
-  public init(id: EntityID, type: String, text: String, attributes: [String: String]) {
+  public init(id: EntityID, type: String, text: String, marks: [TextMark] = [], attributes: [String: String])
+  {
     self.id = id
     self.type = type
     self.text = text
+    self.marks = marks
     self.attributes = attributes
   }
 }
@@ -107,7 +112,10 @@ extension LocalStore {
         value == .null ? nil : try decode(type, value, table: table, column: column)
       }
       let blocks = try connection.query(
-        "SELECT id, type, text, attributes FROM local_block WHERE page_id = ? AND deleted = 0 ORDER BY position, id",
+        """
+        SELECT id, type, text, attributes, marks FROM local_block WHERE page_id = ? AND deleted = 0
+        ORDER BY position, id
+        """,
         [key]
       ).map { block in
         guard case .text(let type) = block[1], case .text(let text) = block[2] else {
@@ -115,6 +123,7 @@ extension LocalStore {
         }
         return LocalBlock(
           id: try entityID(block[0], table: "local_block", column: "id"), type: type, text: text,
+          marks: try decode([TextMark].self, block[4], table: "local_block", column: "marks"),
           attributes: try decode([String: String].self, block[3], table: "local_block", column: "attributes"))
       }
       return LocalPage(
@@ -138,6 +147,17 @@ extension LocalStore {
       ).first?.first
     else { return nil }
     return try entityID(value, table: "local_block", column: "page_id")
+  }
+
+  /// The last live block of a local page (nil: none): where a block added without `after` goes.
+  public func lastBlock(of page: EntityID) throws -> EntityID? {
+    guard
+      let value = try connection.query(
+        "SELECT id FROM local_block WHERE page_id = ? AND deleted = 0 ORDER BY position DESC, id DESC LIMIT 1",
+        [.text(page.rawValue)]
+      ).first?.first
+    else { return nil }
+    return try entityID(value, table: "local_block", column: "id")
   }
 
   /// Whether a local copy of the page is stored (downloaded, or made or edited here), deleted or not: offline,

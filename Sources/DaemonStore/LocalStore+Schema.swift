@@ -87,5 +87,19 @@ extension LocalStore {
           created_at_ms INTEGER NOT NULL
         );
         """),
+    // Block text became a CRDT (RichText). `crdt`: the block's state as merged here (the broker's plus this
+    // device's unsent edits); `marks`: what it renders to; `legacy_text`: `text` shows a whole-text edit queued
+    // before the upgrade (pushed as it is; the broker merges it as a diff). Blocks stored before have no state
+    // until their page is downloaded again: pages with blocks are downloaded whole at the next catch-up, once
+    // (their last_downloaded_timestamp set to 0; they stay complete, and shown, meanwhile).
+    SQLiteMigration(
+      version: 3, name: "block text as a CRDT state with marks",
+      sql: """
+        ALTER TABLE local_block ADD COLUMN crdt BLOB;
+        ALTER TABLE local_block ADD COLUMN marks TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE local_block ADD COLUMN legacy_text INTEGER NOT NULL DEFAULT 0;
+        UPDATE offline_page SET last_downloaded_timestamp = 0
+          WHERE page_id IN (SELECT DISTINCT page_id FROM local_block);
+        """),
   ]
 }

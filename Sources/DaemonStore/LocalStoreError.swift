@@ -18,6 +18,14 @@ public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible
   /// An `addBlock` names a block id that the local store already holds: the broker would reject it as
   /// `already_exists`.
   case blockExists(EntityID)
+  /// A text edit names a block that is not stored here.
+  case unknownBlock(EntityID)
+  /// A text edit's positions or mark are wrong (the text's own message: a position outside the text, a link
+  /// without a URL, ...).
+  case invalidTextEdit(String)
+  /// A mark on a block whose text state has not arrived since the upgrade to CRDT text (or whose text shows a
+  /// whole-text edit from before it): it can be marked once the broker's state is here.
+  case textNotMergeable(EntityID)
 
   public var description: String {
     switch self {
@@ -28,6 +36,10 @@ public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible
     case .invalidMutation(let reason): "the edit breaks a rule: \(reason)"
     case .pageExists(let page): "page \(page) already exists"
     case .blockExists(let block): "block \(block) already exists"
+    case .unknownBlock(let block): "block \(block) is not stored on this device"
+    case .invalidTextEdit(let why): why
+    case .textNotMergeable(let block):
+      "block \(block) cannot be marked until its text state arrives from the broker (run `pagesync sync`)"
     }
   }
 }

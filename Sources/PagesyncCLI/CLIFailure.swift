@@ -3,7 +3,9 @@
 public enum CLIFailure: Error, Equatable, Sendable, CustomStringConvertible {
   /// The socket could not be connected (no file, nobody listening, no permission): exit 69, EX_UNAVAILABLE.
   case unreachable(socket: String, reason: String)
-  /// The daemon answered with an error status; `message` is its own (`{"error", "message"}`): exit 1.
+  /// The daemon answered with an error status; `message` is its own (`{"error", "message"}`): exit 64
+  /// (EX_USAGE) for a 400, the request's own values being wrong (a position outside a block's text, a
+  /// property that breaks a rule), else 1.
   case daemonError(status: Int, message: String)
   /// The daemon's answer is not what the local API promises (not HTTP, not JSON, not the expected shape):
   /// exit 1.
@@ -18,6 +20,7 @@ public enum CLIFailure: Error, Equatable, Sendable, CustomStringConvertible {
     switch self {
     case .unreachable: 69
     case .timedOut: 75
+    case .daemonError(let status, _) where status == 400: 64
     case .daemonError, .invalidAnswer, .connectionLost: 1
     }
   }

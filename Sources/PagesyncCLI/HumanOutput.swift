@@ -143,9 +143,17 @@ public enum HumanOutput {
     if blocks.isEmpty {
       sections.append("no blocks")
     } else {
-      var table = TextTable(["BLOCK", "TYPE", "TEXT"])
+      var table = TextTable(["BLOCK", "TYPE", "TEXT", "MARKS"])
       for block in blocks {
-        table.append([display(block["id"]), display(block["type"]), display(block["text"])])
+        // `bold 0-5, link 6-9 https://…`: each mark's type, scalar range and value.
+        let marks = (block["marks"]?.arrayValue ?? []).map { mark in
+          let value = mark["value"]?.stringValue.map { " " + $0 } ?? ""
+          return "\(display(mark["type"])) \(display(mark["start"]))-\(display(mark["end"]))\(value)"
+        }
+        table.append([
+          display(block["id"]), display(block["type"]), display(block["text"]),
+          marks.isEmpty ? "-" : marks.joined(separator: ", "),
+        ])
       }
       sections.append(table.text)
     }

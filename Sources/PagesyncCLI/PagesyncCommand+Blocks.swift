@@ -8,20 +8,21 @@ extension PagesyncCommand {
   /// `block add|edit|delete`.
   struct Block: ParsableCommand {
     static let configuration = CommandConfiguration(
-      abstract: "Add, edit or delete a block of a page.",
-      subcommands: [BlockAdd.self, BlockEdit.self, BlockDelete.self])
+      abstract: "Add, edit, splice, mark or delete a block of a page.",
+      subcommands: [BlockAdd.self, BlockEdit.self, BlockSplice.self, BlockMark.self, BlockDelete.self])
   }
 
   /// `block add PAGE --id BLOCK --text T [--after BLOCK] [--type TYPE]`: `POST /v1/pages/PAGE/blocks`.
   struct BlockAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
-      commandName: "add", abstract: "Add a block to a page (first without --after).")
+      commandName: "add", abstract: "Add a block to a page (at the end without --after).")
 
     @Argument(help: "The page.", transform: parseEntityID) var page: EntityID
     @Option(help: "The new block's id.", transform: parseEntityID) var id: EntityID
     @Option(help: "The block's text.") var text: String
-    @Option(help: "The block it goes after (default: it goes first).", transform: parseEntityID)
+    @Option(help: "The block it goes after (default: it goes last).", transform: parseEntityID)
     var after: EntityID?
+    @Flag(help: "Put the block first.") var first = false
     @Option(
       help: "text (the default), heading, todo, child_page, child_database, or any [a-z_]{1,32}.",
       transform: parseBlockType)
@@ -32,6 +33,7 @@ extension PagesyncCommand {
       var body: [String: JSONValue] = ["id": .string(id.rawValue), "text": .string(text)]
       if let type { body["type"] = .string(type) }
       if let after { body["after"] = .string(after.rawValue) }
+      if first { body["first"] = .bool(true) }
       try connection.perform(LocalAPIRequest(.POST, "/v1/pages/\(page)/blocks", body: .object(body))) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("added block \(id) to page \(page)", answer)
@@ -39,9 +41,11 @@ extension PagesyncCommand {
     }
   }
 
-  /// `block edit BLOCK --text T`: `PATCH /v1/blocks/BLOCK`.
+  /// `block edit BLOCK --text T`: `PATCH /v1/blocks/BLOCK` (merged as the fewest splices).
   struct BlockEdit: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "edit", abstract: "Change a block's text.")
+    static let configuration = CommandConfiguration(
+      commandName: "edit",
+      abstract: "Change a block's whole text (merged as the fewest splices, so concurrent edits survive).")
 
     @Argument(help: "The block.", transform: parseEntityID) var block: EntityID
     @Option(help: "The new text.") var text: String
@@ -52,6 +56,75 @@ extension PagesyncCommand {
       try connection.perform(LocalAPIRequest(.PATCH, "/v1/blocks/\(block)", body: body)) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("edited block \(block)\(onPage(answer))", answer)
+      }
+    }
+  }
+
+  /// `block splice BLOCK --at N [--delete K] [--insert S]`: `POST /v1/blocks/BLOCK/splice`.
+  struct BlockSplice: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "splice",
+      abstract: "Delete and/or insert text at a position (positions count Unicode scalars from 0).")
+
+    @Argument(help: "The block.", transform: parseEntityID) var block: EntityID
+    @Option(help: "Where, in Unicode scalars from 0.") var at: Int
+    @Option(help: "How many scalars to delete there (default 0).") var delete: Int = 0
+    @Option(help: "The text to insert there.") var insert: String = ""
+    @OptionGroup var connection: ConnectionOptions
+
+    func validate() throws {
+      guard at >= 0 else { throw ValidationError("--at must be 0 or more") }
+      guard delete >= 0 else { throw ValidationError("--delete must be 0 or more") }
+      guard delete > 0 || !insert.isEmpty else { throw ValidationError("give --delete, --insert or both") }
+    }
+
+    func run() throws {
+      let body = JSONValue.object([
+        "at": .number(Double(at)), "delete": .number(Double(delete)), "insert": .string(insert),
+      ])
+      try connection.perform(LocalAPIRequest(.POST, "/v1/blocks/\(block)/splice", body: body)) {
+        answer throws(CLIFailure) in
+        try HumanOutput.queued("spliced block \(block)\(onPage(answer))", answer)
+      }
+    }
+  }
+
+  /// `block mark BLOCK --from N --to M --type TYPE [--value V] [--remove]`: `POST /v1/blocks/BLOCK/marks`.
+  struct BlockMark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "mark",
+      abstract: "Set or remove a mark (bold, italic, underline, strike, code, link, color) over a range.",
+      discussion: """
+        The range is --from (included) to --to (excluded), in Unicode scalars from 0. link needs --value (the \
+        URL), color needs --value (the color); the others take none. Text typed at the end of a bold, italic, \
+        underline, strike or color range takes the mark; at the end of a link or code it does not.
+        """)
+
+    @Argument(help: "The block.", transform: parseEntityID) var block: EntityID
+    @Option(help: "The first scalar of the range.") var from: Int
+    @Option(help: "The scalar after the range.") var to: Int
+    @Option(help: "bold, italic, underline, strike, code, link or color.") var type: String
+    @Option(help: "A link's URL or a color.") var value: String?
+    @Flag(help: "Remove the mark from the range instead.") var remove = false
+    @OptionGroup var connection: ConnectionOptions
+
+    func validate() throws {
+      let known = ["bold", "italic", "underline", "strike", "code", "link", "color"]
+      guard known.contains(type) else {
+        throw ValidationError("unknown mark type \"\(type)\": one of \(known.joined(separator: ", "))")
+      }
+      guard from >= 0, to > from else { throw ValidationError("--to must be greater than --from (>= 0)") }
+    }
+
+    func run() throws {
+      var body: [String: JSONValue] = [
+        "from": .number(Double(from)), "to": .number(Double(to)), "type": .string(type),
+        "remove": .bool(remove),
+      ]
+      if let value { body["value"] = .string(value) }
+      try connection.perform(LocalAPIRequest(.POST, "/v1/blocks/\(block)/marks", body: .object(body))) {
+        answer throws(CLIFailure) in
+        try HumanOutput.queued("\(remove ? "unmarked" : "marked") block \(block)\(onPage(answer))", answer)
       }
     }
   }

@@ -122,11 +122,17 @@ extension TextDocument {
       _ = number(for: name)
     }
     let runCount = try reader.count(limit: 1 << 26)
+    // A run takes at least four bytes in version 1, three in version 2: room is reserved only for runs the
+    // bytes can hold.
+    let minimumRunBytes = version == TextCodec.version ? 4 : 3
+    guard runCount <= reader.remaining / minimumRunBytes else { throw .malformed("truncated") }
     var runs: [Run] = []
-    runs.reserveCapacity(runCount)
+    // No more than the bytes left could hold: a count is not trusted with memory.
+    runs.reserveCapacity(min(runCount, reader.remaining / minimumRunBytes))
     var seqs: [UInt64] = []
     var previousEnd = [UInt32](repeating: 0, count: clients.count)
     var visibleLength = 0
+    var nextCounters = [UInt32](repeating: 0, count: clients.count)
     var client: UInt32 = 0
     // Right origins given as a run further on (run, how far), and as the run before's.
     var rightAhead: [(index: Int, distance: Int)] = []
@@ -148,6 +154,10 @@ extension TextDocument {
         seqs.append(seq)
       }
       visibleLength += run.visibleLength
+      nextCounters[Int(run.client)] = max(nextCounters[Int(run.client)], run.end)
+    }
+    guard nextCounters.reduce(0, { $0 + Int($1) }) <= Self.maxIdentifiers else {
+      throw .malformed("more than \(Self.maxIdentifiers) character ids")
     }
     for (index, distance) in rightAhead {
       guard distance < runs.count - index else { throw .malformed("a run's right origin is past the end") }
@@ -155,6 +165,10 @@ extension TextDocument {
     }
     for index in rightAsBefore { runs[index].right = runs[index - 1].right }
     let textBytes = try reader.count(limit: 1 << 30)
+    // Every visible character takes at least one byte of text and at most four: checked before a run's text
+    // is reserved (or decompressed).
+    guard visibleLength <= textBytes else { throw .malformed("text shorter than its runs") }
+    guard textBytes <= 4 * visibleLength else { throw .malformed("text longer than its runs") }
     let utf8: ArraySlice<UInt8>
     if version == TextCodec.version {
       utf8 = try reader.take(textBytes)
@@ -500,6 +514,9 @@ public enum TextCodec {
     var at = 0
 
     var atEnd: Bool { at == bytes.count }
+
+    /// Bytes not read yet.
+    var remaining: Int { bytes.count - at }
 
     mutating func byte() throws(TextError) -> UInt8 {
       guard at < bytes.count else { throw .malformed("truncated") }

@@ -27,6 +27,14 @@ extension TextDocument {
       pendingMarks = []
     }
     for mark in marks { integrate(mark) }
+    if pendingMarks.count > 1 {
+      // A waiting operation delivered again (the same update twice, or inside a whole state) waits once: else
+      // every exchange of states while it waits would double it.
+      var seen = Set<MarkKey>()
+      pendingMarks.removeAll {
+        !seen.insert(MarkKey(client: $0.client, time: $0.time, type: $0.type)).inserted
+      }
+    }
     normalize()
   }
 
@@ -57,7 +65,17 @@ extension TextDocument {
         Self.park(&waiting[refClient(missing), default: []], rest, counter)
       }
     }
-    for parked in waiting.values { pendingRuns.append(contentsOf: parked.map(\.run)) }
+    // In a fixed order (the state's bytes do not depend on hashing), each run once whatever its sequence: a run
+    // delivered again while it waits (the same update twice, or inside a whole state) waits once, else every
+    // exchange of states while it waits would double it.
+    var seen = Set<InsertRun>()
+    for client in waiting.keys.sorted() {
+      for (_, run) in waiting[client]! {
+        var key = run
+        key.seq = 0
+        if seen.insert(key).inserted { pendingRuns.append(run) }
+      }
+    }
   }
 
   /// `runs`, each replica's in the order it typed them (by counter; replicas in the order they first come): a
@@ -192,6 +210,7 @@ extension TextDocument {
     if order.isEmpty {
       addFirstChunk()
       insertRun(new, seq: seq, at: 0, 0)
+      applyKnownDeletes(client: client, counter, counter + length)
       normalize()
       return
     }

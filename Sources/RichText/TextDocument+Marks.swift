@@ -3,7 +3,8 @@ extension TextDocument {
   /// returns the update to send. The start clings to the first character; the end clings to the character after
   /// the range (or the document's end) for a type that grows at its end, to the last character otherwise.
   public mutating func mark(
-    from: Int, to: Int, type: MarkType, value: String?, remove: Bool = false, client: String, time: MarkTime
+    from: Int, to: Int, type: MarkType, value: String?, remove: Bool = false, client: String, time: MarkTime,
+    seq: UInt64 = 0
   ) throws(TextError) -> TextUpdate {
     guard from >= 0, to <= count, from < to else { throw .rangeOutOfRange(from, to, count: count) }
     if !remove && type.needsValue && (value ?? "").isEmpty {
@@ -19,8 +20,7 @@ extension TextDocument {
     }
     let operation = MarkOperation(
       type: type, value: remove ? nil : value, remove: remove, start: .before(first), end: end,
-      client: client,
-      time: time)
+      client: client, time: time, seq: seq)
     integrate(operation)
     return TextUpdate(marks: [operation])
   }

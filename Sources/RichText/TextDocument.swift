@@ -13,6 +13,11 @@
 /// character the one with the greatest (time, replica) wins. A value type: copies are cheap until written.
 public struct TextDocument: Sendable {
   static let maxRunsPerChunk = 64
+  /// The most character ids a state read from bytes may make room for: the sum over its replicas of each one's
+  /// next counter. A replica's typed characters are kept by counter (a gap in its counters takes room too), so
+  /// without this bound a state of a few bytes naming counter 2^32 - 1 would take gigabytes. A store that keeps
+  /// states must refuse edits that would take a document past it (the broker answers `too_large`).
+  public static let maxIdentifiers = 1 << 24
 
   var clients: [ClientState] = []
   var numbers: [String: UInt32] = [:]
@@ -50,10 +55,10 @@ public struct TextDocument: Sendable {
 
   /// A document whose text is `text`, as typed by replica `client` at once (every replica that makes the same
   /// call with the same arguments gets the same ids: this is how a block's first text is shared).
-  public init(text: String, client: String) {
+  public init(text: String, client: String, seq: UInt64 = 0) {
     self.init()
     let scalars = Array(text.unicodeScalars)
-    if !scalars.isEmpty { insert(scalars, at: 0, client: client) }
+    if !scalars.isEmpty { insert(scalars, at: 0, client: client, seq: seq) }
   }
 
   // MARK: - Reading
@@ -95,6 +100,15 @@ public struct TextDocument: Sendable {
     numbers[client].map { clients[Int($0)].nextCounter } ?? 0
   }
 
+  /// Characters whose room the document holds: every replica's counters up to its highest (gaps included: the
+  /// text is kept by counter), the characters of runs waiting for their origins, and one for each mark
+  /// operation waiting for its anchors. What a store bounds, so that no update (a counter far ahead, runs or
+  /// marks that never find what they need) can make it hold more.
+  public var heldCharacters: Int {
+    clients.reduce(0) { $0 + Int($1.nextCounter) } + pendingRuns.reduce(0) { $0 + Int($1.length) }
+      + pendingMarks.count
+  }
+
   /// Number of runs (tombstones included): the size of the structure, for tests and benchmarks.
   public var runCount: Int { slots.reduce(0) { $0 + $1.runs.count } }
 
@@ -115,22 +129,23 @@ public struct TextDocument: Sendable {
 
   /// Deletes `delete` scalars at `position` and inserts `insert` there, as replica `client`; returns the update
   /// to send to the others. Positions count Unicode scalars from 0.
-  public mutating func splice(at position: Int, delete: Int, insert: String, client: String) throws(TextError)
-    -> TextUpdate
-  {
+  /// `seq`: the broker's sequence, when the broker itself edits (a whole-text edit from an older client).
+  public mutating func splice(
+    at position: Int, delete: Int, insert: String, client: String, seq: UInt64 = 0
+  ) throws(TextError) -> TextUpdate {
     guard position >= 0, position <= count else { throw .positionOutOfRange(position, count: count) }
     guard delete >= 0, position + delete <= count else {
       throw .rangeOutOfRange(position, position + delete, count: count)
     }
     var update = TextUpdate()
-    if delete > 0 { update.deletes = self.delete(at: position, count: delete, client: client) }
+    if delete > 0 { update.deletes = self.delete(at: position, count: delete, seq: seq) }
     let scalars = Self.scalars(of: insert)
     if !scalars.isEmpty {
-      let inserted = self.insert(scalars, at: position, client: client)
+      let inserted = self.insert(scalars, at: position, client: client, seq: seq)
       update.runs = [
         InsertRun(
           client: client, counter: inserted.counter, length: UInt32(scalars.count),
-          left: characterID(inserted.left), right: characterID(inserted.right), text: scalars)
+          left: characterID(inserted.left), right: characterID(inserted.right), text: scalars, seq: seq)
       ]
     }
     return update
@@ -146,20 +161,23 @@ public struct TextDocument: Sendable {
     return ascii ?? Array(text.unicodeScalars)
   }
 
-  /// Inserts `scalars` at visible `position` as replica `client`: their first counter and their origins (what
-  /// the update says; `splice` makes it, so that the run is built once, in the update).
+  /// Inserts `scalars` at visible `position` as replica `client`, at the place among the deleted characters
+  /// there that `insertionPoint(at:)` picks (at the very start for position 0, where no mark can cover it);
+  /// `seq`, the broker's sequence, goes on the run. Returns their first counter and their origins (what the
+  /// update says; `splice` makes it, so that the run is built once, in the update).
   @discardableResult
-  mutating func insert(_ scalars: [Unicode.Scalar], at position: Int, client name: String) -> (
-    counter: UInt32, left: Ref, right: Ref
-  ) {
+  mutating func insert(
+    _ scalars: [Unicode.Scalar], at position: Int, client name: String, seq: UInt64 = 0
+  ) -> (counter: UInt32, left: Ref, right: Ref) {
     let me = number(for: name)
     let counter = clients[Int(me)].nextCounter
     let length = UInt32(scalars.count)
     if let typing, typing.client == me, typing.position == position,
-      let right = continueTyping(typing, counter)
+      let right = continueTyping(typing, counter, seq: seq)
     {
-      // Typing on: the run the last insert ended in takes these characters too, as the lookups below would
-      // find it (nothing has changed since, so the character after it is still the one at `position`).
+      // Typing on: the run the last insert ended in takes these characters too, as the general path below
+      // would (nothing has changed since: that run still ends at the visible character before `position`, and
+      // `continueTyping` checked that `insertionPoint` would stop right after it).
       let slot = Int(order[typing.order])
       clients[Int(me)].content.write(scalars, at: counter)
       slots[slot].runs[typing.run].length += length
@@ -176,19 +194,14 @@ public struct TextDocument: Sendable {
     if order.isEmpty {
       addFirstChunk()
       destination = (0, 0)
-    } else if position == count {
-      let last = order.count - 1
-      destination = (last, slots[Int(order[last])].runs.count)
-      left = slots[Int(order[last])].runs.last!.lastRef
+    } else if position == 0 {
+      destination = (0, 0)
+      right = run(0, 0).firstRef
     } else {
-      var place = locateVisible(position)
-      if place.offset > 0 {
-        splitRun(place.order, place.run, at: place.offset)
-        place.run += 1
-      }
-      right = run(place.order, place.run).firstRef
-      destination = (place.order, place.run)
-      left = previousRef(place.order, place.run)
+      let point = insertionPoint(at: position)
+      left = run(point.order, point.run).lastRef
+      destination = (point.order, point.run + 1)
+      if let next = nextRun(point.order, point.run) { right = run(next.order, next.run).firstRef }
     }
     clients[Int(me)].content.write(scalars, at: counter)
     let before = previousRun(destination.order, destination.run)
@@ -196,7 +209,7 @@ public struct TextDocument: Sendable {
       let slot = Int(order[before.order])
       let previous = slots[slot].runs[before.run]
       if !previous.deleted && previous.end == counter && previous.right == right
-        && slots[slot].seq(before.run) == 0
+        && slots[slot].seq(before.run) == seq
       {
         slots[slot].runs[before.run].length += length
         adjust(before.order, visible: Int(length), total: Int(length))
@@ -208,7 +221,7 @@ public struct TextDocument: Sendable {
       }
     }
     let new = Run(client: me, counter: counter, length: length, deleted: false, left: left, right: right)
-    insertRun(new, seq: 0, at: destination.order, destination.run)
+    insertRun(new, seq: seq, at: destination.order, destination.run)
     applyKnownDeletes(client: me, counter, counter + length)
     normalize()
     // The new run, or the run before it if they were joined.
@@ -220,16 +233,24 @@ public struct TextDocument: Sendable {
   }
 
   /// The right origin the next character typed at `typing` gets, if the run there can take it (its replica's
-  /// newest characters, visible, no broker sequence: what `insert` extends); nil otherwise.
-  @inline(__always) func continueTyping(_ typing: Typing, _ counter: UInt32) -> Ref? {
+  /// newest characters, visible, with the same broker sequence: what `insert` extends) and `insertionPoint`
+  /// would put them right after it; nil otherwise. The run after it is the one starting at its right origin
+  /// (nothing has changed since): when marks exist and that run is deleted, a mark's `.after` anchor among the
+  /// deleted characters may move the text past them, and the general path decides.
+  @inline(__always) func continueTyping(_ typing: Typing, _ counter: UInt32, seq: UInt64) -> Ref? {
     guard typing.order < order.count else { return nil }
     let slot = Int(order[typing.order])
     guard typing.run < slots[slot].runs.count else { return nil }
     let previous = slots[slot].runs[typing.run]
     guard previous.client == typing.client, !previous.deleted, previous.end == counter,
-      slots[slot].seq(typing.run) == 0,
+      slots[slot].seq(typing.run) == seq,
       previous.right != 0 || typing.position == count
     else { return nil }
+    if previous.right != 0 && !markStore.isEmpty {
+      guard let next = nextRun(typing.order, typing.run), !run(next.order, next.run).deleted else {
+        return nil
+      }
+    }
     return previous.right
   }
 
@@ -251,14 +272,57 @@ public struct TextDocument: Sendable {
     typing = Typing(client: client, position: position, order: order, run: run)
   }
 
+  /// The run after which text typed at visible `position` (> 0) goes, split so that it ends there. Deleted
+  /// characters between the visible ones before and at `position` keep the anchors of marks that ended or began
+  /// at them, so where the text goes among them decides which marks it takes (Peritext): right after the
+  /// visible character, so that a growing mark ending at a deleted one (`.before`) takes it and a mark starting
+  /// at one does not; but after the last deleted one a mark's end clings to (`.after`), so that a link or code
+  /// span that ended there does not take it. When both cannot hold, the second wins.
+  mutating func insertionPoint(at position: Int) -> (order: Int, run: Int) {
+    let place = locateVisible(position - 1)
+    if place.offset + 1 < run(place.order, place.run).length {
+      splitRun(place.order, place.run, at: place.offset + 1)
+    }
+    let point = (order: place.order, run: place.run)
+    guard !markStore.isEmpty, var at = nextRun(point.order, point.run), run(at.order, at.run).deleted else {
+      return point
+    }
+    var anchored: [Ref] = []
+    for stored in markStore {
+      if case .after(let ref) = stored.start { anchored.append(ref) }
+      if case .after(let ref) = stored.end { anchored.append(ref) }
+    }
+    var target: (order: Int, run: Int, offset: UInt32)?
+    while true {
+      let tombstone = run(at.order, at.run)
+      for ref in anchored where refClient(ref) == tombstone.client {
+        let counter = refCounter(ref)
+        guard counter >= tombstone.counter, counter < tombstone.end else { continue }
+        if let found = target, found.order == at.order, found.run == at.run,
+          found.offset >= counter - tombstone.counter
+        {
+          continue
+        }
+        target = (at.order, at.run, counter - tombstone.counter)
+      }
+      guard let next = nextRun(at.order, at.run), run(next.order, next.run).deleted else { break }
+      at = next
+    }
+    guard let target else { return point }
+    if target.offset + 1 < run(target.order, target.run).length {
+      splitRun(target.order, target.run, at: target.offset + 1)
+    }
+    return (target.order, target.run)
+  }
+
   /// Deletes `count` visible scalars at `position`; returns the ranges deleted.
-  mutating func delete(at position: Int, count length: Int, client name: String) -> [DeletedRange] {
+  mutating func delete(at position: Int, count length: Int, seq: UInt64 = 0) -> [DeletedRange] {
     var remaining = length
     var ranges: [DeletedRange] = []
     while remaining > 0 {
       var place = locateVisible(position)
       let deleted: (client: UInt32, counter: UInt32, take: Int)
-      if let joined = deleteIntoTombstone(place, remaining, at: position) {
+      if let joined = deleteIntoTombstone(place, remaining, at: position, seq: seq) {
         deleted = joined
       } else {
         if place.offset > 0 {
@@ -270,17 +334,18 @@ public struct TextDocument: Sendable {
         let take = min(remaining, Int(current.length))
         if take < Int(current.length) { splitRun(place.order, place.run, at: UInt32(take)) }
         slots[slot].runs[place.run].deleted = true
+        slots[slot].setSeq(max(slots[slot].seq(place.run), seq), place.run)
         adjust(place.order, visible: -take, total: 0)
         mergeAround(place.order, place.run)
         deleted = (current.client, current.counter, take)
       }
       let (client, counter, take) = deleted
-      clients[Int(client)].addDelete(counter, counter + UInt32(take), seq: 0)
+      clients[Int(client)].addDelete(counter, counter + UInt32(take), seq: seq)
       let clientName = clients[Int(client)].name
       if let last = ranges.last, last.client == clientName, last.counter + last.length == counter {
         ranges[ranges.count - 1].length += UInt32(take)
       } else {
-        ranges.append(DeletedRange(client: clientName, counter: counter, length: UInt32(take)))
+        ranges.append(DeletedRange(client: clientName, counter: counter, length: UInt32(take), seq: seq))
       }
       remaining -= take
     }
@@ -292,7 +357,7 @@ public struct TextDocument: Sendable {
   /// of their run or from its start) join the tombstone just after or just before them in the chunk, which
   /// they continue. The runs end as splitting them off, marking them and joining them with it (`delete`'s
   /// general way) would leave them, without moving the chunk's runs twice. Nil if that is not the case.
-  mutating func deleteIntoTombstone(_ place: Place, _ remaining: Int, at position: Int) -> (
+  mutating func deleteIntoTombstone(_ place: Place, _ remaining: Int, at position: Int, seq: UInt64) -> (
     client: UInt32, counter: UInt32, take: Int
   )? {
     let slot = Int(order[place.order])
@@ -309,7 +374,8 @@ public struct TextDocument: Sendable {
       slots[slot].runs[place.run + 1].counter = start
       slots[slot].runs[place.run + 1].length += UInt32(rest)
       slots[slot].runs[place.run + 1].left = makeRef(run.client, start - 1)
-      slots[slot].setSeq(max(slots[slot].seq(place.run + 1), slots[slot].seq(place.run)), place.run + 1)
+      slots[slot].setSeq(
+        max(slots[slot].seq(place.run + 1), slots[slot].seq(place.run), seq), place.run + 1)
       adjust(place.order, visible: -rest, total: 0)
       // The character before them, where a backspace goes next.
       known = (position - 1, Place(order: place.order, run: place.run, offset: place.offset - 1))
@@ -323,7 +389,8 @@ public struct TextDocument: Sendable {
       else { return nil }
       let take = UInt32(remaining)
       slots[slot].runs[place.run - 1].length += take
-      slots[slot].setSeq(max(slots[slot].seq(place.run - 1), slots[slot].seq(place.run)), place.run - 1)
+      slots[slot].setSeq(
+        max(slots[slot].seq(place.run - 1), slots[slot].seq(place.run), seq), place.run - 1)
       slots[slot].runs[place.run].counter += take
       slots[slot].runs[place.run].length -= take
       slots[slot].runs[place.run].left = makeRef(run.client, run.counter + take - 1)
@@ -452,10 +519,15 @@ public struct TextDocument: Sendable {
     return nil
   }
 
-  /// The last character before (`order`, `index`), or 0.
-  func previousRef(_ order: Int, _ index: Int) -> Ref {
-    guard let previous = previousRun(order, index) else { return 0 }
-    return run(previous.order, previous.run).lastRef
+  /// The run just after (`order`, `index`) in document order.
+  func nextRun(_ order: Int, _ index: Int) -> (order: Int, run: Int)? {
+    if index + 1 < slots[Int(self.order[order])].runs.count { return (order, index + 1) }
+    var at = order + 1
+    while at < self.order.count {
+      if !slots[Int(self.order[at])].runs.isEmpty { return (at, 0) }
+      at += 1
+    }
+    return nil
   }
 
   /// Splits a run in two at `offset` (0 < offset < length); the ids stay in the chunk.

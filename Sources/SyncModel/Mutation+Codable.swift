@@ -9,7 +9,7 @@ extension Mutation: Codable {
   private enum Key: String, CodingKey {
     case id, page, time, type
     case parent, title, database, properties, name, value
-    case block, blockType, text, after, attributes, filter, sort
+    case block, blockType, text, after, attributes, filter, sort, ops
   }
 
   public init(from decoder: any Decoder) throws {
@@ -50,6 +50,12 @@ extension Mutation: Codable {
         block: try c.decode(EntityID.self, forKey: .block),
         text: try c.decodeIfPresent(String.self, forKey: .text),
         attributes: try c.decodeIfPresent([String: String].self, forKey: .attributes))
+    case "splice_text":
+      action = .spliceText(
+        block: try c.decode(EntityID.self, forKey: .block), ops: try c.decode(TextOps.self, forKey: .ops))
+    case "mark_text":
+      action = .markText(
+        block: try c.decode(EntityID.self, forKey: .block), ops: try c.decode(TextOps.self, forKey: .ops))
     case "move_block":
       action = .moveBlock(
         block: try c.decode(EntityID.self, forKey: .block),
@@ -99,6 +105,9 @@ extension Mutation: Codable {
       try c.encode(block, forKey: .block)
       try c.encodeIfPresent(text, forKey: .text)
       try c.encodeIfPresent(attributes, forKey: .attributes)
+    case .spliceText(let block, let ops), .markText(let block, let ops):
+      try c.encode(block, forKey: .block)
+      try c.encode(ops, forKey: .ops)
     case .moveBlock(let block, let after):
       try c.encode(block, forKey: .block)
       try c.encode(after, forKey: .after)

@@ -125,7 +125,7 @@ extension ViewSort: JSONReadable {
 private enum ActionName: JSONReadable {
   case createPage, createDatabase, createRow, setTitle, setProperty, addBlock, editBlock, moveBlock,
     deleteBlock
-  case movePage, deletePage, setView
+  case movePage, deletePage, setView, spliceText, markText
   case unknown(String)
 
   init(reading reader: inout JSONReader) throws(JSONReadError) {
@@ -144,6 +144,7 @@ private enum ActionName: JSONReadable {
     case 9:
       if matches("set_title") { return .setTitle }
       if matches("add_block") { return .addBlock }
+      if matches("mark_text") { return .markText }
       return matches("move_page") ? .movePage : nil
     case 10:
       if matches("edit_block") { return .editBlock }
@@ -151,6 +152,7 @@ private enum ActionName: JSONReadable {
       return matches("create_row") ? .createRow : nil
     case 11:
       if matches("create_page") { return .createPage }
+      if matches("splice_text") { return .spliceText }
       return matches("delete_page") ? .deletePage : nil
     case 12:
       if matches("set_property") { return .setProperty }
@@ -182,6 +184,7 @@ private struct MutationMembers {
   var attributes = JSONField<[String: String]>.absent
   var filter = JSONField<ViewFilter>.absent
   var sort = JSONField<ViewSort>.absent
+  var ops = JSONField<TextOps>.absent
 
   mutating func read(_ key: JSONKey, from reader: inout JSONReader) throws(JSONReadError) {
     // The common members first.
@@ -219,6 +222,8 @@ private struct MutationMembers {
       try reader.read(&filter, "filter", as: ViewFilter.self)
     } else if key.matches("sort") {
       try reader.read(&sort, "sort", as: ViewSort.self)
+    } else if key.matches("ops") {
+      try reader.read(&ops, "ops", as: TextOps.self)
     } else {
       try reader.skipValue(of: key)
     }
@@ -261,6 +266,14 @@ extension Mutation: JSONReadable {
       action = .editBlock(
         block: try m.block.required("block", objectOffset: start, ifNull: NullFor.string),
         text: try m.text.optional(), attributes: try m.attributes.optional())
+    case .spliceText:
+      action = .spliceText(
+        block: try m.block.required("block", objectOffset: start, ifNull: NullFor.string),
+        ops: try m.ops.required("ops", objectOffset: start, ifNull: NullFor.string))
+    case .markText:
+      action = .markText(
+        block: try m.block.required("block", objectOffset: start, ifNull: NullFor.string),
+        ops: try m.ops.required("ops", objectOffset: start, ifNull: NullFor.string))
     case .moveBlock:
       action = .moveBlock(
         block: try m.block.required("block", objectOffset: start, ifNull: NullFor.string),

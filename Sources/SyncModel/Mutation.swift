@@ -31,8 +31,13 @@ public enum MutationAction: Hashable, Sendable {
   case setProperty(name: String, value: PropertyValue?)
   /// Adds a block after `after` (nil: first).
   case addBlock(block: EntityID, type: String, text: String, after: EntityID?, attributes: [String: String])
-  /// Changes a block's text and/or attributes (nil: unchanged).
+  /// Changes a block's text and/or attributes (nil: unchanged). The text is a whole-text replacement from a
+  /// client that predates the text CRDT: the broker merges it as the minimal splices against its current text.
   case editBlock(block: EntityID, text: String?, attributes: [String: String]?)
+  /// Splices in a block's text: CRDT insert runs (typed by the batch's client) and deleted ranges.
+  case spliceText(block: EntityID, ops: TextOps)
+  /// Sets or clears marks (bold, link, ...) in a block's text: CRDT mark operations.
+  case markText(block: EntityID, ops: TextOps)
   case moveBlock(block: EntityID, after: EntityID?)
   case deleteBlock(block: EntityID)
   /// Moves the page under another parent (nil: top level).
@@ -51,6 +56,8 @@ public enum MutationAction: Hashable, Sendable {
     case .setProperty: "set_property"
     case .addBlock: "add_block"
     case .editBlock: "edit_block"
+    case .spliceText: "splice_text"
+    case .markText: "mark_text"
     case .moveBlock: "move_block"
     case .deleteBlock: "delete_block"
     case .movePage: "move_page"
@@ -88,6 +95,11 @@ public struct MutationLimits: Sendable, Equatable {
   public var maxListItems = 256
   public var maxProperties = 128
   public var maxAttributes = 32
+  /// Insert runs, deleted ranges and mark operations in one text mutation (`[limits] text_ops_per_mutation`).
+  public var maxTextOps = 4096
+  /// Characters one block's text may hold, deleted ones included: their ids stay for as long as a device may
+  /// still refer to them (`[limits] text_characters_per_block`).
+  public var maxTextCharacters = 1 << 20
   public init() {}
 }
 
@@ -141,6 +153,20 @@ extension Mutation {
       if text == nil && attributes == nil { return .invalidValue }
       if let text, tooBig(text, limits.maxTextBytes) { return .tooLarge }
       return attributes.flatMap(badAttributes)
+    case .spliceText(_, let ops):
+      guard let update = try? ops.update(), update.marks.isEmpty,
+        !update.runs.isEmpty || !update.deletes.isEmpty,
+        update.runs.allSatisfy({ $0.text != nil })
+      else { return .invalidValue }
+      if update.runs.count + update.deletes.count > limits.maxTextOps { return .tooLarge }
+      var bytes = 0
+      for run in update.runs { for scalar in run.text ?? [] { bytes += UTF8.width(scalar) } }
+      return bytes > limits.maxTextBytes ? .tooLarge : nil
+    case .markText(_, let ops):
+      guard let update = try? ops.update(), update.runs.isEmpty, update.deletes.isEmpty, !update.marks.isEmpty
+      else { return .invalidValue }
+      if update.marks.count > limits.maxTextOps { return .tooLarge }
+      return update.marks.contains { tooBig($0.value ?? "", limits.maxTextBytes) } ? .tooLarge : nil
     case .moveBlock(let block, let after):
       return block == after ? .invalidValue : nil
     case .deleteBlock:

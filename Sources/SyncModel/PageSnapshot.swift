@@ -1,3 +1,5 @@
+import RichText
+
 // Pages as they travel: what the broker holds and sends (a whole page, or a delta since a time), and what the
 // device stores. Shared by both stores and the protocol, so neither side depends on the other's code.
 
@@ -47,7 +49,14 @@ public struct PageSnapshot: Hashable, Sendable, Codable {
 public struct BlockState: Hashable, Sendable, Codable {
   public var id: EntityID
   public var type: String
+  /// The visible text (what the CRDT state below renders to).
   public var text: String
+  /// The marks in force over `text`, sorted by start then type (absent from an older broker: none).
+  public var marks: [TextMark]?
+  /// The text's CRDT: in a whole page, the block's whole state (`TextDocument.encoded()`); in a delta, the
+  /// update since the delta's `since` (what a device that has everything up to then lacks). Absent from an older
+  /// broker, and for a deleted block.
+  public var crdt: TextOps?
   public var attributes: [String: String]
   /// Orders the page's blocks (ascending); only the order is meaningful.
   public var position: Double
@@ -55,11 +64,14 @@ public struct BlockState: Hashable, Sendable, Codable {
   public var deleted: Bool
 
   public init(
-    id: EntityID, type: String, text: String, attributes: [String: String], position: Double, deleted: Bool
+    id: EntityID, type: String, text: String, attributes: [String: String], position: Double, deleted: Bool,
+    marks: [TextMark]? = nil, crdt: TextOps? = nil
   ) {
     self.id = id
     self.type = type
     self.text = text
+    self.marks = marks
+    self.crdt = crdt
     self.attributes = attributes
     self.position = position
     self.deleted = deleted

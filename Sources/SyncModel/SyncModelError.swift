@@ -4,11 +4,14 @@ public enum SyncModelError: Error, Equatable, Sendable, CustomStringConvertible 
   case invalidID(String)
   /// A hybrid logical clock value that is not `MILLIS:COUNTER`.
   case invalidTimestamp(String)
+  /// A text update (`ops`) that is not base64 of a well-formed `TextCodec` update.
+  case invalidTextOps(String)
 
   public var description: String {
     switch self {
     case .invalidID(let text): "invalid id \"\(text)\": ids are 1 to 64 of A-Z a-z 0-9 _ -"
     case .invalidTimestamp(let text): "invalid HLC timestamp \"\(text)\": expected MILLIS:COUNTER"
+    case .invalidTextOps(let why): "invalid text ops: \(why)"
     }
   }
 }

@@ -15,7 +15,7 @@ import Testing
     #expect(try store.synchronousSetting() == .integer(2))  // FULL
     store.close()
     #expect(permissions(file.path) == 0o600)
-    #expect(try sqlite3(file.path, "PRAGMA user_version") == "2")
+    #expect(try sqlite3(file.path, "PRAGMA user_version") == "3")
     #expect(try sqlite3(file.path, "PRAGMA journal_mode") == "wal")
     #expect(try sqlite3(file.path, "PRAGMA integrity_check") == "ok")
     #expect(
@@ -36,7 +36,7 @@ import Testing
     let again = try LocalStore(path: file.path)
     #expect(again.clientID.rawValue == first)
     again.close()
-    #expect(try sqlite3(file.path, "PRAGMA user_version") == "2")
+    #expect(try sqlite3(file.path, "PRAGMA user_version") == "3")
   }
 
   @Test func forestRowsRoundTripThroughRestore() throws {

@@ -53,6 +53,17 @@ import Testing
   /// A fake broker answers with the number `JSONDecoder` trapped on (a catch-up answer, a stream frame): the
   /// daemon says the answer is not understood and runs on (it died of SIGILL before the strict decoder).
   @Test func aHostileBrokerCannotStopTheDaemon() throws { try runScenario("hostile_broker") }
+  /// Two devices edit one block's text offline (whole-text edits, a splice, marks): both words and both marks
+  /// survive on every device and the broker, whichever pushes first.
+  @Test func concurrentOfflineTextEditsMerge() throws { try runScenario("text_merge") }
+  /// Three devices splice one block offline at random and reconnect in a random order: all converge, every word
+  /// kept.
+  @Test func threeDevicesSplicingOfflineConverge() throws { try runScenario("text_three") }
+
+  /// Store files the previous release made (Tests/Fixtures/previous-release): the new broker and daemon open
+  /// them; the device's queued old-style `edit_block` texts are applied once, every text is kept, and migrated
+  /// blocks take splices and marks.
+  @Test func storesOfThePreviousReleaseUpgradeWithoutLoss() throws { try runScenario("upgrade") }
 
   /// Runs `daemon_e2e.py BIN_DIR scenario` and expects it to end with `ALL OK`.
   private func runScenario(_ scenario: String) throws {

@@ -149,7 +149,9 @@ import Testing
       {"id": "tasks", "kind": "database", "title": "Tasks", "parent": "home", "deleted": false,
        "properties": {"Status": "Open", "Points": 3, "Tags": ["a", "b"]},
        "blocks": [{"id": "b2", "type": "heading", "text": "Intro", "attributes": {}},
-                  {"id": "b1", "type": "text", "text": "two\nlines", "attributes": {}}],
+                  {"id": "b1", "type": "text", "text": "two\nlines", "attributes": {},
+                   "marks": [{"type": "bold", "start": 0, "end": 3},
+                             {"type": "link", "start": 4, "end": 9, "value": "https://x.example"}]}],
        "rows": ["t2", "t1"], "databases": [],
        "view": {"filter": {"property": "Status", "value": "Open"},
                 "sort": {"property": "Points", "descending": true}},
@@ -175,9 +177,9 @@ import Testing
         Status    Open
         Tags      [a, b]
 
-        BLOCK  TYPE     TEXT
-        b2     heading  Intro
-        b1     text     two\nlines
+        BLOCK  TYPE     TEXT        MARKS
+        b2     heading  Intro       -
+        b1     text     two\nlines  bold 0-3, link 4-9 https://x.example
 
         rows in view:
           t2

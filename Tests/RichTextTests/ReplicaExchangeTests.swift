@@ -5,57 +5,58 @@ import Testing
 /// Seeded histories of concurrent edits on three replicas, exchanged in random orders (out of causal order too,
 /// through the binary forms, whole states): every replica's local text follows a plain array model, all
 /// replicas converge, a replica that has nothing gets the same text from the update and from the state, and the
-/// converged text is the one the first implementation (dcd5cea) gave for the seed (`golden`): the storage may
-/// change, the merge's result may not.
+/// converged text is the one the first implementation gave for the seed (`golden`): the storage may change, the
+/// merge's result may not. The goldens are those of `richtext` at fd8efcd (the first implementation with local
+/// inserts placed by `insertionPoint`, 018b765, and broker sequences on local edits), computed by this file
+/// run against that commit's RichText.
 @Suite struct ReplicaExchangeTests {
-  /// FNV-1a of the converged text's UTF-8, per seed 1...20, as dcd5cea computed them (and 9286264, the same
-  /// merge, for the typing ones).
+  /// FNV-1a of the converged text's UTF-8, per seed 1...20, as fd8efcd computed them.
   static let golden: [UInt64] = [
-    15_399_514_294_674_218_617,
-    769_069_401_018_518_450,
-    14_041_784_627_843_159_178,
-    1_106_892_553_240_956_173,
-    8_738_369_530_730_545_668,
-    18_237_201_885_804_541_917,
-    15_939_880_800_787_949_545,
-    13_693_316_388_782_068_014,
-    13_073_087_243_043_459_343,
-    17_770_294_366_023_325_191,
-    356_133_378_114_501_357,
-    7_670_333_587_428_997_096,
-    18_381_991_663_464_006_271,
-    4_104_677_840_309_999_867,
-    5_752_513_251_194_809_120,
-    6_111_793_141_892_800_401,
-    15_212_267_873_080_089_597,
-    15_711_740_643_198_281_730,
-    3_820_428_669_628_010_325,
+    4_925_017_479_357_941_804,
+    2_761_716_998_694_272_433,
+    14_634_932_567_499_763_864,
+    3_232_805_821_637_358_599,
+    14_316_945_520_595_623_191,
+    8_661_877_389_266_242_675,
+    5_341_990_170_471_254_865,
+    390_846_840_222_310_430,
+    8_416_608_592_468_225_939,
+    7_302_839_537_158_107_367,
+    4_234_132_300_503_768_837,
+    3_191_599_203_797_364_175,
+    946_444_132_168_605_755,
+    7_184_035_408_924_021_752,
+    17_381_228_786_189_004_193,
+    184_998_232_630_939_671,
+    2_688_911_841_325_117_383,
+    16_418_733_122_617_999_767,
+    18_258_322_661_488_552_873,
     6_400_275_424_220_939_664,
   ]
 
   /// The same with typing: most local edits continue where the replica's last one ended (a character typed,
   /// or one erased before it), as people type.
   static let goldenTyping: [UInt64] = [
-    16_398_359_944_461_329_317,
-    1_081_216_649_292_197_878,
-    2_035_806_999_274_157_475,
-    16_884_334_331_996_819_506,
-    5_651_684_044_337_663_694,
-    16_536_864_485_014_739_733,
-    2_365_860_303_912_079_185,
-    17_594_602_893_623_946_193,
-    8_141_535_392_060_998_120,
-    2_003_688_387_874_080_077,
-    13_322_328_714_127_912_951,
-    16_440_865_322_487_639_543,
-    559_671_773_625_128_533,
-    14_032_299_078_121_942_452,
-    14_782_970_440_288_036_485,
-    9_982_430_253_698_742_758,
-    11_101_232_490_158_660_358,
-    17_118_910_301_295_208_596,
-    2_155_387_899_104_906_147,
-    5_477_901_952_869_721_186,
+    3_843_566_370_614_675_250,
+    162_523_204_156_865_479,
+    15_326_999_538_379_739_069,
+    5_091_650_222_762_446_563,
+    16_402_180_494_427_065_734,
+    886_213_837_362_772_208,
+    7_605_302_629_075_843_121,
+    15_865_417_825_802_632_087,
+    13_493_975_433_880_855_940,
+    2_138_824_747_478_063_816,
+    3_987_417_922_412_405_690,
+    11_967_268_302_330_880_402,
+    17_826_551_759_453_064_397,
+    18_092_846_277_460_713_388,
+    4_950_397_200_536_578_323,
+    3_239_334_192_632_314_348,
+    345_476_891_094_247_428,
+    2_093_701_823_370_138_069,
+    2_024_171_864_284_348_061,
+    18_148_275_061_379_792_087,
   ]
 
   @Test func seededExchangesConvergeOnTheFirstImplementationsText() throws {
@@ -70,20 +71,21 @@ import Testing
     #expect(digests == Self.goldenTyping, "digests: \(digests)")
   }
 
-  /// FNV-1a of one replica's runs and deletions (`update()`) after seeded local edits, per seed 1...10, as
-  /// dcd5cea computed them: the local edits' fast paths must leave the runs (ids, origins, tombstones) exactly
+  /// FNV-1a of one replica's runs, deletions (`update()`) and marks after seeded local edits (marks among them:
+  /// a link's or code span's end decides where text typed among deleted characters goes), per seed 1...10, as
+  /// fd8efcd computed them: the local edits' fast paths must leave the runs (ids, origins, tombstones) exactly
   /// as the general path does.
   static let goldenLocal: [UInt64] = [
-    15_323_957_697_981_214_520,
-    5_515_234_449_662_298_789,
-    13_622_709_848_496_538_884,
-    1_661_616_583_088_651_113,
-    5_702_358_819_453_395_982,
-    1_576_133_921_074_394_671,
-    14_110_374_424_410_219_694,
-    10_432_624_458_740_141_632,
-    15_990_512_702_522_544_891,
-    2_147_497_904_366_278_010,
+    6_850_404_710_091_118_530,
+    13_974_766_057_949_552_077,
+    8_418_230_966_109_596_937,
+    11_871_247_276_005_929_868,
+    4_685_804_473_734_819_125,
+    18_039_970_495_855_400_688,
+    4_045_283_370_692_424_680,
+    14_216_829_987_431_374_452,
+    15_805_949_200_437_103_418,
+    390_377_928_661_096_052,
   ]
 
   @Test func seededLocalEditsLeaveTheFirstImplementationsRuns() throws {
@@ -93,19 +95,20 @@ import Testing
   }
 
   /// FNV-1a of what a broker's replica gives since several sequences (`update(since:)`), and of the same from
-  /// its state reloaded, per seed 1...10, as dcd5cea computed them: the sequences stamped on runs and deletions
-  /// must survive whatever the storage does with them.
+  /// its state reloaded, per seed 1...10, as fd8efcd computed them: the sequences stamped on runs, deletions and
+  /// marks (the devices' and the broker's own: whole-text edits, typing a sequence per keystroke, marks) must
+  /// survive whatever the storage does with them.
   static let goldenSince: [UInt64] = [
-    3_455_365_118_427_992_949,
-    11_643_389_949_122_250_489,
-    5_739_139_561_040_502_717,
-    4_070_502_207_377_123_755,
-    14_434_511_723_517_264_179,
-    14_084_599_952_895_324_055,
-    17_873_803_380_062_103_921,
-    12_945_430_394_868_148_499,
-    7_631_982_290_521_463_705,
-    7_027_696_340_388_493_451,
+    781_761_753_587_851_975,
+    16_703_238_194_506_798_319,
+    13_183_711_052_814_641_951,
+    7_145_707_705_742_192_799,
+    2_958_448_377_651_729_793,
+    17_734_960_825_835_875_927,
+    4_753_980_704_606_217_935,
+    10_334_781_702_576_291_631,
+    1_549_338_677_280_993_011,
+    15_611_401_657_711_911_969,
   ]
 
   @Test func seededBrokerSequencesGiveTheFirstImplementationsUpdates() throws {
@@ -121,6 +124,7 @@ import Testing
     var broker = devices[0]
     let alphabet = Array("abcdefgh xyz".unicodeScalars)
     var seq: UInt64 = 0
+    var brokerCursor = 0
     for _ in 0..<400 {
       let who = random.below(3)
       let count = devices[who].count
@@ -131,6 +135,37 @@ import Testing
       text.unicodeScalars.append(contentsOf: (0..<length).map { _ in alphabet[random.below(alphabet.count)] })
       let update = try devices[who].splice(at: position, delete: delete, insert: text, client: names[who])
       seq += 1
+      switch random.below(10) {
+      case 0 where broker.count > 0:
+        // The broker's own whole-text edit (an old client's edit_block): a word replaced.
+        var scalars = broker.scalars
+        let from = random.below(scalars.count)
+        let to = min(scalars.count, from + random.below(5))
+        scalars.replaceSubrange(from..<to, with: "word".unicodeScalars)
+        _ = broker.replaceText(
+          with: String(String.UnicodeScalarView(scalars)), client: "@broker", seq: seq)
+        seq += 1
+      case 1:
+        // The broker typing on at its cursor, a sequence per keystroke: no run may carry one across them.
+        brokerCursor = min(brokerCursor, broker.count)
+        for _ in 0...random.below(4) {
+          _ = try broker.splice(
+            at: brokerCursor, delete: 0, insert: String(alphabet[random.below(alphabet.count)]),
+            client: "@broker", seq: seq)
+          brokerCursor += 1
+          seq += 1
+        }
+      case 2 where broker.count > 1:
+        // A mark the broker makes (a link: its end clings to the last character, which may be deleted later).
+        let from = random.below(broker.count - 1)
+        let type: MarkType = [.link, .code, .bold][random.below(3)]
+        _ = try broker.mark(
+          from: from, to: from + 1 + random.below(min(4, broker.count - from - 1)), type: type,
+          value: type.needsValue ? "https://example.com" : nil, client: "@broker",
+          time: MarkTime(millis: seq, counter: 0), seq: seq)
+        seq += 1
+      default: break
+      }
       if random.below(4) == 0 {
         try broker.apply(encoded: TextCodec.encode(update), seq: seq)
       } else {
@@ -154,6 +189,7 @@ import Testing
         for range in update.deletes {
           description += "\(range.client)@\(range.counter)+\(range.length) \(range.seq);"
         }
+        for mark in update.marks { description += "\(mark.type) \(mark.time.millis) \(mark.seq);" }
       }
     }
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -167,7 +203,17 @@ import Testing
     var model = Array(document.text.unicodeScalars)
     var cursor = 0
     let alphabet = Array("abcdefgh xyz\né€".unicodeScalars)
-    for _ in 0..<2000 {
+    for step in 0..<2000 {
+      if random.below(40) == 0 && model.count > 1 {
+        // A mark now and then: a link's or code span's end clings to its last character, and text typed
+        // among deleted characters goes after the last one such an end clings to.
+        let from = random.below(model.count - 1)
+        let type: MarkType = [.link, .code, .bold][random.below(3)]
+        _ = try document.mark(
+          from: from, to: from + 1 + random.below(min(6, model.count - from - 1)), type: type,
+          value: type.needsValue ? "https://example.com" : nil, client: "me",
+          time: MarkTime(millis: UInt64(step), counter: 0))
+      }
       var position = cursor
       if random.below(10) == 0 { position = random.below(model.count + 1) }
       var delete = 0
@@ -196,6 +242,7 @@ import Testing
       description += "\(run.right?.description ?? "-") \(run.text == nil ? "x" : "v");"
     }
     for range in update.deletes { description += "\(range.client)@\(range.counter)+\(range.length);" }
+    for mark in document.marks { description += "\(mark.type) \(mark.start)..<\(mark.end);" }
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
     for byte in description.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
     return hash
@@ -211,8 +258,19 @@ import Testing
     let alphabet = Array("abcdefgh xyz\né€😀".unicodeScalars)
     // Per replica, where its last local edit ended.
     var cursors = [0, 0, 0]
-    for _ in 0..<(typing ? 1000 : 300) {
+    for step in 0..<(typing ? 1000 : 300) {
       let who = random.below(3)
+      if typing && random.below(50) == 0 && models[who].count > 1 {
+        // A mark now and then (where text typed among deleted characters goes depends on them).
+        let count = models[who].count
+        let from = random.below(count - 1)
+        let type: MarkType = [.link, .code, .bold][random.below(3)]
+        let update = try replicas[who].mark(
+          from: from, to: from + 1 + random.below(min(6, count - from - 1)), type: type,
+          value: type.needsValue ? "https://example.com" : nil, client: names[who],
+          time: MarkTime(millis: UInt64(step), counter: 0))
+        for other in 0..<3 where other != who { inbox[other].append(update) }
+      }
       switch random.below(10) {
       case 0..<6 where typing && cursors[who] <= models[who].count && random.below(8) != 0:
         // Typing on at the cursor: a character, or erasing the one before it.

@@ -1,5 +1,6 @@
 import EventLoopTestKit
 import FoundationEssentials
+import RichText
 import StrictJSON
 import StrictJSONTestKit
 import SyncModel
@@ -83,8 +84,36 @@ enum RandomBatch {
     }
   }
 
+  /// A real text update: a splice (runs and deletions) or marks made on a small document, now and then a whole
+  /// state; base64 with `+` and `/` in it often enough (escaped as `\/` by some of JSONEncoder's formats).
+  static func textOps(_ random: inout SplitMix64, marks: Bool) -> TextOps {
+    var document = TextDocument(text: "The quick fox jumps.", client: "")
+    let client = ["A", "laptop", "b-9_"].randomElement(using: &random)!
+    let count = document.count
+    let from = Int.random(in: 0..<count, using: &random)
+    let to = Int.random(in: (from + 1)...count, using: &random)
+    let update: TextUpdate
+    if marks {
+      let type = MarkType.allCases.randomElement(using: &random)!
+      let time = MarkTime(
+        millis: UInt64.random(in: 0...UInt64.max, using: &random),
+        counter: UInt32.random(in: 0...9, using: &random))
+      update = try! document.mark(
+        from: from, to: to, type: type, value: type.needsValue ? text(&random) + "v" : nil, client: client,
+        time: time)
+    } else {
+      update = try! document.splice(
+        at: from, delete: Int.random(in: 0...(count - from), using: &random), insert: text(&random) + "x",
+        client: client)
+    }
+    if Int.random(in: 0..<8, using: &random) == 0 { return TextOps(bytes: document.encoded()) }
+    return TextOps(update)
+  }
+
   static func action(_ random: inout SplitMix64) -> MutationAction {
-    switch Int.random(in: 0..<12, using: &random) {
+    switch Int.random(in: 0..<14, using: &random) {
+    case 12: return .spliceText(block: id(&random), ops: textOps(&random, marks: false))
+    case 13: return .markText(block: id(&random), ops: textOps(&random, marks: true))
     case 0: return .createPage(parent: maybe(&random, id), title: text(&random))
     case 1: return .createDatabase(parent: maybe(&random, id), title: text(&random))
     case 2:
@@ -148,7 +177,7 @@ private func strict(_ bytes: [UInt8]) throws(JSONReadError) -> MutationBatch {
         #expect(DecodingAgreement.check(MutationBatch.self, input) == .bothAccepted, "round \(round)")
       }
     }
-    #expect(actions.count == 12)
+    #expect(actions.count == 14)
   }
 
   /// The same batches with their numbers written other ways (`41` as `4.1e1`, `0.41E+2`, `41.000`): read as
@@ -200,6 +229,26 @@ private func strict(_ bytes: [UInt8]) throws(JSONReadError) -> MutationBatch {
 
   static func batch(_ mutations: String) -> String {
     #"{"client":"laptop","workspace":"ws1","mutations":["# + mutations + "]}"
+  }
+
+  /// Real text updates: a splice (its base64 has a `/`, written `\/` below too) and a mark.
+  static let spliceOps: TextOps = {
+    for insert in ["é?", "ü>", "x?>", "??", ">>>"] {
+      var document = TextDocument(text: "ab", client: "")
+      let ops = TextOps(try! document.splice(at: 1, delete: 1, insert: insert, client: "laptop"))
+      if ops.base64.contains("/") { return ops }
+    }
+    preconditionFailure("no splice's base64 has a slash")
+  }()
+  static let markOps: TextOps = {
+    var document = TextDocument(text: "ab", client: "")
+    return TextOps(
+      try! document.mark(
+        from: 0, to: 2, type: .link, value: "https://example.com", client: "laptop",
+        time: MarkTime(millis: 1, counter: 0)))
+  }()
+  static func text(_ type: String, _ ops: String) -> String {
+    mutation + #""type":"\#(type)","block":"b","ops":\#(ops)}"#
   }
 
   /// Every error the broker reports for a batch, worded as `JSONDecoder` (through JSONBodies.describe) words
@@ -321,6 +370,53 @@ private func strict(_ bytes: [UInt8]) throws(JSONReadError) -> MutationBatch {
       batch(mutation + #""type":"delete_page"},{"id":5,"page":"p","time":"1:0","type":"set_title"}"#),
       #"at mutations[1]: missing field "title""#
     ),
+    // Text updates: base64 of a well-formed TextCodec update, or refused with the codec's word for it.
+    (batch(text("splice_text", #""not base64!""#)), "at mutations[0].ops: invalid text ops: not base64"),
+    (batch(text("mark_text", #""Zm9v!A==""#)), "at mutations[0].ops: invalid text ops: not base64"),
+    (
+      batch(text("mark_text", #""Zm9v""#)),
+      "at mutations[0].ops: invalid text ops: malformed text state: unknown version"
+    ),
+    (batch(text("splice_text", #""Zg=""#)), "at mutations[0].ops: invalid text ops: not base64"),
+    (batch(text("splice_text", #""Zh==""#)), "at mutations[0].ops: invalid text ops: not base64"),
+    (
+      batch(text("splice_text", #""AAAA""#)),
+      "at mutations[0].ops: invalid text ops: malformed text state: unknown version"
+    ),
+    (
+      batch(text("mark_text", #""AQc=""#)),
+      "at mutations[0].ops: invalid text ops: malformed text state: unknown kind"
+    ),
+    (
+      batch(text("splice_text", #""""#)),
+      "at mutations[0].ops: invalid text ops: malformed text state: truncated"
+    ),
+    (
+      batch(text("mark_text", "\"" + String(markOps.base64.dropLast(4)) + "\"")),
+      "at mutations[0].ops: invalid text ops: malformed text state: truncated"
+    ),
+    (
+      batch(text("splice_text", "\"" + Base64.encode(spliceOps.bytes + [0]) + "\"")),
+      "at mutations[0].ops: invalid text ops: malformed text state: trailing bytes"
+    ),
+    (batch(mutation + #""type":"splice_text","block":"b"}"#), #"at mutations[0]: missing field "ops""#),
+    (batch(mutation + #""type":"mark_text","ops":"AQI="}"#), #"at mutations[0]: missing field "block""#),
+    (
+      batch(text("splice_text", "null")),
+      "at mutations[0].ops: Cannot get value of type String -- found null value instead"
+    ),
+    (
+      batch(text("mark_text", "null")),
+      "at mutations[0].ops: Cannot get value of type String -- found null value instead"
+    ),
+    (
+      batch(text("splice_text", "12")),
+      "at mutations[0].ops: Expected to decode String but found number instead."
+    ),
+    (
+      batch(text("mark_text", "[]")),
+      "at mutations[0].ops: Expected to decode String but found an array instead."
+    ),
   ])
   func wordsEachErrorAsJSONDecoderDoes(_ json: String, _ message: String) {
     #expect(
@@ -423,6 +519,22 @@ private func strict(_ bytes: [UInt8]) throws(JSONReadError) -> MutationBatch {
     (
       mutation + #""type":"set_view","sort":{"descending":true,"property":"p","property":1}}"#,
       .setView(filter: nil, sort: ViewSort(property: "p", descending: true))
+    ),
+    (
+      text("splice_text", "\"" + spliceOps.base64 + "\""),
+      .spliceText(block: try! EntityID(validating: "b"), ops: spliceOps)
+    ),
+    (
+      text("splice_text", "\"" + spliceOps.base64.replacing("/", with: #"\/"#) + "\""),
+      .spliceText(block: try! EntityID(validating: "b"), ops: spliceOps)
+    ),
+    (
+      text("mark_text", "\"" + markOps.base64 + #"","ops":5,"text":null"#),
+      .markText(block: try! EntityID(validating: "b"), ops: markOps)
+    ),
+    (
+      mutation + #""type":"delete_block","block":"b","ops":"not base64!"}"#,
+      .deleteBlock(block: try! EntityID(validating: "b"))
     ),
   ])
   func readsMembersAsInitFromDoes(_ json: String, _ action: MutationAction) throws {

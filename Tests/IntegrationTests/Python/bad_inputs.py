@@ -711,6 +711,7 @@ def table_cli(s):
     broker = s.broker_with_limits()
     device = s.device("A", broker.url)
     device.cli("create", "page", "--id", "home", "--title", "Home")
+    device.cli("block", "add", "home", "--id", "b1", "--text", "one")
     device.cli("offline", "add", "home")
     not_a_socket = os.path.join(s.dir, "plain-file")
     with open(not_a_socket, "w") as plain:
@@ -740,13 +741,29 @@ def table_cli(s):
         ("an edit with nothing to change", ["edit", "home"], 64, "nothing to change", None),
         ("a property both set and unset", ["edit", "home", "--set", "A=1", "--unset", "A"], 64,
          'property "A" is both set and unset', None),
-        # The daemon's refusals: exit 1 and its message with the status.
+        ("a splice with nothing to do", ["block", "splice", "b1", "--at", "0"], 64,
+         "give --delete, --insert or both", None),
+        ("a mark of an unknown type", ["block", "mark", "b1", "--from", "0", "--to", "1", "--type", "blink"], 64,
+         'unknown mark type "blink"', None),
+        ("a mark whose range is empty", ["block", "mark", "b1", "--from", "2", "--to", "2", "--type", "bold"], 64,
+         "--to must be greater than --from", None),
+        # The daemon's refusals: exit 1 and its message with the status (64 for a 400: the values were wrong).
         ("a create of an id taken", ["create", "page", "--id", "home"], 1,
          "pagesync: page home already exists (HTTP 409)", None),
         ("removing a toggle that is not there", ["offline", "remove", "other"], 1,
          "pagesync: page other is not toggled offline (HTTP 404)", None),
-        ("a title over 1 KiB", ["edit", "home", "--title", "t" * 2000], 1,
+        ("a title over 1 KiB", ["edit", "home", "--title", "t" * 2000], 64,
          "pagesync: the edit breaks a rule: too_large (4): a title over 1 KiB", None),
+        ("a splice past the end of the text", ["block", "splice", "b1", "--at", "4", "--insert", "x"], 64,
+         "pagesync: position 4 is outside the text (0...3) (HTTP 400)", None),
+        ("a splice deleting past the end", ["block", "splice", "b1", "--at", "1", "--delete", "9"], 64,
+         "pagesync: range 1..<10 is outside the text (0...3) (HTTP 400)", None),
+        ("a mark past the end of the text", ["block", "mark", "b1", "--from", "1", "--to", "7", "--type", "bold"],
+         64, "pagesync: range 1..<7 is outside the text (0...3) (HTTP 400)", None),
+        ("a link without a URL", ["block", "mark", "b1", "--from", "0", "--to", "2", "--type", "link"], 64,
+         "pagesync: invalid mark: link needs a value (HTTP 400)", None),
+        ("a splice of a block not stored here", ["block", "splice", "nob", "--at", "0", "--insert", "x"], 1,
+         "pagesync: block nob is not stored on this device (HTTP 404)", None),
         ("an edit of a block not stored here", ["block", "edit", "nob", "--text", "x"], 1,
          "pagesync: block nob is not stored on this device (HTTP 404)", None),
         # Sockets that cannot be reached.

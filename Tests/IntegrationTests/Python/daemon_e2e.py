@@ -17,6 +17,7 @@ import base64
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -1059,7 +1060,7 @@ def scenario_rejected(s):
     conflicts = b.cli("conflicts")
     check_equal(sorted((x["mutationId"], x["page"], x["type"], x["reason"]) for x in conflicts),
                 [(edit["mutationIds"][0], "P", "set_title", "page_deleted"),
-                 (block["mutationIds"][0], "P", "edit_block", "page_deleted")],
+                 (block["mutationIds"][0], "P", "splice_text", "page_deleted")],
                 "both edits are rejected as page_deleted and kept in conflicts")
     check_equal(b.status()["failedMutations"], 2, "status counts 2 failed mutations")
     status = b.status()
@@ -1322,6 +1323,256 @@ def scenario_hostile_broker(s):
           f"exit {device.process.returncode}")
 
 
+def scenario_text_merge(s):
+    """A and B, partitioned, edit one block's text (whole-text edits, a splice, marks); reconnected in either
+    order, both devices and the broker end with both words and every mark: text merges, never last writer."""
+    broker = s.broker()
+    proxy_a = Proxy(s, broker.port)
+    proxy_b = Proxy(s, broker.port)
+    a = s.device("A", proxy_a.url)
+    b = s.device("B", proxy_b.url)
+    a.cli("create", "page", "--id", "P", "--title", "Fox")
+    a.cli("offline", "add", "P")
+    a.cli("block", "add", "P", "--id", "b1", "--text", "The quick fox jumps.")
+    a.cli("block", "add", "P", "--id", "b2", "--text", "Second")
+    a.sync()
+    b.cli("offline", "add", "P")
+    b.sync()
+    b.wait_forest(tree("P", "toggled"), "P is offline on B")
+    check_equal([blk["id"] for blk in b.show("P")["blocks"]], ["b1", "b2"], "a block added without --after goes last")
+
+    proxy_a.cut()
+    proxy_b.cut()
+    a.wait_connected(False)
+    b.wait_connected(False)
+    a.cli("block", "edit", "b1", "--text", "The quick brown fox jumps.")
+    a.cli("block", "mark", "b1", "--from", "4", "--to", "9", "--type", "bold")
+    b.cli("block", "edit", "b1", "--text", "The quick fox jumps high.")
+    b.cli("block", "splice", "b2", "--at", "0", "--delete", "1", "--insert", "s")
+    b.cli("block", "mark", "b1", "--from", "10", "--to", "13", "--type", "link", "--value", "https://fox.example")
+    check_equal([m["type"] for m in a.queue()], ["splice_text", "mark_text"], "A queued a splice and a mark")
+    check_equal(b.show("P")["blocks"][0]["text"], "The quick fox jumps high.", "B shows its own edit at once")
+
+    # B first, then A: A's push arrives second and must not overwrite B's word.
+    proxy_b.restore()
+    wait_until("B pushed", lambda: (b.queue() == [], b.queue()), expected=[])
+    proxy_a.restore()
+    wait_until("A pushed", lambda: (a.queue() == [], a.queue()), expected=[])
+    merged = "The quick brown fox jumps high."
+    marks = [{"type": "bold", "start": 4, "end": 9}, {"type": "link", "start": 16, "end": 19,
+                                                          "value": "https://fox.example"}]
+    for device in (a, b):
+        wait_until(f"{device.name} shows both words", lambda: (device.show("P")["blocks"][0]["text"] == merged,
+                                                              device.show("P")["blocks"][0]["text"]),
+                   expected=merged)
+        blocks = device.show("P")["blocks"]
+        check_equal(blocks[0]["marks"], marks, f"{device.name} shows both marks, each on its own word")
+        check_equal(blocks[1]["text"], "second", f"{device.name} shows B's splice of b2")
+    row = broker.rows("SELECT text, marks FROM block WHERE id = 'b1'")[0]
+    check_equal((row["text"], json.loads(row["marks"])), (merged, marks), "the broker holds the merged text and marks")
+    for device in (a, b):
+        check_equal(device.cli("conflicts"), [], f"no conflicts on {device.name}")
+
+
+def scenario_text_three(s):
+    """Three devices edit one block offline at random (inserts of their own words, deletions of the first text)
+    and reconnect in a random order: all three and the broker end with the same text, holding every word."""
+    seed = int(os.environ.get("PAGESYNC_E2E_SEED") or time.time_ns() % 1_000_000)
+    note(f"seed {seed} (PAGESYNC_E2E_SEED={seed} replays it)")
+    rng = random.Random(seed)
+    broker = s.broker()
+    base = "alpha beta gamma delta epsilon zeta eta theta"
+    names = ["A", "B", "C"]
+    proxies = {name: Proxy(s, broker.port) for name in names}
+    devices = {name: s.device(name, proxies[name].url) for name in names}
+    first = devices["A"]
+    first.cli("create", "page", "--id", "P", "--title", "Three")
+    first.cli("block", "add", "P", "--id", "b1", "--text", base)
+    first.sync()
+    for device in devices.values():
+        device.cli("offline", "add", "P")
+        device.sync()
+    for name in names:
+        proxies[name].cut()
+    for device in devices.values():
+        device.wait_connected(False)
+    words = {}
+    for name, device in devices.items():
+        words[name] = []
+        for step in range(4):
+            text = device.show("P")["blocks"][0]["text"]
+            length = len(text)
+            if step % 2 == 1 and length > 8:
+                # Delete a short stretch anywhere it can see (never another device's words: it cannot see them).
+                at = rng.randrange(0, length - 3)
+                device.cli("block", "splice", "b1", "--at", str(at), "--delete", str(rng.randrange(1, 4)))
+            else:
+                word = f"<{name}{step}>"
+                words[name].append(word)
+                device.cli("block", "splice", "b1", "--at", str(rng.randrange(0, length + 1)), "--insert", word)
+        # Its own words survive its own deletions only if it did not delete inside them: re-read what it shows.
+        shown = device.show("P")["blocks"][0]["text"]
+        words[name] = [w for w in words[name] if w in shown]
+    order = names[:]
+    rng.shuffle(order)
+    note(f"reconnecting in the order {order}")
+    for name in order:
+        proxies[name].restore()
+        wait_until(f"{name} pushed", lambda: (devices[name].queue() == [], devices[name].queue()), expected=[])
+    final = broker.rows("SELECT text FROM block WHERE id = 'b1'")[0]["text"]
+    for name, device in devices.items():
+        wait_until(f"{name} converges on the broker's text",
+                   lambda: (device.show("P")["blocks"][0]["text"] == final, device.show("P")["blocks"][0]["text"]),
+                   expected=final)
+    missing = [w for ws in words.values() for w in ws if w not in final]
+    check(not missing, "every word typed on any device is in the merged text, whole", [], missing)
+# Made by the previous release's programs (Tests/Fixtures/previous-release/README.md says how).
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Fixtures", "previous-release")
+
+# The fixtures' block texts before the device's queued edits (the broker's), and after them (the device's).
+OLD_TEXTS = {
+    "b1": "Hello, world",
+    "b2": "Grüße aus Köln — naïve café ☕",
+    "b3": "日本語のテキスト 🎉 emoji",
+    "b4": "Cafe\u0301 cre\u0300me (decomposed: NFD)",
+    "b5": "",
+    "b6": "deleted before the upgrade",
+    "c1": "plain ASCII line",
+    "c2": "two lines\r\nand a\ttab",
+    "d1": "untouched: ½ ⅓ ¼ — Ω≈ç√",
+}
+EDITED_TEXTS = {
+    **OLD_TEXTS,
+    "b1": "Hello, brave new world",
+    "b2": "Grüße aus Zürich — naïve café ☕☕",
+    "b3": "日本語の新しいテキスト 🎉🎊 emoji!",
+    "c3": "added offline, then edited: ünïcödé",
+}
+
+
+def scenario_upgrade(s):
+    """Store files of the previous release (block text a plain string): the new broker and daemon open them, the
+    device's queued old-style edit_block texts are pushed and applied once, every text is kept byte for byte,
+    a splice of a migrated block reaches the broker, and a block added after the upgrade can be marked."""
+    broker = Broker(s)
+    shutil.copyfile(os.path.join(FIXTURES, "broker.sqlite"), broker.store)
+    check_equal({r["id"]: r["text"] for r in broker.rows("SELECT id, text FROM block")}, OLD_TEXTS,
+                "the broker's old file holds the old texts")
+    # The device's URL is set at its start, once the broker has its port.
+    b = Device(s, "B", None, "alice", "w1", {})
+    shutil.copyfile(os.path.join(FIXTURES, "pagesyncd.sqlite"), b.store)
+    client = b.rows("SELECT value FROM sync_meta WHERE key = 'client_id'")[0]["value"]
+    queued = b.rows("SELECT id, type, page_id FROM mutation_queue WHERE status = 'pending' ORDER BY id")
+    check_equal([(m["id"], m["type"]) for m in queued],
+                [(1, "edit_block"), (2, "edit_block"), (3, "edit_block"), (4, "edit_block"), (5, "set_title"),
+                 (6, "set_title"), (7, "add_block"), (8, "edit_block")],
+                "the device's old file queues eight old-style mutations")
+    check_equal(broker.rows(f"SELECT count(*) AS n FROM client WHERE id = '{client}'"), [{"n": 0}],
+                "the old broker never saw the device's client")
+    old_sequence = int(broker.rows("SELECT value FROM meta WHERE key = 'sequence'")[0]["value"])
+
+    broker.start()
+    check_equal(broker.rows("PRAGMA user_version"), [{"user_version": 3}], "the broker migrated its file to v3")
+    check_equal(broker.rows("PRAGMA integrity_check"), [{"integrity_check": "ok"}], "the broker's file is intact")
+    check_equal(broker.rows("SELECT id FROM block WHERE crdt IS NULL"), [], "every broker block has a CRDT state")
+    b.broker_url = broker.url
+    b.start()
+    check_equal(b.rows("PRAGMA user_version"), [{"user_version": 3}], "the daemon migrated its file to v3")
+    status = b.status()
+    check_equal(status["clientId"], client, "the daemon kept the client id of its old file")
+    with open(b.log_path, errors="replace") as log:
+        started = log.read()
+    check("mutations=8 [Daemon] mutations queued by the last run will be pushed" in started,
+          "the daemon found the eight queued mutations at its start", "the log line", started[-2000:])
+    b.sync()
+    wait_until("B's queue is empty", lambda: (b.queue() == [], b.queue()), expected=[])
+
+    check_equal(broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{client}'"),
+                [{"last_mutation_id": 8}], "the broker applied B's mutations up to id 8")
+    check_equal(broker.rows("SELECT client_id, mutation_id FROM rejection"), [], "none was rejected")
+    check_equal(b.cli("conflicts"), [], "no conflicts on B (a re-applied add_block would be already_exists)")
+    status = b.status()
+    check_equal((status["mutationsPushed"], status["mutationsRejected"], status["failedMutations"]), (8, 0, 0),
+                "B pushed 8 mutations, once each")
+    check_equal({r["id"]: r["text"] for r in broker.rows("SELECT id, text FROM block")}, EDITED_TEXTS,
+                "the broker's texts are B's queued edits, every other text kept byte for byte")
+    titles = ["Upgrade notes (edited offline)", "Second page, edited offline", "No blocks here",
+              "Kept offline, never edited offline"]
+    check_equal([r["title"] for r in broker.rows("SELECT title FROM page ORDER BY id")], titles,
+                "the broker has B's offline titles")
+    check_equal(broker.rows("SELECT id FROM block WHERE crdt IS NULL"), [], "every broker block still has a state")
+    # The queued edits changed each of b1, b2, b3 and c3 in the batch that carried them: one seq per block.
+    changed = broker.rows(f"SELECT field, count(DISTINCT seq) AS n FROM change_log WHERE seq > {old_sequence} "
+                          "AND field LIKE 'block:%' GROUP BY field ORDER BY field")
+    check_equal({r["field"]: r["n"] for r in changed}, {"block:b1": 1, "block:b2": 1, "block:b3": 1, "block:c3": 1},
+                "only the edited blocks changed, each in one batch")
+
+    def shown_texts():
+        texts = {}
+        for page in ("P1", "P2", "P4"):
+            texts.update({x["id"]: x["text"] for x in b.show(page)["blocks"]})
+        return texts
+
+    live = {k: v for k, v in EDITED_TEXTS.items() if k != "b6"}
+    wait_until("B shows the broker's texts: its edits, once each", lambda: (shown_texts() == live, shown_texts()),
+               expected=live)
+    check_equal([b.show(p)["title"] for p in ("P1", "P2", "P3", "P4")], titles, "B's titles")
+
+    def local_state():
+        rows = b.rows("SELECT id, text, crdt IS NOT NULL AS state, legacy_text FROM local_block ORDER BY id")
+        return {r["id"]: (r["text"], r["state"], r["legacy_text"]) for r in rows}
+
+    # P4's block too: B never edited it, its page was downloaded whole once because the migration asked.
+    merged = {k: (v, 1, 0) for k, v in live.items()}
+    wait_until("B's local blocks hold the broker's CRDT states and their texts, none legacy any more",
+               lambda: (local_state() == merged, local_state()), expected=merged)
+    pages = b.offline_pages()
+    updated = {r["id"]: r["last_updated"] for r in broker.rows("SELECT id, last_updated FROM page")}
+    check_equal({p: (row["last_downloaded_timestamp"], row["complete"]) for p, row in pages.items()},
+                {p: (updated[p], 1) for p in ("P1", "P2", "P3", "P4")},
+                "B downloaded every page up to the broker's time")
+
+    # A splice of a block migrated untouched (NFD accents, never edited) merges and reaches the broker.
+    answer = b.cli("block", "splice", "b4", "--at", "0", "--insert", "★ ")
+    check_equal(answer["mutationIds"], [9], "the splice is one mutation, id 9, after the old queue's")
+    b.sync()
+    check_equal(b.rows("SELECT type FROM sent_mutation WHERE id = 9"), [{"type": "splice_text"}],
+                "it was sent as splice_text (the block has its state: no old-style edit_block)")
+    wait_until("B's splice reached the broker",
+               lambda: (lambda r: (r == [{"text": "★ " + OLD_TEXTS["b4"]}], r))(
+                   broker.rows("SELECT text FROM block WHERE id = 'b4'")),
+               expected="★ " + OLD_TEXTS["b4"])
+    check_equal(broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{client}'"),
+                [{"last_mutation_id": 9}], "the broker applied it as mutation 9")
+    check_equal(b.show("P1")["blocks"][3]["text"], "★ " + OLD_TEXTS["b4"], "B shows its splice")
+
+    # A device that never ran the old release reads the same page from the broker.
+    a = s.device("A", broker.url)
+    a.cli("offline", "add", "P1")
+    a.sync()
+    a.wait_forest(tree("P1", "toggled"), "P1 is offline on A")
+    check_equal([(x["id"], x["text"]) for x in a.show("P1")["blocks"]],
+                [(k, "★ " + v if k == "b4" else v) for k, v in live.items() if k.startswith("b")],
+                "a new device shows every text of the upgraded page")
+
+    # P3 had no blocks at the migration, so B kept its download time: a block A adds there now reaches B in a
+    # partial delta, with its whole state, so B can mark it.
+    a.cli("offline", "add", "P3")
+    a.cli("block", "add", "P3", "--id", "e1", "--text", "added after the upgrade")
+    a.sync()
+    wait_until("B has A's new block of P3 with its state",
+               lambda: (lambda r: (r == [{"text": "added after the upgrade", "state": 1}], r))(
+                   b.rows("SELECT text, crdt IS NOT NULL AS state FROM local_block WHERE id = 'e1'")),
+               expected={"text": "added after the upgrade", "state": 1})
+    b.cli("block", "mark", "e1", "--from", "0", "--to", "5", "--type", "bold")
+    b.sync()
+    wait_until("B's mark of it reached the broker",
+               lambda: (lambda r: (len(r) == 1 and '"bold"' in r[0]["marks"], r))(
+                   broker.rows("SELECT marks FROM block WHERE id = 'e1'")),
+               expected="a bold mark over 'added'")
+    check_equal(b.cli("conflicts"), [], "still no conflicts")
+
+
 SCENARIOS = {
     "seed": scenario_seed,
     "row_limit": scenario_row_limit,
@@ -1340,6 +1591,9 @@ SCENARIOS = {
     "kill9": scenario_kill9,
     "workspace": scenario_workspace,
     "hostile_broker": scenario_hostile_broker,
+    "text_merge": scenario_text_merge,
+    "text_three": scenario_text_three,
+    "upgrade": scenario_upgrade,
 }
 
 

@@ -1,0 +1,118 @@
+import RichText
+import SQLiteStore
+import SyncModel
+
+/// The replica name under which the broker itself edits a text: the splices it makes of a whole-text
+/// `edit_block` from a client that predates the CRDT. Not a valid client id (`@`), so no device can use it; the
+/// broker edits a block only inside the transaction that reads and writes its state, so its counters never clash.
+let brokerTextClient = "@broker"
+/// The replica name of a block's first text (`add_block`, or a block stored before the CRDT): every replica
+/// derives the same ids from the same text.
+let initialTextClient = ""
+
+extension ApplyContext {
+  /// The CRDT state of a live block of `page` (a block stored before the CRDT gets its text as first text).
+  /// Unknown, deleted or elsewhere → `unknownBlock`.
+  func text(of block: EntityID, on page: EntityID) throws -> TextDocument {
+    guard
+      let row = try connection.query(
+        "SELECT page_id, deleted, crdt, text FROM block WHERE id = ?", [.text(block.rawValue)]
+      ).first, row[0] == .text(page.rawValue), row[1] == .integer(0)
+    else { throw Rejection(.unknownBlock) }
+    return try PageStore.textDocument(crdt: row[2], text: row[3])
+  }
+
+  /// Applies a client's CRDT update to a block's text: checked first (its insert runs and mark operations are
+  /// the batch client's own, its counters follow the client's last ones closely, the text stays within the
+  /// limits), then written. An update whose origins the broker lacks waits in the state (`hasPendingOperations`)
+  /// until they arrive; it is applied, not rejected.
+  mutating func applyText(_ ops: TextOps, to block: EntityID, on page: EntityID) throws {
+    _ = try writablePage(page)
+    var document = try text(of: block, on: page)
+    guard let update = try? ops.update() else { throw Rejection(.invalidValue) }
+    let client = batch.client.rawValue
+    for run in update.runs {
+      guard run.client == client else { throw Rejection(.invalidValue) }
+      // A counter far beyond the client's next would make the state hold a long gap for nothing.
+      let next = UInt64(document.nextCounter(for: client))
+      guard UInt64(run.counter) <= next + UInt64(store.limits.maxTextBytes) else {
+        throw Rejection(.invalidValue)
+      }
+    }
+    guard update.marks.allSatisfy({ $0.client == client }) else { throw Rejection(.invalidValue) }
+    document.apply(update, seq: seq)
+    try storeText(document, of: block, on: page)
+  }
+
+  /// A whole-text edit (`edit_block` with `text`) as the broker's own splices against the current text.
+  mutating func replaceText(of block: EntityID, on page: EntityID, with newText: String) throws {
+    var document = try text(of: block, on: page)
+    if document.replaceText(with: newText, client: brokerTextClient, seq: seq).isEmpty { return }
+    try storeText(document, of: block, on: page)
+  }
+
+  /// Writes a block's state with its rendered text and marks, after the size checks (a rejection writes
+  /// nothing): the text within `maxTextBytes`, and what the state holds room for (characters deleted or not,
+  /// counters skipped, runs waiting for their origins: `heldCharacters`) within `maxTextCharacters` and within
+  /// what a state may hold (`TextDocument.maxIdentifiers`), so that a stored state always reads back.
+  mutating func storeText(_ document: TextDocument, of block: EntityID, on page: EntityID) throws {
+    let text = document.text
+    let held = document.heldCharacters
+    guard text.utf8.count <= store.limits.maxTextBytes, held <= store.limits.maxTextCharacters,
+      held <= TextDocument.maxIdentifiers
+    else {
+      throw Rejection(.tooLarge)
+    }
+    try connection.execute(
+      "UPDATE block SET text = ?, marks = ?, crdt = ? WHERE id = ?",
+      [.text(text), .text(store.json(document.marks)), .blob(document.encoded()), .text(block.rawValue)])
+    changes.record(page, "block:" + block.rawValue)
+  }
+}
+
+extension PageStore {
+  /// A block's CRDT state from its `crdt` column, or, for a block stored before the CRDT (NULL), its text as
+  /// first text.
+  static func textDocument(crdt: SQLiteValue, text: SQLiteValue) throws -> TextDocument {
+    switch crdt {
+    case .blob(let bytes):
+      do throws(TextError) {
+        return try TextDocument(encoded: bytes)
+      } catch {
+        throw PageStoreError.corruptText(error.description)
+      }
+    default:
+      guard case .text(let text) = text else { return TextDocument() }
+      return TextDocument(text: text, client: initialTextClient)
+    }
+  }
+
+  /// Gives every block stored before the CRDT (`crdt` NULL) its state: its text as first text, the ids every
+  /// device derives from the same text. Once, at open, after the migration that added the column.
+  static func backfillTextStates(_ connection: SQLiteConnection) throws {
+    let rows = try connection.query("SELECT id, text FROM block WHERE crdt IS NULL")
+    guard !rows.isEmpty else { return }
+    try connection.transaction(.immediate) {
+      for row in rows {
+        guard case .text(let text) = row[1] else { continue }
+        try connection.execute(
+          "UPDATE block SET crdt = ? WHERE id = ?",
+          [.blob(TextDocument(text: text, client: initialTextClient).encoded()), row[0]])
+      }
+    }
+  }
+
+  /// A block's CRDT for a reader: the whole state, or with `since` the update since then. A block everything of
+  /// which is newer than `since` (added since) gets its whole state even so: a device has none of it, and keeps
+  /// a block that arrives as an update without a state (`LocalStore.mergedText`: it cannot tell an update that
+  /// holds everything from one that lacks what came before).
+  static func crdt(_ column: SQLiteValue, text: SQLiteValue, since: UInt64?) -> TextOps? {
+    guard let document = try? textDocument(crdt: column, text: text) else { return nil }
+    if let since {
+      let update = document.update(since: since)
+      if update != document.update() { return TextOps(update) }
+    }
+    if case .blob(let bytes) = column { return TextOps(bytes: bytes) }
+    return TextOps(bytes: document.encoded())
+  }
+}
