@@ -72,8 +72,7 @@ extension TextDocument {
         runs, index, seq: seqs.isEmpty ? 0 : seqs[index], client: &client, previousEnd: &previousEnd)
     }
     writer.varint(text.count)
-    let packed = TextCodec.Compression.compress(text)
-    if packed.count < text.count {
+    if let packed = TextCodec.Compression.compress(text), packed.count < text.count {
       writer.byte(1)
       writer.varint(packed.count)
       writer.bytes.append(contentsOf: packed)
@@ -284,7 +283,8 @@ extension TextDocument {
 /// that replica's previous run, its length, a flag byte (deleted, has a left origin, the left origin is the
 /// previous counter, has a right origin, has a sequence), then the origins and the sequence; a state's visible
 /// text follows all runs as one UTF-8 string. A version 2 state (`Writer.stateRun`) says most origins by where
-/// they are, compresses the text (`Compression`) and leaves out the deletions its tombstones say.
+/// they are, leaves out the deletions its tombstones say, and writes the text's UTF-8 length, then a byte: 0 and
+/// the text as it is, or 1 and the length of its raw deflate stream (`Compression`, zlib) and the stream.
 public enum TextCodec {
   /// Updates, and states as first written.
   static let version: UInt8 = 1

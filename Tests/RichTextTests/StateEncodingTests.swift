@@ -2,7 +2,7 @@ import RichText
 import SeededRandom
 import Testing
 
-/// The state's binary form (version 2: origins by where they are, compressed text, deletions from the
+/// The state's binary form (version 2: origins by where they are, the text deflated, deletions from the
 /// tombstones): what it reloads is the document it was written from, and it still reads version 1.
 @Suite struct StateEncodingTests {
   @Test func everyStateOfSeededExchangesReloadsAsItWas() throws {
@@ -67,6 +67,65 @@ import Testing
         damaged[index] ^= flip
         _ = try? TextDocument(encoded: damaged)
       }
+    }
+  }
+
+  /// A version 2 state of one visible run of `length` characters by "me", its text `textBytes` long given as
+  /// the raw deflate `stream` (text form 1).
+  static func deflatedState(length: Int, textBytes: Int, stream: [UInt8]) -> [UInt8] {
+    func varint(_ value: Int) -> [UInt8] {
+      var value = value
+      var bytes: [UInt8] = []
+      while value >= 0x80 {
+        bytes.append(UInt8(value & 0x7F) | 0x80)
+        value >>= 7
+      }
+      return bytes + [UInt8(value)]
+    }
+    // Version 2, a state, one replica ("me"), one run: flags 0 (visible, no origin, no sequence), counter 0.
+    var bytes: [UInt8] = [2, 1, 1, 2, 109, 101, 1, 0, 0] + varint(length)
+    bytes += varint(textBytes) + [1] + varint(stream.count) + stream
+    return bytes + [0, 0, 0]  // no deletions, marks or waiting runs
+  }
+
+  /// `data` as one stored deflate block (RFC 1951 3.2.4), the last.
+  static func storedBlock(_ data: [UInt8]) -> [UInt8] {
+    let length = UInt16(data.count)
+    return [1, UInt8(length & 0xFF), UInt8(length >> 8), UInt8(~length & 0xFF), UInt8(~length >> 8)] + data
+  }
+
+  @Test func theTextIsExactlyOneDeflateStreamOfItsLength() throws {
+    let text = String(repeating: "a line of text, ", count: 40)
+    let utf8 = Array(text.utf8)
+    // What encoded() writes is zlib's stream in this frame.
+    let written = TextDocument(text: text, client: "me").encoded()
+    let header = Self.deflatedState(length: utf8.count, textBytes: utf8.count, stream: [])
+    #expect(Array(written.prefix(header.count - 4)) == Array(header.dropLast(4)))
+    #expect(written.count < header.count + 100, "deflated: \(written.count) bytes for \(utf8.count)")
+    // Any deflate stream of the text reads (a stored block here, not zlib's).
+    let stored = Self.deflatedState(length: utf8.count, textBytes: utf8.count, stream: Self.storedBlock(utf8))
+    #expect(try TextDocument(encoded: stored).text == text)
+    // A stream of one byte more or less than the length said, bytes after the stream, a stream cut short or
+    // damaged: refused.
+    let refused: [[UInt8]] = [
+      Self.deflatedState(
+        length: utf8.count, textBytes: utf8.count, stream: Self.storedBlock(utf8.dropLast())),
+      Self.deflatedState(length: utf8.count, textBytes: utf8.count, stream: Self.storedBlock(utf8 + [97])),
+      Self.deflatedState(length: utf8.count, textBytes: utf8.count, stream: Self.storedBlock(utf8) + [0]),
+      Self.deflatedState(
+        length: utf8.count, textBytes: utf8.count, stream: Array(Self.storedBlock(utf8).dropLast())),
+      Self.deflatedState(length: utf8.count, textBytes: utf8.count, stream: [7] + utf8),
+      Self.deflatedState(length: utf8.count, textBytes: utf8.count, stream: []),
+    ]
+    for bytes in refused {
+      #expect(throws: TextError.self) { try TextDocument(encoded: bytes) }
+    }
+    // A length no stream of that size could inflate to (deflate makes at most 1032 bytes of one) is refused
+    // before any room is made for it: here 16 MiB claimed by 8 bytes.
+    #expect(throws: TextError.malformed("compressed text: shorter than its length could come from")) {
+      try TextDocument(
+        encoded: Self.deflatedState(
+          length: 1 << 24, textBytes: 1 << 24, stream: [0xED, 0xC1, 1, 1, 0, 0, 0, 0x80]))
     }
   }
 
