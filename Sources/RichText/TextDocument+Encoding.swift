@@ -237,14 +237,20 @@ extension TextDocument {
       let seq = try reader.varint64()
       let (end, overflow) = start.addingReportingOverflow(length)
       guard !overflow else { throw .malformed("a deleted range overflows") }
+      previous[client] = end
+      // Never written, and skipped as an update's is (kept, its sequence would join a neighbour's).
+      guard length > 0 else { continue }
       if version == TextCodec.version {
         clients[client].addDelete(start, end, seq: seq)
       } else {
         deleted[client].append(DeleteEntry(start: start, end: end, seq: seq))
       }
-      previous[client] = end
     }
-    if version != TextCodec.version {
+    if version == TextCodec.version {
+      // A tombstone is deleted whatever the ranges say (version 1 wrote them all; one that left a tombstone out
+      // would otherwise come back through version 2 with a neighbour's sequence).
+      for run in runs where run.deleted { clients[Int(run.client)].addDelete(run.counter, run.end, seq: 0) }
+    } else {
       for run in runs where run.deleted {
         deleted[Int(run.client)].append(DeleteEntry(start: run.counter, end: run.end, seq: 0))
       }
