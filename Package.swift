@@ -45,11 +45,16 @@ let package = Package(
   ],
   targets: [
     // System libraries: a module map and a shim header each, nothing else. No C type leaks past the module that
-    // wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto; SQLiteStore wraps SQLite).
+    // wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto; SQLiteStore wraps SQLite; RichText wraps
+    // zlib).
     .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
     .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    // glibc's malloc statistics (mallinfo2): the load harness's heap figures (pagesync-load text).
+    .systemLibrary(name: "CMallocInfo"),
+    // zlib's raw deflate: the text of a block's stored state (RichText's state version 2).
+    .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
 
     // Foundation layer.
     // `ByteBuffer`: bytes with reader and writer indices, shared copy-on-write; no libuv, so the codecs that only
@@ -59,8 +64,9 @@ let package = Package(
     .target(name: "EventLoop", dependencies: ["CLibUV", "ByteBuffers"]),
     // SplitMix64: the seeded generator of the load harness's workloads and of the seeded random tests.
     .target(name: "SeededRandom"),
-    // Block text as a sequence CRDT with marks (FugueMax + Peritext): I/O-free, no dependency at all.
-    .target(name: "RichText"),
+    // Block text as a sequence CRDT with marks (FugueMax + Peritext): I/O-free; zlib only to deflate a state's
+    // text.
+    .target(name: "RichText", dependencies: ["CZlib"]),
     // A strict JSON reader (RFC 8259) over UTF-8 bytes, for hand-written decoders of hot request bodies: no
     // tree, no Foundation. The broker's batch, catch-up, fetch and stream messages are read with it.
     .target(name: "StrictJSON"),
@@ -147,9 +153,14 @@ let package = Package(
     .target(
       name: "LoadCore",
       dependencies: ["SeededRandom", .product(name: "Histogram", package: "hdrhistogram-swift")]),
-    // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop.
+    // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop;
+    // and the rich-text benchmark on editing traces (`pagesync-load text`).
     .target(
-      name: "LoadHarness", dependencies: ["LoadCore", "ByteBuffers", "EventLoop", "SeededRandom", "Web"]),
+      name: "LoadHarness",
+      dependencies: [
+        "LoadCore", "ByteBuffers", "EventLoop", "SeededRandom", "Web", "RichText", "StrictJSON",
+        "CMallocInfo",
+      ]),
     .executableTarget(
       name: "pagesync-load",
       dependencies: [

@@ -12,7 +12,8 @@ typealias Ref = UInt64
 @inline(__always) func refCounter(_ ref: Ref) -> UInt32 { UInt32(truncatingIfNeeded: ref) }
 
 /// Consecutive characters of one replica, each inserted right after the one before it, all with the same right
-/// origin and the same deleted state. The unit everything works on: there are no per-character objects.
+/// origin and the same deleted state. The unit everything works on: there are no per-character objects. 32
+/// bytes: the broker's sequence of a run is kept beside it in its chunk (`Chunk.seqs`), as it is 0 on devices.
 struct Run {
   var client: UInt32
   var counter: UInt32
@@ -22,8 +23,6 @@ struct Run {
   var left: Ref
   /// The right origin of every character (0: the document's end).
   var right: Ref
-  /// The broker's sequence when the characters (or, for a tombstone, their deletion) reached it; 0 elsewhere.
-  var seq: UInt64
 
   @inline(__always) var firstRef: Ref { makeRef(client, counter) }
   @inline(__always) var lastRef: Ref { makeRef(client, counter &+ length &- 1) }
@@ -42,8 +41,40 @@ struct Run {
 /// document is a list of chunks so that an insert moves a few dozen runs, never the whole document.
 struct Chunk {
   var runs: [Run] = []
+  /// Each run's broker sequence: when its characters (or, for a tombstone, their deletion) reached the broker;
+  /// 0 elsewhere. Empty while every one is 0 (a device's replica, until something comes from the broker), else
+  /// as long as `runs`.
+  var seqs: [UInt64] = []
   var visible = 0
   var total = 0
+
+  @inline(__always) func seq(_ index: Int) -> UInt64 { seqs.isEmpty ? 0 : seqs[index] }
+
+  mutating func setSeq(_ seq: UInt64, _ index: Int) {
+    if seqs.isEmpty {
+      guard seq != 0 else { return }
+      seqs = Array(repeating: 0, count: runs.count)
+    }
+    seqs[index] = seq
+  }
+
+  mutating func insert(_ run: Run, seq: UInt64, at index: Int) {
+    runs.reserveGently()
+    runs.insert(run, at: index)
+    if !seqs.isEmpty || seq != 0 {
+      if seqs.isEmpty { seqs = Array(repeating: 0, count: runs.count - 1) }
+      seqs.insert(seq, at: index)
+    }
+  }
+
+  mutating func append(_ run: Run, seq: UInt64) {
+    insert(run, seq: seq, at: runs.count)
+  }
+
+  mutating func remove(at index: Int) -> (run: Run, seq: UInt64) {
+    let run = runs.remove(at: index)
+    return (run, seqs.isEmpty ? 0 : seqs.remove(at: index))
+  }
 }
 
 /// Where a character is: the chunk's place in document order, the run's index in the chunk, the offset in the
@@ -85,6 +116,18 @@ struct ContentBuffer {
   var count: Int { scalars?.count ?? bytes.count }
 
   mutating func write(_ text: some Collection<Unicode.Scalar>, at counter: UInt32) {
+    // Typing: ASCII at the end, byte by byte (no generic append, no pass to check it first).
+    if scalars == nil && Int(counter) == bytes.count {
+      var written = 0
+      for scalar in text {
+        guard scalar.isASCII else { break }
+        bytes.reserveGently()
+        bytes.append(UInt8(truncatingIfNeeded: scalar.value))
+        written += 1
+      }
+      if written == text.count { return }
+      bytes.removeLast(written)
+    }
     let start = Int(counter)
     let end = start + text.count
     if scalars == nil, text.contains(where: { !$0.isASCII }) {
@@ -101,9 +144,13 @@ struct ContentBuffer {
       }
       scalars = wide
     } else if start == bytes.count {
+      bytes.reserveGently(text.count)
       bytes.append(contentsOf: text.lazy.map { UInt8(truncatingIfNeeded: $0.value) })
     } else {
-      if bytes.count < end { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
+      if bytes.count < end {
+        bytes.reserveGently(end - bytes.count)
+        bytes.append(contentsOf: repeatElement(0, count: end - bytes.count))
+      }
       var index = start
       for scalar in text {
         bytes[index] = UInt8(truncatingIfNeeded: scalar.value)
@@ -117,6 +164,7 @@ struct ContentBuffer {
     if let wide = scalars {
       if wide.count < count { scalars!.append(contentsOf: repeatElement(0, count: count - wide.count)) }
     } else if bytes.count < count {
+      bytes.reserveGently(count - bytes.count)
       bytes.append(contentsOf: repeatElement(0, count: count - bytes.count))
     }
   }
@@ -149,6 +197,8 @@ struct ClientState {
   var index: [IndexEntry] = []
   /// Sorted, disjoint: the replica's characters deleted (whether the document has them yet or not).
   var deletes: [DeleteEntry] = []
+  /// The entry of `deletes` that `addDelete` touched last: where it looks first.
+  var deleteHint = 0
 
   init(name: String) { self.name = name }
 
@@ -185,28 +235,45 @@ struct ClientState {
       if last.end == start && last.slot == slot {
         index[index.count - 1].end = end
       } else {
+        index.reserveGently()
         index.append(IndexEntry(start: start, end: end, slot: slot))
       }
       return
     }
     let first = firstEntry(endingAfter: start)
-    var replacement: [IndexEntry] = []
     var last = first
-    while last < index.count && index[last].start < end {
-      let entry = index[last]
-      if entry.start < start {
-        replacement.append(IndexEntry(start: entry.start, end: start, slot: entry.slot))
-      }
-      last += 1
+    while last < index.count && index[last].start < end { last += 1 }
+    // Already there (a chunk's split leaves most runs where they were indexed).
+    if last == first + 1 && index[first].slot == slot && index[first].start <= start
+      && index[first].end >= end
+    {
+      return
     }
-    replacement.append(IndexEntry(start: start, end: end, slot: slot))
-    if last > first, index[last - 1].end > end {
-      replacement.append(IndexEntry(start: end, end: index[last - 1].end, slot: index[last - 1].slot))
+    // Entries first ..< last give way to what of them lies before and after start ..< end, and the new entry
+    // between: written in place, no array for the replacement.
+    let before = first < last && index[first].start < start ? index[first].start : nil
+    let after = last > first && index[last - 1].end > end ? index[last - 1].end : nil
+    let outside = (
+      before: first < last ? index[first].slot : slot, after: last > first ? index[last - 1].slot : slot
+    )
+    let replacementCount = (before == nil ? 0 : 1) + 1 + (after == nil ? 0 : 1)
+    let new = IndexEntry(start: start, end: end, slot: slot)
+    if last - first < replacementCount {
+      index.reserveGently(replacementCount - (last - first))
+      index.insert(contentsOf: repeatElement(new, count: replacementCount - (last - first)), at: first)
+    } else if last - first > replacementCount {
+      index.removeSubrange((first + replacementCount)..<last)
     }
-    index.replaceSubrange(first..<last, with: replacement)
+    var written = first
+    if let before {
+      index[written] = IndexEntry(start: before, end: start, slot: outside.before)
+      written += 1
+    }
+    index[written] = new
+    if let after { index[written + 1] = IndexEntry(start: end, end: after, slot: outside.after) }
     // Join neighbours in the same chunk.
     var at = max(first - 1, 0)
-    let stop = min(first + replacement.count + 1, index.count)
+    let stop = min(first + replacementCount + 1, index.count)
     var limit = stop
     while at + 1 < limit {
       if index[at].end == index[at + 1].start && index[at].slot == index[at + 1].slot {
@@ -219,6 +286,34 @@ struct ClientState {
     }
   }
 
+  /// Whether the document has every character `start ..< end` of the replica.
+  func covers(_ start: UInt32, _ end: UInt32) -> Bool {
+    var at = start
+    var entry = firstEntry(endingAfter: start)
+    while at < end {
+      guard entry < index.count, index[entry].start <= at else { return false }
+      at = index[entry].end
+      entry += 1
+    }
+    return true
+  }
+
+  /// `ranges` as `addDelete` would leave them, added one by one: sorted, overlapping and touching ones joined
+  /// (with the newest sequence).
+  static func joined(_ ranges: [DeleteEntry]) -> [DeleteEntry] {
+    var result: [DeleteEntry] = []
+    result.reserveCapacity(ranges.count)
+    for range in ranges.sorted(by: { $0.start < $1.start }) {
+      if let last = result.last, last.end >= range.start {
+        result[result.count - 1].end = max(last.end, range.end)
+        result[result.count - 1].seq = max(last.seq, range.seq)
+      } else {
+        result.append(range)
+      }
+    }
+    return result
+  }
+
   /// Records characters `start ..< end` as deleted; whether any of them was not already.
   @discardableResult
   mutating func addDelete(_ start: UInt32, _ end: UInt32, seq: UInt64) -> Bool {
@@ -227,17 +322,23 @@ struct ClientState {
         deletes[deletes.count - 1].end = end
         deletes[deletes.count - 1].seq = max(last.seq, seq)
       } else {
+        deletes.reserveGently()
         deletes.append(DeleteEntry(start: start, end: end, seq: seq))
       }
       return true
     }
-    // The first entry that touches or follows start.
-    var low = 0
-    var high = deletes.count
-    while low < high {
-      let mid = (low + high) / 2
-      if deletes[mid].end < start { low = mid + 1 } else { high = mid }
+    // The first entry that touches or follows start: the one the last call touched, for a backspace after a
+    // backspace; otherwise searched for.
+    var low = deleteHint
+    if !(low < deletes.count && deletes[low].end >= start && (low == 0 || deletes[low - 1].end < start)) {
+      low = 0
+      var high = deletes.count
+      while low < high {
+        let mid = (low + high) / 2
+        if deletes[mid].end < start { low = mid + 1 } else { high = mid }
+      }
     }
+    deleteHint = low
     var last = low
     var merged = DeleteEntry(start: start, end: end, seq: seq)
     var covered: UInt64 = 0
@@ -250,7 +351,14 @@ struct ClientState {
       merged.seq = max(merged.seq, entry.seq)
       last += 1
     }
-    deletes.replaceSubrange(low..<last, with: [merged])
+    // In place: no array for the one entry that replaces those it touches.
+    if last == low {
+      deletes.reserveGently()
+      deletes.insert(merged, at: low)
+    } else {
+      deletes[low] = merged
+      if last > low + 1 { deletes.removeSubrange((low + 1)..<last) }
+    }
     return covered < UInt64(end - start)
   }
 
@@ -269,5 +377,13 @@ struct ClientState {
       low += 1
     }
     return result
+  }
+}
+
+extension Array {
+  /// Room for `extra` more elements, growing by an eighth rather than doubling: a document's arrays live as long
+  /// as it does, and doubling leaves up to half of each unused (automerge-paper: 11.2 bytes a character).
+  @inline(__always) mutating func reserveGently(_ extra: Int = 1) {
+    if count + extra > capacity { reserveCapacity(count + extra + count / 8 + 4) }
   }
 }

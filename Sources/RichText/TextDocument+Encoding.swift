@@ -7,8 +7,9 @@ extension TextDocument {
     let floor = since ?? 0
     let all = since == nil
     for slot in order {
-      for run in slots[Int(slot)].runs where all || run.seq > floor {
-        update.runs.append(insertRun(run))
+      let chunk = slots[Int(slot)]
+      for index in chunk.runs.indices where all || chunk.seq(index) > floor {
+        update.runs.append(insertRun(chunk.runs[index], seq: chunk.seq(index)))
       }
     }
     for client in clients {
@@ -26,50 +27,74 @@ extension TextDocument {
     return update
   }
 
-  func insertRun(_ run: Run) -> InsertRun {
+  func insertRun(_ run: Run, seq: UInt64) -> InsertRun {
     InsertRun(
       client: clients[Int(run.client)].name, counter: run.counter, length: run.length,
       left: characterID(run.left), right: characterID(run.right),
       text: run.deleted ? nil : clients[Int(run.client)].content.scalars(Int(run.counter)..<Int(run.end)),
-      seq: run.seq)
+      seq: seq)
   }
 
-  /// The whole state in the compact binary form (`TextCodec`): what a store keeps, and what a replica that has
-  /// nothing needs. Deleted text is not written: only its ids and origins.
+  /// The whole state in the compact binary form (`TextCodec`, version 2): what a store keeps, and what a replica
+  /// that has nothing needs. Deleted text is not written: only its ids and origins. Most origins are written as
+  /// where they are relative to the run (the character before it in its replica's typing, the run before or
+  /// after it in the document, the run before's right origin), the text is compressed, and deletions the
+  /// tombstones already say are left out.
   public func encoded() -> [UInt8] {
     var writer = TextCodec.Writer()
-    writer.byte(TextCodec.version)
+    writer.byte(TextCodec.stateVersion)
     writer.byte(TextCodec.Kind.state.rawValue)
     writer.varint(clients.count)
     for client in clients { writer.string(client.name) }
-    writer.varint(runCount)
+    var runs: [Run] = []
+    runs.reserveCapacity(runCount)
+    var seqs: [UInt64] = []
     var text: [UInt8] = []
     text.reserveCapacity(count)
-    var previousEnd = [UInt32](repeating: 0, count: clients.count)
     for slot in order {
-      for run in slots[Int(slot)].runs {
-        writer.run(
-          client: run.client, counter: run.counter, length: run.length, deleted: run.deleted, left: run.left,
-          right: run.right, seq: run.seq, previousEnd: &previousEnd)
+      let chunk = slots[Int(slot)]
+      for (index, run) in chunk.runs.enumerated() {
+        runs.append(run)
+        if !seqs.isEmpty || chunk.seq(index) != 0 {
+          if seqs.isEmpty { seqs = Array(repeating: 0, count: runs.count - 1) }
+          seqs.append(chunk.seq(index))
+        }
         if !run.deleted {
           clients[Int(run.client)].content.appendUTF8(Int(run.counter)..<Int(run.end), to: &text)
         }
       }
     }
+    writer.varint(runs.count)
+    var previousEnd = [UInt32](repeating: 0, count: clients.count)
+    var client: UInt32 = 0
+    for index in runs.indices {
+      writer.stateRun(
+        runs, index, seq: seqs.isEmpty ? 0 : seqs[index], client: &client, previousEnd: &previousEnd)
+    }
     writer.varint(text.count)
-    writer.bytes.append(contentsOf: text)
-    var deletes = 0
-    for client in clients { deletes += client.deletes.count }
-    writer.varint(deletes)
+    if let packed = TextCodec.Compression.compress(text), packed.count < text.count {
+      writer.byte(1)
+      writer.varint(packed.count)
+      writer.bytes.append(contentsOf: packed)
+    } else {
+      writer.byte(0)
+      writer.bytes.append(contentsOf: text)
+    }
+    // Deletions, but those of characters here with no sequence: the tombstones say them.
+    var deletes: [(client: Int, entry: DeleteEntry)] = []
     for (number, client) in clients.enumerated() {
-      var previous: UInt32 = 0
-      for entry in client.deletes {
-        writer.varint(number)
-        writer.varint(Int(entry.start - previous))
-        writer.varint(Int(entry.end - entry.start))
-        writer.varint64(entry.seq)
-        previous = entry.end
+      for entry in client.deletes where entry.seq != 0 || !client.covers(entry.start, entry.end) {
+        deletes.append((number, entry))
       }
+    }
+    writer.varint(deletes.count)
+    var previous = [UInt32](repeating: 0, count: clients.count)
+    for (number, entry) in deletes {
+      writer.varint(number)
+      writer.varint(Int(entry.start - previous[number]))
+      writer.varint(Int(entry.end - entry.start))
+      writer.varint64(entry.seq)
+      previous[number] = entry.end
     }
     writer.marks(markStore.map(\.operation) + pendingMarks)
     writer.runs(pendingRuns)
@@ -83,7 +108,11 @@ extension TextDocument {
     self.init()
     if bytes.isEmpty { return }
     var reader = TextCodec.Reader(bytes: bytes)
-    guard try reader.byte() == TextCodec.version else { throw .malformed("unknown version") }
+    // Version 1: every origin and deletion written out, the text as it is.
+    let version = try reader.byte()
+    guard version == TextCodec.version || version == TextCodec.stateVersion else {
+      throw .malformed("unknown version")
+    }
     guard try reader.byte() == TextCodec.Kind.state.rawValue else { throw .malformed("not a state") }
     let clientCount = try reader.count(limit: 1 << 20)
     for _ in 0..<clientCount {
@@ -92,27 +121,65 @@ extension TextDocument {
       _ = number(for: name)
     }
     let runCount = try reader.count(limit: 1 << 26)
-    // A run takes at least four bytes: room is reserved only for runs the bytes can hold.
-    guard runCount <= reader.remaining / 4 else { throw .malformed("truncated") }
+    // A run takes at least four bytes in version 1, three in version 2: room is reserved only for runs the
+    // bytes can hold.
+    let minimumRunBytes = version == TextCodec.version ? 4 : 3
+    guard runCount <= reader.remaining / minimumRunBytes else { throw .malformed("truncated") }
     var runs: [Run] = []
-    // No more than the bytes left could hold (a run takes at least 4): a count is not trusted with memory.
-    runs.reserveCapacity(min(runCount, (bytes.count - reader.at) / 4))
+    // No more than the bytes left could hold: a count is not trusted with memory.
+    runs.reserveCapacity(min(runCount, reader.remaining / minimumRunBytes))
+    var seqs: [UInt64] = []
     var previousEnd = [UInt32](repeating: 0, count: clients.count)
     var visibleLength = 0
     var nextCounters = [UInt32](repeating: 0, count: clients.count)
-    for _ in 0..<runCount {
-      let run = try reader.run(clients: clients.count, previousEnd: &previousEnd)
+    var client: UInt32 = 0
+    // Right origins given as a run further on (run, how far), and as the run before's.
+    var rightAhead: [(index: Int, distance: Int)] = []
+    var rightAsBefore: [Int] = []
+    for index in 0..<runCount {
+      let (run, seq): (Run, UInt64)
+      if version == TextCodec.version {
+        (run, seq) = try reader.run(clients: clients.count, previousEnd: &previousEnd)
+      } else {
+        let distance: Int
+        (run, seq, distance) = try reader.stateRun(
+          clients: clients.count, previous: runs.last, client: &client, previousEnd: &previousEnd)
+        if distance > 0 { rightAhead.append((index, distance)) }
+        if distance < 0 { rightAsBefore.append(index) }
+      }
       runs.append(run)
+      if !seqs.isEmpty || seq != 0 {
+        if seqs.isEmpty { seqs = Array(repeating: 0, count: runs.count - 1) }
+        seqs.append(seq)
+      }
       visibleLength += run.visibleLength
       nextCounters[Int(run.client)] = max(nextCounters[Int(run.client)], run.end)
     }
     guard nextCounters.reduce(0, { $0 + Int($1) }) <= Self.maxIdentifiers else {
       throw .malformed("more than \(Self.maxIdentifiers) character ids")
     }
+    for (index, distance) in rightAhead {
+      guard distance < runs.count - index else { throw .malformed("a run's right origin is past the end") }
+      runs[index].right = runs[index + distance].firstRef
+    }
+    for index in rightAsBefore { runs[index].right = runs[index - 1].right }
     let textBytes = try reader.count(limit: 1 << 30)
-    // Every visible character takes at least one byte of text: checked before a run's text is reserved.
+    // Every visible character takes at least one byte of text and at most four: checked before a run's text
+    // is reserved (or decompressed).
     guard visibleLength <= textBytes else { throw .malformed("text shorter than its runs") }
-    let utf8 = try reader.take(textBytes)
+    guard textBytes <= 4 * visibleLength else { throw .malformed("text longer than its runs") }
+    let utf8: ArraySlice<UInt8>
+    if version == TextCodec.version {
+      utf8 = try reader.take(textBytes)
+    } else {
+      switch try reader.byte() {
+      case 0: utf8 = try reader.take(textBytes)
+      case 1:
+        let packed = try reader.take(try reader.count(limit: 1 << 30))
+        utf8 = ArraySlice(try TextCodec.Compression.decompress(packed, count: textBytes))
+      default: throw .malformed("unknown text form")
+      }
+    }
     var scalars = String(decoding: utf8, as: UTF8.self).unicodeScalars.makeIterator()
     // Chunks half full, so that the first edits do not split them at once.
     let perChunk = Self.maxRunsPerChunk / 2
@@ -125,7 +192,7 @@ extension TextDocument {
       chunk = Chunk()
     }
     var ranges: [[(UInt32, UInt32)]] = Array(repeating: [], count: clients.count)
-    for run in runs {
+    for (number, run) in runs.enumerated() {
       let slot = Int32(slots.count)
       if !run.deleted {
         var text: [Unicode.Scalar] = []
@@ -139,7 +206,7 @@ extension TextDocument {
         clients[Int(run.client)].content.reserve(upTo: Int(run.end))
       }
       ranges[Int(run.client)].append((run.counter, run.end))
-      chunk.runs.append(run)
+      chunk.append(run, seq: seqs.isEmpty ? 0 : seqs[number])
       chunk.visible += run.visibleLength
       chunk.total += Int(run.length)
       count += run.visibleLength
@@ -160,6 +227,9 @@ extension TextDocument {
     }
     let deleteCount = try reader.count(limit: 1 << 26)
     var previous: [UInt32] = Array(repeating: 0, count: clients.count)
+    // Version 2: the deletions written, and those the tombstones say, joined per replica at once.
+    var deleted: [[DeleteEntry]] = Array(
+      repeating: [], count: version == TextCodec.version ? 0 : clients.count)
     for _ in 0..<deleteCount {
       let client = try reader.count(limit: clients.count - 1)
       let start = try reader.counter(adding: previous[client])
@@ -167,8 +237,26 @@ extension TextDocument {
       let seq = try reader.varint64()
       let (end, overflow) = start.addingReportingOverflow(length)
       guard !overflow else { throw .malformed("a deleted range overflows") }
-      clients[client].addDelete(start, end, seq: seq)
       previous[client] = end
+      // Never written, and skipped as an update's is (kept, its sequence would join a neighbour's).
+      guard length > 0 else { continue }
+      if version == TextCodec.version {
+        clients[client].addDelete(start, end, seq: seq)
+      } else {
+        deleted[client].append(DeleteEntry(start: start, end: end, seq: seq))
+      }
+    }
+    if version == TextCodec.version {
+      // A tombstone is deleted whatever the ranges say (version 1 wrote them all; one that left a tombstone out
+      // would otherwise come back through version 2 with a neighbour's sequence).
+      for run in runs where run.deleted { clients[Int(run.client)].addDelete(run.counter, run.end, seq: 0) }
+    } else {
+      for run in runs where run.deleted {
+        deleted[Int(run.client)].append(DeleteEntry(start: run.counter, end: run.end, seq: 0))
+      }
+      for client in clients.indices where !deleted[client].isEmpty {
+        clients[client].deletes = ClientState.joined(deleted[client])
+      }
     }
     // Runs and deletions must agree (a visible run inside a deleted range is not a state this code writes).
     for run in runs
@@ -197,12 +285,17 @@ extension TextDocument {
 }
 
 /// The binary forms: a state (`TextDocument.encoded()`) and an update (`encode(_:)`), LEB128 varints
-/// throughout. A run is its replica's number, its counter as a step from that replica's previous run, its
-/// length, a flag byte (deleted, has a left origin, the left origin is the previous counter, has a right
-/// origin, has a sequence), then the origins and the sequence; a state's visible text follows all runs as one
-/// UTF-8 string.
+/// throughout. In an update (and a version 1 state), a run is its replica's number, its counter as a step from
+/// that replica's previous run, its length, a flag byte (deleted, has a left origin, the left origin is the
+/// previous counter, has a right origin, has a sequence), then the origins and the sequence; a state's visible
+/// text follows all runs as one UTF-8 string. A version 2 state (`Writer.stateRun`) says most origins by where
+/// they are, leaves out the deletions its tombstones say, and writes the text's UTF-8 length, then a byte: 0 and
+/// the text as it is, or 1 and the length of its raw deflate stream (`Compression`, zlib) and the stream.
 public enum TextCodec {
+  /// Updates, and states as first written.
   static let version: UInt8 = 1
+  /// States as `encoded()` writes them now.
+  static let stateVersion: UInt8 = 2
   enum Kind: UInt8 {
     case state = 1
     case update = 2
@@ -227,10 +320,12 @@ public enum TextCodec {
 
   /// An update from `encode(_:)`, or a state from `TextDocument.encoded()` as an update.
   public static func decodeUpdate(_ bytes: [UInt8]) throws(TextError) -> TextUpdate {
+    if bytes.count >= 2 && bytes[1] == Kind.state.rawValue {
+      return try TextDocument(encoded: bytes).update()
+    }
     var reader = Reader(bytes: bytes)
     guard try reader.byte() == version else { throw .malformed("unknown version") }
     let kind = try reader.byte()
-    if kind == Kind.state.rawValue { return try TextDocument(encoded: bytes).update() }
     guard kind == Kind.update.rawValue else { throw .malformed("unknown kind") }
     var update = TextUpdate()
     update.runs = try reader.runs()
@@ -295,6 +390,68 @@ public enum TextCodec {
       if right != 0 {
         varint(Int(refClient(right)))
         varint(Int(refCounter(right)))
+      }
+      if seq != 0 { varint64(seq) }
+    }
+
+    /// Run `index` of a state's `runs` (document order), version 2: a flag byte (bit 0 deleted, bit 1 another
+    /// replica than the run before's, bits 2–3 how the left origin is given, bits 4–6 how the right origin is
+    /// given, bit 7 has a sequence); the replica's number if it changed; the counter as a step from that
+    /// replica's previous run (zigzag); the length; the origins that need more than their kind; the sequence.
+    /// Left: 0 none, 1 the replica's previous counter, 2 the last character of the run before, 3 written out
+    /// (replica, counter). Right: 0 none, 1 the first character of the run after, 2 the run before's right
+    /// origin, 3 the first character of the run that many further on (at least 2; a right origin is always a run's
+    /// first character), 4 written out.
+    mutating func stateRun(
+      _ runs: [Run], _ index: Int, seq: UInt64, client: inout UInt32, previousEnd: inout [UInt32]
+    ) {
+      let run = runs[index]
+      var flags: UInt8 = run.deleted ? 1 : 0
+      if run.client != client { flags |= 2 }
+      let left: UInt8
+      if run.left == 0 {
+        left = 0
+      } else if run.counter > 0 && run.left == makeRef(run.client, run.counter - 1) {
+        left = 1
+      } else if index > 0 && run.left == runs[index - 1].lastRef {
+        left = 2
+      } else {
+        left = 3
+      }
+      var right: UInt8 = 4
+      var distance = 0
+      if run.right == 0 {
+        right = 0
+      } else if index + 1 < runs.count && run.right == runs[index + 1].firstRef {
+        right = 1
+      } else if index > 0 && run.right == runs[index - 1].right {
+        right = 2
+      } else {
+        for ahead in (index + 2)..<min(runs.count, index + 1024) where runs[ahead].firstRef == run.right {
+          right = 3
+          distance = ahead - index
+          break
+        }
+      }
+      flags |= left << 2 | right << 4
+      if seq != 0 { flags |= 0x80 }
+      byte(flags)
+      if run.client != client {
+        varint(Int(run.client))
+        client = run.client
+      }
+      let step = Int64(run.counter) - Int64(previousEnd[Int(run.client)])
+      varint64(UInt64(bitPattern: (step << 1) ^ (step >> 63)))
+      previousEnd[Int(run.client)] = run.end
+      varint(Int(run.length))
+      if left == 3 {
+        varint(Int(refClient(run.left)))
+        varint(Int(refCounter(run.left)))
+      }
+      if right == 3 { varint(distance) }
+      if right == 4 {
+        varint(Int(refClient(run.right)))
+        varint(Int(refCounter(run.right)))
       }
       if seq != 0 { varint64(seq) }
     }
@@ -410,7 +567,7 @@ public enum TextCodec {
       return String(decoding: try take(length), as: UTF8.self)
     }
 
-    mutating func run(clients: Int, previousEnd: inout [UInt32]) throws(TextError) -> Run {
+    mutating func run(clients: Int, previousEnd: inout [UInt32]) throws(TextError) -> (Run, UInt64) {
       let client = try count(limit: clients - 1)
       let zigzag = try varint64()
       let step = Int64(bitPattern: (zigzag >> 1) ^ (0 &- (zigzag & 1)))
@@ -435,9 +592,63 @@ public enum TextCodec {
         right = makeRef(UInt32(try count(limit: clients - 1)), try self.counter(adding: 0))
       }
       let seq = flags & 16 != 0 ? try varint64() : 0
-      return Run(
-        client: UInt32(client), counter: UInt32(counter), length: UInt32(length), deleted: flags & 1 != 0,
-        left: left, right: right, seq: seq)
+      return (
+        Run(
+          client: UInt32(client), counter: UInt32(counter), length: UInt32(length), deleted: flags & 1 != 0,
+          left: left, right: right), seq
+      )
+    }
+
+    /// A run as `Writer.stateRun` writes it, with its sequence and, for a right origin given as a run further on,
+    /// how far (the caller sets it once that run is read; 0: none; -1: the run before's, which the caller sets
+    /// once that one's is known).
+    mutating func stateRun(
+      clients: Int, previous: Run?, client: inout UInt32, previousEnd: inout [UInt32]
+    ) throws(TextError) -> (Run, UInt64, Int) {
+      let flags = try byte()
+      if flags & 2 != 0 { client = UInt32(try count(limit: clients - 1)) }
+      guard Int(client) < clients else { throw .malformed("a run's replica is not named") }
+      let zigzag = try varint64()
+      let step = Int64(bitPattern: (zigzag >> 1) ^ (0 &- (zigzag & 1)))
+      let counter = Int64(previousEnd[Int(client)]) + step
+      guard counter >= 0, counter <= Int64(UInt32.max) else { throw .malformed("a counter is out of range") }
+      let length = try count(limit: Int(UInt32.max))
+      guard length > 0, counter + Int64(length) <= Int64(UInt32.max) else {
+        throw .malformed("a run's length is out of range")
+      }
+      previousEnd[Int(client)] = UInt32(counter) + UInt32(length)
+      var left: Ref = 0
+      switch (flags >> 2) & 3 {
+      case 0: break
+      case 1:
+        guard counter > 0 else { throw .malformed("a run's left origin is inconsistent") }
+        left = makeRef(client, UInt32(counter) - 1)
+      case 2:
+        guard let previous else { throw .malformed("the first run's left origin is the run before") }
+        left = previous.lastRef
+      default:
+        left = makeRef(UInt32(try count(limit: clients - 1)), try self.counter(adding: 0))
+      }
+      var right: Ref = 0
+      var distance = 0
+      switch (flags >> 4) & 7 {
+      case 0: break
+      case 1: distance = 1
+      case 2:
+        // The run before's right origin may be a run further on, not read yet: the caller sets it.
+        guard previous != nil else { throw .malformed("the first run's right origin is the run before's") }
+        distance = -1
+      case 3:
+        distance = try count(limit: 1 << 26)
+        guard distance >= 2 else { throw .malformed("a run's right origin is inconsistent") }
+      case 4: right = makeRef(UInt32(try count(limit: clients - 1)), try self.counter(adding: 0))
+      default: throw .malformed("unknown run flags")
+      }
+      let seq = flags & 0x80 != 0 ? try varint64() : 0
+      let run = Run(
+        client: client, counter: UInt32(counter), length: UInt32(length), deleted: flags & 1 != 0, left: left,
+        right: right)
+      return (run, seq, distance)
     }
 
     mutating func id() throws(TextError) -> CharacterID {

@@ -51,39 +51,18 @@ extension TextDocument {
   /// character's replica and counter, and woken when a run bringing it is placed. Runs arriving in any order
   /// cost O(n log n), never a pass per run.
   mutating func integrate(_ incoming: [InsertRun]) {
-    var ready = incoming.reversed() as [InsertRun]
+    var ready = Self.typingOrder(incoming).reversed() as [InsertRun]
     // Per replica: runs waiting for one of its characters, sorted by that counter.
     var waiting: [UInt32: [(counter: UInt32, run: InsertRun)]] = [:]
     while let next = ready.popLast() {
       switch place(next) {
       case .done(let client, let start, let end):
-        // Taken out of the dictionary while it changes: a second reference would copy it on every change.
-        guard var parked = waiting.removeValue(forKey: client) else { continue }
-        var low = 0
-        var high = parked.count
-        while low < high {
-          let mid = (low + high) / 2
-          if parked[mid].counter < start { low = mid + 1 } else { high = mid }
-        }
-        var stop = low
-        while stop < parked.count && parked[stop].counter < end {
-          ready.append(parked[stop].run)
-          stop += 1
-        }
-        parked.removeSubrange(low..<stop)
-        if !parked.isEmpty { waiting[client] = parked }
+        // In place (`waiting[client]!`): a copy of the array taken out and stored back costs its length.
+        guard waiting[client] != nil else { continue }
+        Self.wake(&waiting[client]!, start, end, into: &ready)
       case .waiting(let missing, let rest):
-        let client = refClient(missing)
         let counter = refCounter(missing)
-        var parked = waiting.removeValue(forKey: client) ?? []
-        var low = 0
-        var high = parked.count
-        while low < high {
-          let mid = (low + high) / 2
-          if parked[mid].counter <= counter { low = mid + 1 } else { high = mid }
-        }
-        parked.insert((counter, rest), at: low)
-        waiting[client] = parked
+        Self.park(&waiting[refClient(missing), default: []], rest, counter)
       }
     }
     // In a fixed order (the state's bytes do not depend on hashing), each run once whatever its sequence: a run
@@ -97,6 +76,69 @@ extension TextDocument {
         if seen.insert(key).inserted { pendingRuns.append(run) }
       }
     }
+  }
+
+  /// `runs`, each replica's in the order it typed them (by counter; replicas in the order they first come): a
+  /// run's origins were typed before it, so they are here by the time it is placed unless they are another
+  /// replica's, and few runs wait. (A whole document's update lists its runs in document order, where nearly
+  /// every run would wait for its right origin, and the scan between origins would cross what was typed later.)
+  static func typingOrder(_ runs: [InsertRun]) -> [InsertRun] {
+    guard runs.count > 1 else { return runs }
+    var groups: [String: Int] = [:]
+    var last: (name: String, group: Int)?
+    var keys: [(group: Int, counter: UInt32, index: Int)] = []
+    keys.reserveCapacity(runs.count)
+    var sorted = true
+    for (index, run) in runs.enumerated() {
+      let group: Int
+      if let last, last.name == run.client {
+        group = last.group
+      } else if let known = groups[run.client] {
+        group = known
+      } else {
+        group = groups.count
+        groups[run.client] = group
+      }
+      last = (run.client, group)
+      let key = (group: group, counter: run.counter, index: index)
+      if let previous = keys.last, (previous.group, previous.counter) > (key.group, key.counter) {
+        sorted = false
+      }
+      keys.append(key)
+    }
+    if sorted { return runs }
+    keys.sort { ($0.group, $0.counter, $0.index) < ($1.group, $1.counter, $1.index) }
+    return keys.map { runs[$0.index] }
+  }
+
+  /// Moves the runs parked for counters `start ..< end` to `ready`.
+  static func wake(
+    _ parked: inout [(counter: UInt32, run: InsertRun)], _ start: UInt32, _ end: UInt32,
+    into ready: inout [InsertRun]
+  ) {
+    var low = 0
+    var high = parked.count
+    while low < high {
+      let mid = (low + high) / 2
+      if parked[mid].counter < start { low = mid + 1 } else { high = mid }
+    }
+    var stop = low
+    while stop < parked.count && parked[stop].counter < end {
+      ready.append(parked[stop].run)
+      stop += 1
+    }
+    if stop > low { parked.removeSubrange(low..<stop) }
+  }
+
+  /// Parks `run` for `counter`, after the runs already parked for it.
+  static func park(_ parked: inout [(counter: UInt32, run: InsertRun)], _ run: InsertRun, _ counter: UInt32) {
+    var low = 0
+    var high = parked.count
+    while low < high {
+      let mid = (low + high) / 2
+      if parked[mid].counter <= counter { low = mid + 1 } else { high = mid }
+    }
+    parked.insert((counter, run), at: low)
   }
 
   enum Placement {
@@ -163,12 +205,11 @@ extension TextDocument {
       clients[Int(client)].content.reserve(upTo: Int(counter + length))
     }
     let new = Run(
-      client: client, counter: counter, length: length, deleted: text == nil, left: left, right: right,
-      seq: seq)
+      client: client, counter: counter, length: length, deleted: text == nil, left: left, right: right)
     if text == nil { clients[Int(client)].addDelete(counter, counter + length, seq: seq) }
     if order.isEmpty {
       addFirstChunk()
-      insertRun(new, at: 0, 0)
+      insertRun(new, seq: seq, at: 0, 0)
       applyKnownDeletes(client: client, counter, counter + length)
       normalize()
       return
@@ -242,7 +283,7 @@ extension TextDocument {
       let last = order.count - 1
       destination = (last, slots[Int(order[last])].runs.count)
     }
-    insertRun(new, at: destination.order, destination.run)
+    insertRun(new, seq: seq, at: destination.order, destination.run)
     applyKnownDeletes(client: client, counter, counter + length)
     normalize()
   }

@@ -21,6 +21,9 @@ public struct TextDocument: Sendable {
 
   var clients: [ClientState] = []
   var numbers: [String: UInt32] = [:]
+  /// The replica `number(for:)` gave last: one replica typing looks itself up on every keystroke, and comparing
+  /// a name costs less than hashing it.
+  var lastNumber: (name: String, number: UInt32)?
   /// Chunks by slot (a slot never changes while its chunk lives: the id index points at slots).
   var slots: [Chunk] = []
   /// Document order: the slot of each chunk.
@@ -32,6 +35,13 @@ public struct TextDocument: Sendable {
   public internal(set) var totalCount = 0
   /// A chunk's place in order and the number of visible characters before it: where the last lookup ended.
   var cursor = (order: 0, start: 0)
+  /// Where the last local insert ended, as long as nothing else has changed the document since (every change
+  /// of a run or of the chunks forgets it): the next insert there by the same replica extends that run with no
+  /// lookup.
+  var typing: Typing?
+  /// A visible position whose character's place the last local deletion learnt, under the same rule as
+  /// `typing`: the next backspace (or delete) there needs no lookup.
+  var known: (position: Int, place: Place)?
   var markStore: [StoredMark] = []
   var markKeys: Set<MarkKey> = []
   /// Operations whose origins or anchors this replica does not have yet (delivered out of order), kept until it
@@ -48,7 +58,7 @@ public struct TextDocument: Sendable {
   public init(text: String, client: String, seq: UInt64 = 0) {
     self.init()
     let scalars = Array(text.unicodeScalars)
-    if !scalars.isEmpty { _ = insert(scalars, at: 0, client: client, seq: seq) }
+    if !scalars.isEmpty { insert(scalars, at: 0, client: client, seq: seq) }
   }
 
   // MARK: - Reading
@@ -104,7 +114,9 @@ public struct TextDocument: Sendable {
 
   /// Approximate heap bytes held (runs, indexes, text buffers), for benchmarks.
   public var memoryBytes: Int {
-    var total = slots.reduce(0) { $0 + $1.runs.capacity * MemoryLayout<Run>.stride + 32 }
+    var total = slots.reduce(0) {
+      $0 + $1.runs.capacity * MemoryLayout<Run>.stride + $1.seqs.capacity * 8 + 32
+    }
     total += order.capacity * 4 + orderOf.capacity * 4
     for client in clients {
       total += client.content.memoryBytes + client.index.capacity * MemoryLayout<IndexEntry>.stride
@@ -127,19 +139,55 @@ public struct TextDocument: Sendable {
     }
     var update = TextUpdate()
     if delete > 0 { update.deletes = self.delete(at: position, count: delete, seq: seq) }
-    let scalars = Array(insert.unicodeScalars)
-    if !scalars.isEmpty { update.runs = [self.insert(scalars, at: position, client: client, seq: seq)] }
+    let scalars = Self.scalars(of: insert)
+    if !scalars.isEmpty {
+      let inserted = self.insert(scalars, at: position, client: client, seq: seq)
+      update.runs = [
+        InsertRun(
+          client: client, counter: inserted.counter, length: UInt32(scalars.count),
+          left: characterID(inserted.left), right: characterID(inserted.right), text: scalars, seq: seq)
+      ]
+    }
     return update
   }
 
+  /// `Array(text.unicodeScalars)`, read from the UTF-8 at once when it is all ASCII (nearly every keystroke).
+  static func scalars(of text: String) -> [Unicode.Scalar] {
+    var text = text
+    let ascii = text.withUTF8 { utf8 -> [Unicode.Scalar]? in
+      guard !utf8.contains(where: { $0 >= 0x80 }) else { return nil }
+      return utf8.map { Unicode.Scalar($0) }
+    }
+    return ascii ?? Array(text.unicodeScalars)
+  }
+
   /// Inserts `scalars` at visible `position` as replica `client`, at the place among the deleted characters
-  /// there that `insertionPoint(at:)` picks (at the very start for position 0, where no mark can cover it).
-  mutating func insert(_ scalars: [Unicode.Scalar], at position: Int, client name: String, seq: UInt64 = 0)
-    -> InsertRun
-  {
+  /// there that `insertionPoint(at:)` picks (at the very start for position 0, where no mark can cover it);
+  /// `seq`, the broker's sequence, goes on the run. Returns their first counter and their origins (what the
+  /// update says; `splice` makes it, so that the run is built once, in the update).
+  @discardableResult
+  mutating func insert(
+    _ scalars: [Unicode.Scalar], at position: Int, client name: String, seq: UInt64 = 0
+  ) -> (counter: UInt32, left: Ref, right: Ref) {
     let me = number(for: name)
     let counter = clients[Int(me)].nextCounter
     let length = UInt32(scalars.count)
+    if let typing, typing.client == me, typing.position == position,
+      let right = continueTyping(typing, counter, seq: seq)
+    {
+      // Typing on: the run the last insert ended in takes these characters too, as the general path below
+      // would (nothing has changed since: that run still ends at the visible character before `position`, and
+      // `continueTyping` checked that `insertionPoint` would stop right after it).
+      let slot = Int(order[typing.order])
+      clients[Int(me)].content.write(scalars, at: counter)
+      slots[slot].runs[typing.run].length += length
+      adjust(typing.order, visible: Int(length), total: Int(length))
+      clients[Int(me)].assign(counter, counter + length, to: Int32(slot))
+      applyKnownDeletes(client: me, counter, counter + length)
+      normalize()
+      noteTyping(me, counter + length, at: position + Int(length), typing.order, typing.run)
+      return (counter, makeRef(me, counter - 1), right)
+    }
     var left: Ref = 0
     var right: Ref = 0
     var destination: (order: Int, run: Int)
@@ -160,25 +208,68 @@ public struct TextDocument: Sendable {
     if let before, slots[Int(order[before.order])].runs[before.run].client == me {
       let slot = Int(order[before.order])
       let previous = slots[slot].runs[before.run]
-      if !previous.deleted && previous.end == counter && previous.right == right && previous.seq == seq {
+      if !previous.deleted && previous.end == counter && previous.right == right
+        && slots[slot].seq(before.run) == seq
+      {
         slots[slot].runs[before.run].length += length
         adjust(before.order, visible: Int(length), total: Int(length))
         clients[Int(me)].assign(counter, counter + length, to: Int32(slot))
         applyKnownDeletes(client: me, counter, counter + length)
         normalize()
-        return InsertRun(
-          client: name, counter: counter, length: length, left: characterID(left),
-          right: characterID(right), text: scalars, seq: seq)
+        noteTyping(me, counter + length, at: position + Int(length), before.order, before.run)
+        return (counter, left, right)
       }
     }
-    let new = Run(
-      client: me, counter: counter, length: length, deleted: false, left: left, right: right, seq: seq)
-    insertRun(new, at: destination.order, destination.run)
+    let new = Run(client: me, counter: counter, length: length, deleted: false, left: left, right: right)
+    insertRun(new, seq: seq, at: destination.order, destination.run)
     applyKnownDeletes(client: me, counter, counter + length)
     normalize()
-    return InsertRun(
-      client: name, counter: counter, length: length, left: characterID(left), right: characterID(right),
-      text: scalars, seq: seq)
+    // The new run, or the run before it if they were joined.
+    noteTyping(me, counter + length, at: position + Int(length), destination.order, destination.run)
+    if typing == nil && destination.run > 0 {
+      noteTyping(me, counter + length, at: position + Int(length), destination.order, destination.run - 1)
+    }
+    return (counter, left, right)
+  }
+
+  /// The right origin the next character typed at `typing` gets, if the run there can take it (its replica's
+  /// newest characters, visible, with the same broker sequence: what `insert` extends) and `insertionPoint`
+  /// would put them right after it; nil otherwise. The run after it is the one starting at its right origin
+  /// (nothing has changed since): when marks exist and that run is deleted, a mark's `.after` anchor among the
+  /// deleted characters may move the text past them, and the general path decides.
+  @inline(__always) func continueTyping(_ typing: Typing, _ counter: UInt32, seq: UInt64) -> Ref? {
+    guard typing.order < order.count else { return nil }
+    let slot = Int(order[typing.order])
+    guard typing.run < slots[slot].runs.count else { return nil }
+    let previous = slots[slot].runs[typing.run]
+    guard previous.client == typing.client, !previous.deleted, previous.end == counter,
+      slots[slot].seq(typing.run) == seq,
+      previous.right != 0 || typing.position == count
+    else { return nil }
+    if previous.right != 0 && !markStore.isEmpty {
+      guard let next = nextRun(typing.order, typing.run), !run(next.order, next.run).deleted else {
+        return nil
+      }
+    }
+    return previous.right
+  }
+
+  /// Forgets `typing` and `known`: what every change of a run or of the chunks does.
+  @inline(__always) mutating func forgetEdits() {
+    typing = nil
+    known = nil
+  }
+
+  /// Remembers that replica `client`'s characters up to `end` were just typed and end run (`order`, `run`) at
+  /// visible position `position`, if that run is theirs and ends there (otherwise forgets any typing).
+  mutating func noteTyping(_ client: UInt32, _ end: UInt32, at position: Int, _ order: Int, _ run: Int) {
+    typing = nil
+    guard order < self.order.count else { return }
+    let slot = Int(self.order[order])
+    guard run < slots[slot].runs.count else { return }
+    let candidate = slots[slot].runs[run]
+    guard candidate.client == client, candidate.end == end, !candidate.deleted else { return }
+    typing = Typing(client: client, position: position, order: order, run: run)
   }
 
   /// The run after which text typed at visible `position` (> 0) goes, split so that it ends there. Deleted
@@ -230,40 +321,99 @@ public struct TextDocument: Sendable {
     var ranges: [DeletedRange] = []
     while remaining > 0 {
       var place = locateVisible(position)
-      if place.offset > 0 {
-        splitRun(place.order, place.run, at: place.offset)
-        place.run += 1
+      let deleted: (client: UInt32, counter: UInt32, take: Int)
+      if let joined = deleteIntoTombstone(place, remaining, at: position, seq: seq) {
+        deleted = joined
+      } else {
+        if place.offset > 0 {
+          splitRun(place.order, place.run, at: place.offset)
+          place.run += 1
+        }
+        let slot = Int(order[place.order])
+        let current = slots[slot].runs[place.run]
+        let take = min(remaining, Int(current.length))
+        if take < Int(current.length) { splitRun(place.order, place.run, at: UInt32(take)) }
+        slots[slot].runs[place.run].deleted = true
+        slots[slot].setSeq(max(slots[slot].seq(place.run), seq), place.run)
+        adjust(place.order, visible: -take, total: 0)
+        mergeAround(place.order, place.run)
+        deleted = (current.client, current.counter, take)
       }
-      let slot = Int(order[place.order])
-      let current = slots[slot].runs[place.run]
-      let take = min(remaining, Int(current.length))
-      if take < Int(current.length) { splitRun(place.order, place.run, at: UInt32(take)) }
-      slots[slot].runs[place.run].deleted = true
-      slots[slot].runs[place.run].seq = max(current.seq, seq)
-      adjust(place.order, visible: -take, total: 0)
-      let client = current.client
-      clients[Int(client)].addDelete(current.counter, current.counter + UInt32(take), seq: seq)
+      let (client, counter, take) = deleted
+      clients[Int(client)].addDelete(counter, counter + UInt32(take), seq: seq)
       let clientName = clients[Int(client)].name
-      if let last = ranges.last, last.client == clientName, last.counter + last.length == current.counter {
+      if let last = ranges.last, last.client == clientName, last.counter + last.length == counter {
         ranges[ranges.count - 1].length += UInt32(take)
       } else {
-        ranges.append(
-          DeletedRange(client: clientName, counter: current.counter, length: UInt32(take), seq: seq))
+        ranges.append(DeletedRange(client: clientName, counter: counter, length: UInt32(take), seq: seq))
       }
-      mergeAround(place.order, place.run)
       remaining -= take
     }
     normalize()
     return ranges
   }
 
+  /// Backspace and delete, nearly every time: the characters at `place` (up to `remaining` of them, to the end
+  /// of their run or from its start) join the tombstone just after or just before them in the chunk, which
+  /// they continue. The runs end as splitting them off, marking them and joining them with it (`delete`'s
+  /// general way) would leave them, without moving the chunk's runs twice. Nil if that is not the case.
+  mutating func deleteIntoTombstone(_ place: Place, _ remaining: Int, at position: Int, seq: UInt64) -> (
+    client: UInt32, counter: UInt32, take: Int
+  )? {
+    let slot = Int(order[place.order])
+    let run = slots[slot].runs[place.run]
+    let rest = Int(run.length - place.offset)
+    if place.offset > 0 && remaining >= rest && place.run + 1 < slots[slot].runs.count {
+      // The run's tail, into the tombstone after it.
+      let next = slots[slot].runs[place.run + 1]
+      guard next.deleted, next.client == run.client, next.counter == run.end, next.left == run.lastRef,
+        next.right == run.right
+      else { return nil }
+      let start = run.counter + place.offset
+      slots[slot].runs[place.run].length = place.offset
+      slots[slot].runs[place.run + 1].counter = start
+      slots[slot].runs[place.run + 1].length += UInt32(rest)
+      slots[slot].runs[place.run + 1].left = makeRef(run.client, start - 1)
+      slots[slot].setSeq(
+        max(slots[slot].seq(place.run + 1), slots[slot].seq(place.run), seq), place.run + 1)
+      adjust(place.order, visible: -rest, total: 0)
+      // The character before them, where a backspace goes next.
+      known = (position - 1, Place(order: place.order, run: place.run, offset: place.offset - 1))
+      return (run.client, start, rest)
+    }
+    if place.offset == 0 && remaining < Int(run.length) && place.run > 0 {
+      // The run's head, into the tombstone before it.
+      let previous = slots[slot].runs[place.run - 1]
+      guard previous.deleted, previous.client == run.client, previous.end == run.counter,
+        run.left == previous.lastRef, run.right == previous.right
+      else { return nil }
+      let take = UInt32(remaining)
+      slots[slot].runs[place.run - 1].length += take
+      slots[slot].setSeq(
+        max(slots[slot].seq(place.run - 1), slots[slot].seq(place.run), seq), place.run - 1)
+      slots[slot].runs[place.run].counter += take
+      slots[slot].runs[place.run].length -= take
+      slots[slot].runs[place.run].left = makeRef(run.client, run.counter + take - 1)
+      adjust(place.order, visible: -remaining, total: 0)
+      // The character after them, where a delete goes next.
+      known = (position, Place(order: place.order, run: place.run, offset: 0))
+      return (run.client, run.counter, remaining)
+    }
+    return nil
+  }
+
   // MARK: - Structure
 
   mutating func number(for name: String) -> UInt32 {
-    if let number = numbers[name] { return number }
+    if let last = lastNumber, last.name == name { return last.number }
+    if let number = numbers[name] {
+      lastNumber = (name, number)
+      return number
+    }
     let number = UInt32(clients.count)
     clients.append(ClientState(name: name))
     numbers[name] = number
+    lastNumber = (name, number)
     return number
   }
 
@@ -287,6 +437,7 @@ public struct TextDocument: Sendable {
   @inline(__always) func run(_ order: Int, _ index: Int) -> Run { slots[Int(self.order[order])].runs[index] }
 
   mutating func addFirstChunk() {
+    forgetEdits()
     slots.append(Chunk())
     order.append(Int32(slots.count - 1))
     orderOf.append(Int32(order.count - 1))
@@ -311,6 +462,12 @@ public struct TextDocument: Sendable {
 
   /// The visible character at `position` (< count).
   mutating func locateVisible(_ position: Int) -> Place {
+    // Backspace and delete after an edit there: the place is known.
+    if let known, known.position == position { return known.place }
+    if let typing, typing.position == position + 1 {
+      let length = slots[Int(order[typing.order])].runs[typing.run].length
+      return Place(order: typing.order, run: typing.run, offset: length - 1)
+    }
     var (at, start) = cursor
     if at >= order.count { (at, start) = (0, 0) }
     if position < start {
@@ -375,6 +532,7 @@ public struct TextDocument: Sendable {
 
   /// Splits a run in two at `offset` (0 < offset < length); the ids stay in the chunk.
   mutating func splitRun(_ order: Int, _ index: Int, at offset: UInt32) {
+    forgetEdits()
     let slot = Int(self.order[order])
     var first = slots[slot].runs[index]
     var second = first
@@ -383,13 +541,18 @@ public struct TextDocument: Sendable {
     second.length -= offset
     second.left = first.lastRef
     slots[slot].runs[index] = first
-    slots[slot].runs.insert(second, at: index + 1)
+    slots[slot].insert(second, seq: slots[slot].seq(index), at: index + 1)
     if slots[slot].runs.count > Self.maxRunsPerChunk { overfull.append(Int32(slot)) }
   }
 
   /// Splits every chunk an operation left too long: at the end of each operation, never inside one (places
   /// found during an operation stay valid until then).
-  mutating func normalize() {
+  @inline(__always) mutating func normalize() {
+    if !overfull.isEmpty { splitOverfull() }
+  }
+
+  /// `normalize`'s work, out of line: most operations leave no chunk too long.
+  mutating func splitOverfull() {
     while let slot = overfull.popLast() {
       while slots[Int(slot)].runs.count > Self.maxRunsPerChunk { splitChunkIfNeeded(Int(orderOf[Int(slot)])) }
     }
@@ -397,6 +560,7 @@ public struct TextDocument: Sendable {
 
   /// Changes the counts of the chunk at `order` (and the cursor's start if the chunk is before it).
   @inline(__always) mutating func adjust(_ order: Int, visible: Int, total: Int) {
+    forgetEdits()
     let slot = Int(self.order[order])
     slots[slot].visible += visible
     slots[slot].total += total
@@ -406,9 +570,9 @@ public struct TextDocument: Sendable {
   }
 
   /// Puts `run` at (`order`, `index`), indexes its ids and counts it.
-  mutating func insertRun(_ run: Run, at order: Int, _ index: Int) {
+  mutating func insertRun(_ run: Run, seq: UInt64, at order: Int, _ index: Int) {
     let slot = Int(self.order[order])
-    slots[slot].runs.insert(run, at: index)
+    slots[slot].insert(run, seq: seq, at: index)
     if slots[slot].runs.count > Self.maxRunsPerChunk { overfull.append(Int32(slot)) }
     adjust(order, visible: run.visibleLength, total: Int(run.length))
     clients[Int(run.client)].assign(run.counter, run.end, to: Int32(slot))
@@ -417,18 +581,19 @@ public struct TextDocument: Sendable {
 
   /// Joins the run at (`order`, `index`) with its neighbours in the chunk where they are one run.
   mutating func mergeAround(_ order: Int, _ index: Int) {
+    forgetEdits()
     let slot = Int(self.order[order])
     var at = index
     if at + 1 < slots[slot].runs.count, slots[slot].runs[at].continues(with: slots[slot].runs[at + 1]) {
-      let next = slots[slot].runs.remove(at: at + 1)
-      slots[slot].runs[at].length += next.length
-      slots[slot].runs[at].seq = max(slots[slot].runs[at].seq, next.seq)
+      let next = slots[slot].remove(at: at + 1)
+      slots[slot].runs[at].length += next.run.length
+      slots[slot].setSeq(max(slots[slot].seq(at), next.seq), at)
     }
     if at > 0, slots[slot].runs[at - 1].continues(with: slots[slot].runs[at]) {
-      let current = slots[slot].runs.remove(at: at)
+      let current = slots[slot].remove(at: at)
       at -= 1
-      slots[slot].runs[at].length += current.length
-      slots[slot].runs[at].seq = max(slots[slot].runs[at].seq, current.seq)
+      slots[slot].runs[at].length += current.run.length
+      slots[slot].setSeq(max(slots[slot].seq(at), current.seq), at)
     }
   }
 
@@ -436,10 +601,16 @@ public struct TextDocument: Sendable {
   mutating func splitChunkIfNeeded(_ order: Int) {
     let slot = Int(self.order[order])
     guard slots[slot].runs.count > Self.maxRunsPerChunk else { return }
+    forgetEdits()
     let half = slots[slot].runs.count / 2
     var moved = Chunk()
     moved.runs = Array(slots[slot].runs[half...])
-    slots[slot].runs.removeSubrange(half...)
+    // A copy of the first half, not `removeSubrange`: that would keep the whole capacity, half of it unused.
+    slots[slot].runs = Array(slots[slot].runs[..<half])
+    if !slots[slot].seqs.isEmpty {
+      moved.seqs = Array(slots[slot].seqs[half...])
+      slots[slot].seqs = Array(slots[slot].seqs[..<half])
+    }
     for run in moved.runs {
       moved.visible += run.visibleLength
       moved.total += Int(run.length)
@@ -463,6 +634,8 @@ public struct TextDocument: Sendable {
   /// Marks deleted the characters of `client`'s `start ..< end` that its delete set names (a deletion that
   /// arrived before the insertion it deletes).
   mutating func applyKnownDeletes(client: UInt32, _ start: UInt32, _ end: UInt32) {
+    // Nearly always: nothing of the replica deleted at or after `start` (new characters).
+    guard let last = clients[Int(client)].deletes.last, last.end > start else { return }
     for (from, to) in clients[Int(client)].deletedRanges(start, end) {
       deletePresent(client: client, from, to, seq: 0)
     }
@@ -492,12 +665,20 @@ public struct TextDocument: Sendable {
       let take = min(end - at, current.length)
       if take < current.length { splitRun(place.order, place.run, at: take) }
       slots[slot].runs[place.run].deleted = true
-      slots[slot].runs[place.run].seq = max(slots[slot].runs[place.run].seq, seq)
+      slots[slot].setSeq(max(slots[slot].seq(place.run), seq), place.run)
       adjust(place.order, visible: -Int(take), total: 0)
       mergeAround(place.order, place.run)
       at += take
     }
   }
+}
+
+/// Where a replica's last local insert ended: its run (`order`, `run`) and the visible position after it.
+struct Typing {
+  var client: UInt32
+  var position: Int
+  var order: Int
+  var run: Int
 }
 
 /// Why an edit could not be made.

@@ -7,8 +7,9 @@ import LoadHarness
 struct LoadCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "pagesync-load",
-    abstract: "Load scenarios against pagesync-broker, and side by side with redis-server.",
-    subcommands: [RunCommand.self, CompareCommand.self])
+    abstract:
+      "Load scenarios against pagesync-broker, and side by side with redis-server; RichText on editing traces.",
+    subcommands: [RunCommand.self, CompareCommand.self, TextCommand.self])
 }
 
 LoadCommand.main()

@@ -73,6 +73,24 @@ import Testing
     #expect(waiting.marks == [TextMark(type: "bold", start: 1, end: 5)])
   }
 
+  /// A version 1 state whose deleted ranges leave a tombstone out, and name an empty range with a sequence,
+  /// reads as one whose tombstone is deleted and with no such range: version 2 says deletions by the tombstones
+  /// and joins what is written to them, so the empty range's sequence came back on the tombstone's, and
+  /// `encoded()` of the state read back differed (regression-version1-tombstone-outside-deletions.bin).
+  @Test func aVersion1TombstoneOutsideItsDeletionsReadsAsDeleted() throws {
+    let bytes: [UInt8] = [
+      1, 1, 2, 0, 1, 67, 4, 0, 0, 2, 0, 0, 0, 5, 7, 1, 0, 2, 10, 0, 6, 0, 7, 0, 0, 6, 6, 14, 104, 195, 169,
+      204,
+      129, 195, 188, 32, 119, 195, 182, 114, 108, 100, 1, 0, 2, 0, 5, 0, 0,
+    ]
+    let document = try TextDocument(encoded: bytes)
+    #expect(document.update().deletes == [DeletedRange(client: "", counter: 2, length: 5, seq: 0)])
+    let encoded = document.encoded()
+    let again = try TextDocument(encoded: encoded)
+    #expect(again.encoded() == encoded)
+    #expect(again.update() == document.update())
+  }
+
   /// States that name ids or runs their bytes cannot back are refused before anything is allocated for them
   /// (a 26-byte state naming counter 2^32 - 257 took 4 GiB; one claiming 2^26 runs reserved 2.5 GiB; a
   /// visible run of 2^32 - 1 characters reserved 16 GiB for its text).

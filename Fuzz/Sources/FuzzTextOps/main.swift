@@ -372,6 +372,10 @@ private func writeCorpus(to directory: String) {
   var wide = TextDocument(text: "héllo 🙂 wörld", client: "")
   _ = try! wide.splice(at: 2, delete: 5, insert: "\u{0301}ü", client: "C")
   write("state-wide-tombstones.bin", wide.encoded())
+  // A text long enough to be deflated in the state (text form 1), with a deletion in it.
+  var long = TextDocument(text: String(repeating: "the quick fox jumps; ", count: 12), client: "")
+  _ = try! long.splice(at: 40, delete: 30, insert: "brown ", client: "A")
+  write("state-deflated.bin", long.encoded())
   // A replica that received B's splice before the text it refers to: the splice waits in the state.
   var waiting = TextDocument()
   waiting.apply(high)
