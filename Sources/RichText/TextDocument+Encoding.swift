@@ -426,7 +426,8 @@ public enum TextCodec {
         right = 1
       } else if index > 0 && run.right == runs[index - 1].right {
         right = 2
-      } else {
+      } else if index + 2 < runs.count {
+        // (Not past the last run: a state read from bytes may give the last run a right origin, or one before it.)
         for ahead in (index + 2)..<min(runs.count, index + 1024) where runs[ahead].firstRef == run.right {
           right = 3
           distance = ahead - index

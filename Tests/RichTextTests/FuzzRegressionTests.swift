@@ -91,6 +91,17 @@ import Testing
     #expect(again.update() == document.update())
   }
 
+  /// A state whose last run has a right origin (here its own first character: no edit makes one, but the
+  /// decoder does not check where an origin is) is written again without trapping: version 2 looked for the
+  /// origin among the runs after the last one, an empty range (regression-last-run-with-a-right-origin.bin).
+  @Test func aLastRunWithARightOriginIsWrittenAgain() throws {
+    let bytes: [UInt8] = [1, 1, 1, 0, 1, 0, 0, 120, 25, 0, 0, 0, 0, 0, 0, 0]
+    let document = try TextDocument(encoded: bytes)
+    #expect(document.update().runs.map(\.right) == [CharacterID(client: "", counter: 0)])
+    let encoded = document.encoded()
+    #expect(try TextDocument(encoded: encoded).encoded() == encoded)
+  }
+
   /// States that name ids or runs their bytes cannot back are refused before anything is allocated for them
   /// (a 26-byte state naming counter 2^32 - 257 took 4 GiB; one claiming 2^26 runs reserved 2.5 GiB; a
   /// visible run of 2^32 - 1 characters reserved 16 GiB for its text).
