@@ -8,8 +8,8 @@
 #   scripts/make-upgrade-fixtures.sh OLD_BIN_DIR [OUT_DIR]
 #
 # OLD_BIN_DIR holds pagesync-broker, pagesyncd and pagesync built at the release before the CRDT, c059485:
-#   git worktree add --detach /work/wt-prev c059485
-#   cd /work/wt-prev && swift build --product pagesync-broker && swift build --product pagesyncd \
+#   git worktree add --detach ../pagesync-prev c059485
+#   cd ../pagesync-prev && swift build --product pagesync-broker && swift build --product pagesyncd \
 #     && swift build --product pagesync
 #   scripts/make-upgrade-fixtures.sh /work/wt-prev/.build/debug
 # OUT_DIR defaults to Tests/Fixtures/previous-release. Needs python3 (JSON, a free port) and sqlite3.

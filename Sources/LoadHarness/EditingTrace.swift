@@ -1,7 +1,7 @@
 import EventLoop
 import StrictJSON
 
-/// An editing trace of the `josephg/editing-traces` format (/work/shared/data/editing-traces/README.md): a
+/// An editing trace of the `josephg/editing-traces` format (../shared/data/editing-traces/README.md): a
 /// sequential one (transactions in order, each against the text the previous ones left) or a concurrent one
 /// (each transaction against the text after its `parents`, typed by `agent`).
 public struct EditingTrace: Sendable {

@@ -9,7 +9,7 @@ struct TextCommand: ParsableCommand {
     abstract: "Replay editing traces through RichText: local apply, merge, memory, encoded size.",
     discussion: """
       Traces in the josephg/editing-traces format, gzip'd (.gz, read through gzip -dc) or plain JSON: \
-      /work/shared/data/editing-traces/ (README.md there). Every timed run checks the text it ends on.
+      ../shared/data/editing-traces/ (README.md there). Every timed run checks the text it ends on.
       """)
 
   @Option(help: "An editing trace (repeat the option for several).")
