@@ -11,7 +11,7 @@
 #   git worktree add --detach ../pagesync-prev c059485
 #   cd ../pagesync-prev && swift build --product pagesync-broker && swift build --product pagesyncd \
 #     && swift build --product pagesync
-#   scripts/make-upgrade-fixtures.sh /work/wt-prev/.build/debug
+#   scripts/make-upgrade-fixtures.sh ../pagesync-prev/.build/debug
 # OUT_DIR defaults to Tests/Fixtures/previous-release. Needs python3 (JSON, a free port) and sqlite3.
 set -euo pipefail
 [ $# -ge 1 ] || {
