@@ -51,6 +51,8 @@ public struct BrokerLimits: Sendable, Equatable {
   public var connectionsPerPeer = 1_000
   /// Pages one WebSocket may be subscribed to.
   public var subscriptionsPerConnection = 100_000
+  /// Pages the streams of one user (one token's user, however many connections) may be subscribed to together.
+  public var subscriptionsPerUser = 1_000_000
   /// Largest WebSocket message (a 10,000-page subscription is about 400 KB).
   public var frameBytes = 4 << 20
   /// Largest HTTP request body.
@@ -128,6 +130,8 @@ extension BrokerConfiguration {
     configuration.limits.subscriptionsPerConnection = try limits.int(
       "subscriptions_per_connection", default: configuration.limits.subscriptionsPerConnection,
       range: 1...10_000_000)
+    configuration.limits.subscriptionsPerUser = try limits.int(
+      "subscriptions_per_user", default: configuration.limits.subscriptionsPerUser, range: 1...100_000_000)
     configuration.limits.frameBytes = try limits.int(
       "frame_bytes", default: configuration.limits.frameBytes, range: 1024...(1 << 30))
     configuration.limits.bodyBytes = try limits.int(
@@ -181,6 +185,8 @@ extension BrokerConfiguration {
     plan.live(
       "limits.subscriptions_per_connection", limits.subscriptionsPerConnection,
       new.limits.subscriptionsPerConnection)
+    plan.live(
+      "limits.subscriptions_per_user", limits.subscriptionsPerUser, new.limits.subscriptionsPerUser)
     plan.live("limits.frame_bytes", limits.frameBytes, new.limits.frameBytes)
     plan.live("limits.body_bytes", limits.bodyBytes, new.limits.bodyBytes)
     plan.live("limits.batch_mutations", limits.batchMutations, new.limits.batchMutations)

@@ -59,6 +59,7 @@ extension BrokerServer {
         // Nothing more reaches it from now on, whatever the close handshake takes.
         session.grant.workspaces = []
         _ = withFanOut { $0.removeAllSubscriptions(of: session.id) }
+        recountSubscriptions(of: session)
         session.close(.tokenRevoked)
         logger.notice(
           "stream closed: token revoked", metadata: ["broker.connection.id": "\(session.connection)"])

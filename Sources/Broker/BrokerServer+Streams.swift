@@ -50,6 +50,7 @@ extension BrokerServer {
     let limit = configuration.limits.pendingBytesPerConnection
     // Whether more is pending is learned with each drain, so that a queue written whole (the usual case: this
     // runs for every subscriber of a commit) costs no further round of socket checks and drains.
+    guard !session.notificationsHeld else { return }
     var pending = true
     // What the socket could not take waits for its drain callback (and only then is the fan-out asked again).
     defer { session.notificationsWaitForDrain = pending && socket.isOpen }
@@ -126,6 +127,9 @@ extension BrokerServer {
       try? EntityID(validating: $0)
     }
     guard !candidates.isEmpty else { return }
+    // Until the store says which pages are out of reach, nothing pending goes out: `setWorkspaces` dropped what
+    // the index could place in a workspace, and this holds the rest (pages of workspaces it does not number).
+    session.notificationsHeld = true
     let box = storeBox
     let workspaces = session.grant.workspaces
     writer.read(
@@ -143,12 +147,32 @@ extension BrokerServer {
             fanOut.subscriptionCount(of: session.id)
           )
         }
-        guard !pages.isEmpty else { return }
-        session.send(BrokerProtocol.Revoked(revokedPages: pages, total: total))
-        logger.notice(
-          "subscriptions revoked",
-          metadata: ["broker.connection.id": "\(session.connection)", "pages": "\(pages.count)"])
+        self.recountSubscriptions(of: session)
+        session.notificationsHeld = false
+        if !pages.isEmpty {
+          session.send(BrokerProtocol.Revoked(revokedPages: pages, total: total))
+          logger.notice(
+            "subscriptions revoked",
+            metadata: ["broker.connection.id": "\(session.connection)", "pages": "\(pages.count)"])
+        }
+        self.flush(session)
       })
+  }
+
+  /// Records a session's subscription count in the per-user quota (after anything that changed it).
+  func recountSubscriptions(of session: StreamSession) {
+    let count = session.isClosed ? 0 : withFanOut { $0.subscriptionCount(of: session.id) }
+    subscriptionQuota.record(user: session.quotaUser, from: session.countedSubscriptions, to: count)
+    session.countedSubscriptions = count
+  }
+
+  /// The subscriptions `session` may hold after its next subscribe: its own limit, or less if its user's other
+  /// streams hold most of the user's.
+  func subscriptionLimit(of session: StreamSession) -> Int {
+    subscriptionQuota.limit(
+      for: session.quotaUser, holding: session.countedSubscriptions,
+      perConnection: configuration.limits.subscriptionsPerConnection,
+      perUser: configuration.limits.subscriptionsPerUser)
   }
 }
 
@@ -158,11 +182,12 @@ extension BrokerServer: StreamSessionHost {
   func whenStoreIdle(_ body: @escaping () -> Void) { pageWorkspaces.whenIdle(body) }
 
   func subscribeKnownPages(of frame: String, for session: StreamSession) -> BrokerProtocol.Subscribed? {
-    let limit = configuration.limits.subscriptionsPerConnection
+    let limit = subscriptionLimit(of: session)
     let outcome = withFanOut { fanOut -> FanOut.Subscription? in
       guard let keys = IndexedSubscribe.keys(of: frame, fanOut.index) else { return nil }
       return fanOut.subscribe(session.id, knownPages: keys, limit: limit)
     }
+    if outcome != nil { recountSubscriptions(of: session) }
     return outcome.map { BrokerProtocol.Subscribed(added: $0.added, total: $0.total, denied: $0.denied) }
   }
 
@@ -172,7 +197,8 @@ extension BrokerServer: StreamSessionHost {
   ) {
     pageWorkspaces.lookUp(pages) { [unowned self] result in
       guard !session.isClosed else { return }
-      let limit = configuration.limits.subscriptionsPerConnection
+      let limit = subscriptionLimit(of: session)
+      defer { recountSubscriptions(of: session) }
       completion(
         result.map { workspaces in
           let outcome = withFanOut { fanOut in
@@ -195,7 +221,8 @@ extension BrokerServer: StreamSessionHost {
   }
 
   func unsubscribe(_ pageIDs: [String], for session: StreamSession) -> BrokerProtocol.Unsubscribed {
-    withFanOut { fanOut in
+    defer { recountSubscriptions(of: session) }
+    return withFanOut { fanOut in
       BrokerProtocol.Unsubscribed(
         removed: fanOut.unsubscribe(session.id, fromPageIDs: pageIDs).count,
         total: fanOut.subscriptionCount(of: session.id))
@@ -210,6 +237,8 @@ extension BrokerServer: StreamSessionHost {
 
   func sessionClosed(_ session: StreamSession, _ info: WebSocketCloseInfo) {
     let removed = withFanOut { $0.removeSubscriber(session.id) }
+    subscriptionQuota.record(user: session.quotaUser, from: session.countedSubscriptions, to: 0)
+    session.countedSubscriptions = 0
     sessions[Int(session.id.rawValue)] = nil
     streamCount -= 1
     metrics.streamClosed(code: info.code.rawValue)

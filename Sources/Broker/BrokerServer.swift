@@ -42,6 +42,8 @@ public final class BrokerServer {
   // Device streams (BrokerServer+Streams.swift).
   /// The notification fan-out: subscriptions, queues, workspaces and the dirty list, without I/O.
   var fanOut = FanOut()
+  /// Subscriptions per user across their streams (`[limits] subscriptions_per_user`).
+  var subscriptionQuota = SubscriptionQuota()
   /// Open device streams by subscriber id (dense: the fan-out reuses the ids of closed streams).
   var sessions: ContiguousArray<StreamSession?> = []
   /// Open device streams.

@@ -88,6 +88,13 @@ final class StreamSession {
   /// Set by the host when its socket was too full to take every pending notification: the socket's drain
   /// callback then asks for the rest. (A socket drains after every write; most find nothing left to send.)
   var notificationsWaitForDrain = false
+  /// Set by the host while a narrowed grant's subscriptions are being withdrawn (a store read): notifications
+  /// wait until the pages it may no longer see are unsubscribed.
+  var notificationsHeld = false
+  /// The user its subscriptions count against (`[limits] subscriptions_per_user`): the one it opened as.
+  let quotaUser: String
+  /// Its subscriptions as last recorded in the host's quota.
+  var countedSubscriptions = 0
 
   init(
     id: SubscriberID, connection: UInt64, socket: any StreamSocket, grant: Grant, host: any StreamSessionHost,
@@ -97,6 +104,7 @@ final class StreamSession {
     self.connection = connection
     self.socket = socket
     self.grant = grant
+    self.quotaUser = grant.user.rawValue
     self.host = host
     self.json = json
     socket.onText = { [unowned self] text in self.received(text) }

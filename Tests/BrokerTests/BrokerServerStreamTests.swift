@@ -204,6 +204,54 @@ extension BrokerHarness {
     }
   }
 
+  @Test func aNarrowedStreamHearsNothingUntilItsWithdrawalIsDone() throws {
+    var afterNarrowing = BrokerHarness.tokens
+    afterNarrowing[2].workspaces = [id("w1")]
+    try withBroker { harness in
+      try harness.commit(client: "laptop", workspace: "w1", [.create("notes", title: "n")])
+      try harness.commit(
+        client: "bob-laptop", workspace: "w2", token: BrokerHarness.bob, [.create("plans", title: "p")])
+      let dana = try harness.openStream(token: BrokerHarness.dana)
+      #expect(try harness.subscribe(dana, ["notes", "plans"]).added == 2)
+      dana.queuedBytes = harness.broker.configuration.limits.pendingBytesPerConnection
+      let notes = try harness.commit(client: "laptop", workspace: "w1", [.setTitle("notes", "n2")])
+      var narrowed = harness.broker.configuration
+      narrowed.tokens = afterNarrowing
+      harness.broker.reload(narrowed)
+      // The socket drains while the store is asked which pages w2 took away: nothing goes out yet (a page of a
+      // workspace the index does not number would otherwise slip through), and then the revocation comes first.
+      let before = dana.frames.count
+      dana.drain()
+      #expect(dana.frames.count == before, "notifications wait for the withdrawal")
+      try harness.waitForFrames(dana, count: before + 2)
+      let frames = try dana.decodedFrames()[before...]
+      #expect(frames.map(\.op) == ["revoked", "changed"])
+      #expect(frames.last?.pages == ["notes": notes])
+    }
+  }
+
+  @Test func oneUsersStreamsShareTheSubscriptionsPerUserLimit() throws {
+    try withBroker(configure: { $0.limits.subscriptionsPerUser = 3 }) { harness in
+      let laptop = try harness.openStream()
+      let phone = try harness.openStream()
+      #expect(try harness.subscribe(laptop, ["a", "b"]) == Frame(op: "subscribed", added: 2, total: 2, denied: []))
+      #expect(
+        try harness.subscribe(phone, ["c", "d", "e"])
+          == Frame(op: "subscribed", added: 1, total: 1, denied: ["d", "e"]))
+      // Another user has a quota of their own.
+      let bob = try harness.openStream(token: BrokerHarness.bob)
+      #expect(try harness.subscribe(bob, ["x", "y", "z"]).added == 3)
+      // What one stream gives back, another may take; a subscription held already does not count twice.
+      _ = try harness.unsubscribe(laptop, ["a"])
+      #expect(try harness.subscribe(phone, ["c", "d", "e"]).denied == ["e"])
+      // A closed stream gives back all of its subscriptions.
+      laptop.closeFromDevice()
+      try harness.run(until: { harness.broker.subscriptionQuota.count(of: "alice") == 2 })
+      #expect(try harness.subscribe(phone, ["e"]).added == 1)
+      #expect(harness.broker.subscriptionQuota.count(of: "alice") == 3)
+    }
+  }
+
   @Test func shutdownClosesEveryStreamWithTheCataloguedReason() throws {
     let harness = try BrokerHarness()
     let alice = try harness.openStream()
