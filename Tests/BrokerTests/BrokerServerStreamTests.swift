@@ -231,10 +231,12 @@ extension BrokerHarness {
   }
 
   @Test func oneUsersStreamsShareTheSubscriptionsPerUserLimit() throws {
-    try withBroker(configure: { $0.limits.subscriptionsPerUser = 3 }) { harness in
+    let perUser: (inout BrokerConfiguration) -> Void = { $0.limits.subscriptionsPerUser = 3 }
+    try withBroker(configure: perUser) { harness in
       let laptop = try harness.openStream()
       let phone = try harness.openStream()
-      #expect(try harness.subscribe(laptop, ["a", "b"]) == Frame(op: "subscribed", added: 2, total: 2, denied: []))
+      #expect(
+        try harness.subscribe(laptop, ["a", "b"]) == Frame(op: "subscribed", added: 2, total: 2, denied: []))
       #expect(
         try harness.subscribe(phone, ["c", "d", "e"])
           == Frame(op: "subscribed", added: 1, total: 1, denied: ["d", "e"]))
