@@ -158,7 +158,7 @@ private func noise(_ count: Int, seed: UInt64) -> String {
     try f.push("c1", "p", .createPage(parent: nil, title: "P"))
     var added = 0
     var outcome = try f.push("c1", "p", f.addBlock("p", "b0", noise(20_000, seed: 0)))
-    while outcome.results[0].status == .applied {
+    while outcome.results[0].status == .applied && added < 10 {
       added += 1
       #expect(try f.size("p") <= limit)
       outcome = try f.push("c1", "p", f.addBlock("p", "b\(added)", noise(20_000, seed: UInt64(added))))
