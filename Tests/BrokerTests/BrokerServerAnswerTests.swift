@@ -264,6 +264,33 @@ private let encoder = JSONBodies().encoder
     }
   }
 
+  /// A catch-up of more pages than the loop encodes itself (`pagesEncodedOnTheLoop`), answered from the index,
+  /// is encoded on a reader thread: the same answer as the store's.
+  @Test func aLargeCatchUpFromTheIndexIsEncodedOffTheLoopAlike() throws {
+    try withBroker { harness in
+      let pages = (0..<(BrokerServer.pagesEncodedOnTheLoop + 100)).map { "c\($0)" }
+      var next = 1
+      for chunk in stride(from: 0, to: pages.count, by: 1000) {
+        let creates = pages[chunk..<min(chunk + 1000, pages.count)].map {
+          #"{"page":"\#($0)","type":"create_page","parent":null,"title":"t"}"#
+        }
+        try harness.pushRaw(client: "writer", first: next, creates)
+        next += creates.count
+      }
+      let stream = try harness.openStream()
+      #expect(try harness.subscribe(stream, pages).total == pages.count)
+      let body = #"{"pages":{\#(pages.map { #""\#($0)":0"# }.joined(separator: ","))}}"#
+      let fromIndexBefore = harness.broker.catchUpsFromIndex
+      let fromIndex = try harness.request(.POST, "/v1/catchup", body: body)
+      #expect(harness.broker.catchUpsFromIndex == fromIndexBefore + 1)
+      #expect(try harness.unsubscribe(stream, pages).total == 0)
+      let fromStore = try harness.request(.POST, "/v1/catchup", body: body)
+      #expect(harness.broker.catchUpsFromIndex == fromIndexBefore + 1)
+      #expect(fromIndex.status == .ok && fromIndex.body.readableString == fromStore.body.readableString)
+      #expect(fromIndex.body.readableString.contains(#""c4100":"#))
+    }
+  }
+
   /// `[limits] page_bytes` end to end: a batch that would grow a page past it is answered 200 with the mutation
   /// rejected `too_large` and words that name the limit.
   @Test func aMutationPastPageBytesIsRejectedNamingTheLimit() throws {
