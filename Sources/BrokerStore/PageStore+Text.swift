@@ -138,6 +138,9 @@ extension PageStore {
   /// a block that arrives as an update without a state (`LocalStore.mergedText`: it cannot tell an update that
   /// holds everything from one that lacks what came before).
   static func crdt(_ column: SQLiteValue, text: SQLiteValue, since: UInt64?) -> TextOps? {
+    // A whole state goes as stored: decoding it (and inflating its text) only to send the same bytes cost the
+    // reader threads as much as writing the answer. The writer encoded it; only a damaged file could spoil it.
+    if since == nil, case .blob(let bytes) = column { return TextOps(bytes: bytes) }
     guard let document = try? textDocument(crdt: column, text: text) else { return nil }
     if let since {
       let update = document.update(since: since)
