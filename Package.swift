@@ -198,8 +198,8 @@ let package = Package(
       name: "BrokerTests",
       dependencies: [
         "ByteBuffers",
-        "Broker", "BrokerCore", "EventLoop", "EventLoopTestKit", "SyncModel", "SyncProtocol", "TOMLConfig",
-        "Web", .product(name: "Logging", package: "swift-log"),
+        "Broker", "BrokerCore", "BrokerStore", "EventLoop", "EventLoopTestKit", "SQLiteStore", "SyncModel",
+        "SyncProtocol", "TOMLConfig", "Web", .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(
       name: "DaemonCoreTests",

@@ -14,6 +14,9 @@ public struct BrokerConfiguration: Sendable, Equatable {
   public var synchronous = "full"
   /// `[store] log_retention`: batches the change log keeps; deltas from older times become snapshots.
   public var logRetention = 100_000
+  /// `[store] readers`: threads that read pages for answers, each with a read-only connection, so that big
+  /// reads neither wait behind group commits nor hold them up; 0 reads on the writer thread.
+  public var readers = 2
   /// `[[auth.tokens]]`: who may do what. Empty means no authentication, allowed only on a loopback address.
   public var tokens: [TokenGrant] = []
   public var limits = BrokerLimits()
@@ -68,6 +71,13 @@ public struct BrokerLimits: Sendable, Equatable {
   /// Characters one block's text may hold, deleted ones included (`too_large` beyond): a deleted character keeps
   /// its id, which a device offline for a long time may still refer to.
   public var textCharactersPerBlock = 1 << 20
+  /// Bytes one page may hold as stored (`too_large` beyond; `PageStore+Size.swift` says what counts). 16 MiB: a
+  /// page's answer (about 4/3 of it: its CRDT states go in base64) stays well under the 64 MiB the daemon accepts
+  /// in one answer, and room for hundreds of full 64 KiB blocks or thousands of ordinary ones.
+  public var pageBytes = 16 << 20
+  /// Bytes of pages a fetch or pull answer carries before it stops and says where to continue (its first page
+  /// goes whatever its size).
+  public var answerBytes = 16 << 20
 
   public init() {}
 }
@@ -98,6 +108,7 @@ extension BrokerConfiguration {
     configuration.synchronous = try store.choice("synchronous", default: "full", from: ["full", "normal"])
     configuration.logRetention = try store.int(
       "log_retention", default: configuration.logRetention, range: 1...1_000_000_000)
+    configuration.readers = try store.int("readers", default: configuration.readers, range: 0...64)
     try store.rejectUnknownKeys()
 
     let auth = try document.table("auth")
@@ -148,6 +159,10 @@ extension BrokerConfiguration {
     configuration.limits.textCharactersPerBlock = try limits.int(
       "text_characters_per_block", default: configuration.limits.textCharactersPerBlock,
       range: 1024...(1 << 24))
+    configuration.limits.pageBytes = try limits.int(
+      "page_bytes", default: configuration.limits.pageBytes, range: (64 << 10)...(1 << 30))
+    configuration.limits.answerBytes = try limits.int(
+      "answer_bytes", default: configuration.limits.answerBytes, range: (64 << 10)...(1 << 30))
     try limits.rejectUnknownKeys()
 
     let log = try document.table("log")
@@ -177,6 +192,7 @@ extension BrokerConfiguration {
     plan.restart("server.listen", listen, new.listen)
     plan.restart("store.path", storePath, new.storePath)
     plan.restart("store.synchronous", synchronous, new.synchronous)
+    plan.restart("store.readers", readers, new.readers)
     plan.live("store.log_retention", logRetention, new.logRetention)
     plan.live("auth.tokens", tokens, new.tokens)
     plan.live("limits.connections", limits.connections, new.limits.connections)
@@ -193,6 +209,8 @@ extension BrokerConfiguration {
     plan.live("limits.text_ops_per_mutation", limits.textOpsPerMutation, new.limits.textOpsPerMutation)
     plan.live(
       "limits.text_characters_per_block", limits.textCharactersPerBlock, new.limits.textCharactersPerBlock)
+    plan.live("limits.page_bytes", limits.pageBytes, new.limits.pageBytes)
+    plan.live("limits.answer_bytes", limits.answerBytes, new.limits.answerBytes)
     plan.live(
       "limits.pending_bytes_per_connection", limits.pendingBytesPerConnection,
       new.limits.pendingBytesPerConnection)
@@ -207,6 +225,7 @@ extension BrokerConfiguration {
     next.listen = listen
     next.storePath = storePath
     next.synchronous = synchronous
+    next.readers = readers
     return next
   }
 }

@@ -29,12 +29,14 @@ extension BrokerServer {
       || old.limits.clockAheadSeconds != configuration.limits.clockAheadSeconds
       || old.limits.textOpsPerMutation != configuration.limits.textOpsPerMutation
       || old.limits.textCharactersPerBlock != configuration.limits.textCharactersPerBlock
+      || old.limits.pageBytes != configuration.limits.pageBytes
     {
       let box = storeBox
       let limit = configuration.limits.batchMutations
       let ahead = UInt64(configuration.limits.clockAheadSeconds) * 1000
       let textOps = configuration.limits.textOpsPerMutation
       let textCharacters = configuration.limits.textCharactersPerBlock
+      let pageBytes = configuration.limits.pageBytes
       writer.submit(
         on: loop,
         { _ in
@@ -42,6 +44,7 @@ extension BrokerServer {
           box.store.maxClockAheadMillis = ahead
           box.store.limits.maxTextOps = textOps
           box.store.limits.maxTextCharacters = textCharacters
+          box.store.limits.maxPageBytes = pageBytes
         }, completion: { (_: Result<Void, Error>) in })
     }
     if old.tokens != configuration.tokens {

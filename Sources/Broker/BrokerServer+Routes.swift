@@ -189,13 +189,23 @@ extension BrokerServer {
       completion: { [unowned self] _ in
         if let answer = self.catchUpFromIndex(indexed, grant) {
           self.catchUpsFromIndex += 1
-          responder.respond(self.jsonResponse(answer))
+          // A large answer (a device's whole offline set changed, another epoch) is encoded off the loop.
+          if answer.changed.count + answer.gone.count > Self.pagesEncodedOnTheLoop {
+            self.readPages(
+              { reader in ByteBuffer(bytes: try reader.encoder.encode(answer)) },
+              completion: { [unowned self] result in self.answer(result, responder) })
+          } else {
+            responder.respond(self.jsonResponse(answer))
+          }
         } else {
           // A page lost its last subscriber meanwhile, and its key may stand for another page now.
           self.catchUpFromStore(request, grant, responder)
         }
       })
   }
+
+  /// The most pages a catch-up answered from the index is encoded with on the loop thread (~1 ms of work).
+  static let pagesEncodedOnTheLoop = 4096
 
   /// A catch-up answered from what the channel index knows of each page, or nil if a key was released since the
   /// body was read.
@@ -229,73 +239,47 @@ extension BrokerServer {
     guard let body = decodeBody(BrokerProtocol.CatchUpRequest.self, request, orAnswer: responder) else {
       return
     }
-    let box = storeBox
-    writer.read(
-      on: loop,
-      { _ -> BrokerProtocol.CatchUpResponse in
-        let store = box.store
-        let answer = try store.changedPages(
-          since: body.pages, workspaces: grant.workspaces, clientEpoch: body.epoch)
-        return BrokerProtocol.CatchUpResponse(
-          epoch: store.epoch, epochChanged: body.epoch != nil && body.epoch != store.epoch,
-          sequence: store.sequence,
-          changed: answer.changed, gone: answer.gone)
-      },
+    readPages(
+      { reader in try reader.catchUpAnswer(body, workspaces: grant.workspaces) },
       completion: { [unowned self] result in self.answer(result, responder) })
   }
 
+  /// `POST /v1/fetch`: at most `limit` pages (1 to 1000) and `[limits] answer_bytes` of them an answer, built on
+  /// a reader thread (`PageAnswerWriter`); `nextCursor` continues.
   private func fetch(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
     metrics.fetchRequested()
     guard let body = decodeBody(BrokerProtocol.FetchRequest.self, request, orAnswer: responder) else {
       return
     }
     let limit = min(max(body.limit ?? 100, 1), 1000)
-    let box = storeBox
-    writer.read(
-      on: loop,
-      { _ -> BrokerProtocol.FetchResponse in
-        let store = box.store
-        let sameEpoch = body.epoch == nil || body.epoch == store.epoch
-        var ids = body.pages.keys.sorted()
-        if let cursor = body.cursor { ids = ids.filter { $0 > cursor } }
-        let page = ids.prefix(limit)
-        var deltas: [PageDelta] = []
-        var gone: [EntityID] = []
-        for id in page {
-          let since = sameEpoch ? body.pages[id] ?? 0 : 0
-          if let delta = try store.delta(of: id, since: since, workspaces: grant.workspaces) {
-            deltas.append(delta)
-          } else {
-            gone.append(id)
-          }
-        }
-        return BrokerProtocol.FetchResponse(
-          epoch: store.epoch, deltas: deltas, gone: gone, nextCursor: ids.count > limit ? page.last : nil)
+    let maxBytes = configuration.limits.answerBytes
+    readPages(
+      { reader in
+        try reader.fetchAnswer(body, workspaces: grant.workspaces, limit: limit, maxBytes: maxBytes)
       },
       completion: { [unowned self] result in self.answer(result, responder) })
   }
 
+  /// `GET /v1/pages/ID`: the whole page, built on a reader thread (`PageAnswerWriter`).
   private func page(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
     let text = String(request.path.dropFirst("/v1/pages/".count))
     guard let id = try? EntityID(validating: text) else {
       responder.respond(HTTPResponseError(.badRequest, "\"\(text.prefix(80))\" is not a page id").response)
       return
     }
-    let box = storeBox
-    writer.read(
-      on: loop, { _ in try box.store.snapshot(of: id, workspaces: grant.workspaces) },
+    readPages(
+      { reader in try reader.pageAnswer(id, workspaces: grant.workspaces) },
       completion: { [unowned self] result in
         switch result {
-        case .success(let snapshot?): responder.respond(self.jsonResponse(snapshot))
+        case .success(let body?): responder.respond(self.jsonResponse(encoded: body))
         case .success(nil): responder.respond(HTTPResponseError(.notFound, "no page \(id)").response)
-        case .failure(let error):
-          responder.respond(
-            HTTPResponseError(.internalServerError, "the page could not be read: \(error)").response)
+        case .failure(let error): responder.respond(self.readFailed(error, "the page could not be read"))
         }
       })
   }
 
-  /// The seed guide's pull: pages changed after `mutationsSince`, `limit` per `page` (0-based), oldest change first.
+  /// The seed guide's pull: pages changed after `mutationsSince`, `limit` per `page` (0-based; or from `offset`),
+  /// oldest change first, at most `[limits] answer_bytes` of them; `nextOffset` continues.
   private func syncPull(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
     let head = request.head
     func number(_ name: String, _ fallback: Int, _ range: ClosedRange<Int>) -> Int? {
@@ -305,61 +289,59 @@ extension BrokerServer {
     }
     guard let since = number("mutationsSince", 0, 0...Int.max),
       let pageNumber = number("page", 0, 0...1_000_000),
-      let limit = number("limit", 100, 1...1000)
+      let limit = number("limit", 100, 1...1000),
+      let offset = number("offset", pageNumber * limit, 0...1_000_000_000)
     else {
       responder.respond(
-        HTTPResponseError(.badRequest, "mutationsSince, page and limit must be numbers (limit 1 to 1000)")
-          .response)
+        HTTPResponseError(
+          .badRequest, "mutationsSince, page, offset and limit must be numbers (limit 1 to 1000)"
+        )
+        .response)
       return
     }
-    let metadataOnly = head.queryValue("metadataOnly") == "true"
-    let box = storeBox
-    writer.read(
-      on: loop,
-      { _ -> SyncPullResult in
-        let store = box.store
-        let found = try store.pagesChanged(
-          after: UInt64(since), workspaces: grant.workspaces, offset: metadataOnly ? 0 : pageNumber * limit,
-          limit: metadataOnly ? 1 : limit)
-        if metadataOnly {
-          return .metadata(
-            BrokerProtocol.SyncMetadata(
-              hasChanges: !found.pages.isEmpty, latest: store.sequence, epoch: store.epoch))
-        }
-        let snapshots = try found.pages.compactMap {
-          try store.snapshot(of: $0, workspaces: grant.workspaces)
-        }
-        return .pull(
-          BrokerProtocol.SyncPull(
-            changes: snapshots, page: pageNumber, limit: limit, hasMore: found.hasMore,
-            latest: store.sequence,
-            epoch: store.epoch))
+    let maxBytes = configuration.limits.answerBytes
+    if head.queryValue("metadataOnly") == "true" {
+      readPages(
+        { reader -> BrokerProtocol.SyncMetadata in
+          let store = reader.store
+          let found = try store.pagesChanged(
+            after: UInt64(since), workspaces: grant.workspaces, offset: 0, limit: 1)
+          return BrokerProtocol.SyncMetadata(
+            hasChanges: !found.pages.isEmpty, latest: store.sequence, epoch: store.epoch)
+        },
+        completion: { [unowned self] result in
+          switch result {
+          case .success(let metadata): responder.respond(self.jsonResponse(metadata))
+          case .failure(let error): responder.respond(self.readFailed(error, "the store could not be read"))
+          }
+        })
+      return
+    }
+    readPages(
+      { reader in
+        try reader.syncPullAnswer(
+          after: UInt64(since), workspaces: grant.workspaces, page: pageNumber, offset: offset, limit: limit,
+          maxBytes: maxBytes)
       },
-      completion: { [unowned self] result in
-        switch result {
-        case .success(.metadata(let metadata)): responder.respond(self.jsonResponse(metadata))
-        case .success(.pull(let pull)): responder.respond(self.jsonResponse(pull))
-        case .failure(let error):
-          responder.respond(
-            HTTPResponseError(.internalServerError, "the store could not be read: \(error)").response)
-        }
-      })
+      completion: { [unowned self] result in self.answer(result, responder) })
   }
 
-  private func answer<T: Encodable>(_ result: Result<T, any Error>, _ responder: HTTPResponder) {
+  /// An answer encoded off the loop, or the error that stopped it.
+  private func answer(_ result: Result<ByteBuffer, any Error>, _ responder: HTTPResponder) {
     switch result {
-    case .success(let value): responder.respond(jsonResponse(value))
-    case .failure(let error):
-      logger.error("read failed", metadata: ["error": "\(error)"])
-      responder.respond(
-        HTTPResponseError(.internalServerError, "the store could not be read: \(error)").response)
+    case .success(let body): responder.respond(jsonResponse(encoded: body))
+    case .failure(let error): responder.respond(readFailed(error, "the store could not be read"))
     }
   }
-}
 
-enum SyncPullResult: Sendable {
-  case metadata(BrokerProtocol.SyncMetadata)
-  case pull(BrokerProtocol.SyncPull)
+  /// 503 when the readers are saturated or stopping (try again), else 500 (logged).
+  private func readFailed(_ error: any Error, _ what: String) -> HTTPResponse {
+    if let refusal = error as? SQLiteReaderPoolError {
+      return HTTPResponseError(.serviceUnavailable, "\(what): \(refusal)").response
+    }
+    logger.error("read failed", metadata: ["error": "\(error)"])
+    return HTTPResponseError(.internalServerError, "\(what): \(error)").response
+  }
 }
 
 /// A batch refused whole, with its HTTP answer.

@@ -15,6 +15,8 @@ import Web
 final class StoreBox: @unchecked Sendable {
   // @unchecked: used only inside SQLiteWriter jobs, which all run on the writer's one thread.
   let store: PageStore
+  /// The writer's store as a reader, for answers when there are no reader threads (`[store] readers = 0`).
+  lazy var reader = PageReader(store: store)
   init(_ store: PageStore) { self.store = store }
 }
 
@@ -34,6 +36,9 @@ public final class BrokerServer {
   public var logger: Logger
   let writer: SQLiteWriter
   let storeBox: StoreBox
+  /// The threads that read pages for answers (`[store] readers`), each with a read-only connection of its own;
+  /// nil when reads run on the writer thread.
+  let readers: SQLiteReaderPool<PageReader>?
   public let epoch: String
   let http: HTTPServer
   var authenticator: Authenticator
@@ -96,6 +101,7 @@ public final class BrokerServer {
     limits.maxTextBytes = min(limits.maxTextBytes, configuration.limits.bodyBytes)
     limits.maxTextOps = configuration.limits.textOpsPerMutation
     limits.maxTextCharacters = configuration.limits.textCharactersPerBlock
+    limits.maxPageBytes = configuration.limits.pageBytes
     let store = try PageStore(connection: connection, limits: limits)
     store.maxMutationsPerBatch = configuration.limits.batchMutations
     store.maxClockAheadMillis = UInt64(configuration.limits.clockAheadSeconds) * 1000
@@ -103,6 +109,15 @@ public final class BrokerServer {
     publishedSequence = store.sequence
     storeBox = StoreBox(store)
     writer = SQLiteWriter(connection: connection, name: "broker-writer")
+    // After the writer's store migrated the file and gave it an epoch: readers only read. An in-memory store
+    // cannot be shared by connections: its reads stay on the writer.
+    let path = configuration.storePath
+    let shareable = !(path.isEmpty || path == ":memory:" || path.hasPrefix("file::memory:"))
+    readers =
+      configuration.readers > 0 && shareable
+      ? SQLiteReaderPool(path: path, threads: configuration.readers, name: "broker-reader") { connection in
+        PageReader(store: try PageStore(reading: connection))
+      } : nil
     authenticator = Authenticator(tokens: configuration.tokens)
     var http = HTTPServerConfiguration()
     http.limits = HTTPParserLimits(maxHeaderBytes: 32 * 1024, maxBodyBytes: configuration.limits.bodyBytes)
@@ -155,6 +170,7 @@ public final class BrokerServer {
     }
     http.close { [unowned self] in
       // Every HTTP answer has been written; no job can arrive any more.
+      self.readers?.shutdown()
       self.writer.shutdown()
       self.flushWakeup?.close()
       self.flushWakeup = nil
@@ -209,6 +225,21 @@ public final class BrokerServer {
     }
   }
 
+  // MARK: Reads
+
+  /// Runs `body` with a page reader off the loop thread: on a reader thread in a read transaction of its own
+  /// (`readers`), else on the writer thread between its groups; then `completion` on the loop.
+  func readPages<T: Sendable>(
+    _ body: @escaping @Sendable (PageReader) throws -> T, completion: @escaping (Result<T, any Error>) -> Void
+  ) {
+    if let readers {
+      readers.read(on: loop, body, completion: completion)
+    } else {
+      let box = storeBox
+      writer.read(on: loop, { _ in try body(box.reader) }, completion: completion)
+    }
+  }
+
   // MARK: JSON
 
   func encode<T: Encodable>(_ value: T) -> ByteBuffer { json.encode(value) }
@@ -225,6 +256,11 @@ public final class BrokerServer {
       HTTPResponse(
         status: .ok, headers: ["Content-Type": "application/json"], body: ByteBuffer(bytes: outcome.jsonBytes)
       ))
+  }
+
+  /// A JSON answer already encoded (off the loop thread), with the broker's clock.
+  func jsonResponse(encoded body: ByteBuffer) -> HTTPResponse {
+    clocked(HTTPResponse(status: .ok, headers: ["Content-Type": "application/json"], body: body))
   }
 
   /// `response` with the broker's clock (`Pagesync-Clock`).

@@ -5,7 +5,12 @@ import SyncModel
 /// A mutation refused for its page only.
 struct Rejection: Error {
   var reason: RejectionReason
-  init(_ reason: RejectionReason) { self.reason = reason }
+  /// What was wrong in words, naming the limit, when the reason alone does not say (`MutationResult.message`).
+  var message: String?
+  init(_ reason: RejectionReason, message: String? = nil) {
+    self.reason = reason
+    self.message = message
+  }
 }
 
 /// A broken rule of the store's own code, never the client's fault: the batch fails whole (HTTP 500).
@@ -94,9 +99,11 @@ extension PageStore {
       }
       if mutation.id <= last {
         // A re-sent rejection is rejected again, with its reason: `duplicate` would read as applied.
-        if let reason = try rejection(of: mutation.id, client: batch.client) {
+        if let rejected = try rejection(of: mutation.id, client: batch.client) {
           results.append(
-            MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: reason))
+            MutationResult(
+              mutationId: mutation.id, page: mutation.page, status: .rejected, reason: rejected.reason,
+              message: rejected.message))
         } else {
           results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .duplicate))
         }
@@ -124,15 +131,19 @@ extension PageStore {
         context.changes = ChangeSet()
         try context.apply(mutation)
         changes.merge(context.changes)
+        context.growth.keepMutation()
         results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .applied))
       } catch let rejection as Rejection {
         guard connection.totalChanges == changesBefore else {
           throw PageStoreError.rejectedAfterWriting(mutation: mutation.id, reason: rejection.reason)
         }
-        try recordRejection(of: mutation.id, client: batch.client, reason: rejection.reason)
+        context.growth.dropMutation()
+        try recordRejection(
+          of: mutation.id, client: batch.client, reason: rejection.reason, message: rejection.message)
         results.append(
           MutationResult(
-            mutationId: mutation.id, page: mutation.page, status: .rejected, reason: rejection.reason))
+            mutationId: mutation.id, page: mutation.page, status: .rejected, reason: rejection.reason,
+            message: rejection.message))
       }
     }
     let newLast = max(last, batch.mutations.last?.id ?? last)
@@ -142,6 +153,7 @@ extension PageStore {
       ON CONFLICT (id) DO UPDATE SET last_mutation_id = excluded.last_mutation_id
       """, [.text(batch.client.rawValue), .text(user.rawValue), .integer(Int64(newLast))])
 
+    try writeGrowth(context.growth.batch)
     // A database whose rows in view changed changes too.
     for (database, before) in changes.databasesBefore where try rowsInView(of: database) != before {
       changes.record(database, "rows")
@@ -183,22 +195,30 @@ extension PageStore {
   }
 
   /// Keeps why a mutation was rejected, in the batch's transaction, for a re-send of it.
-  func recordRejection(of mutation: UInt64, client: EntityID, reason: RejectionReason) throws {
+  func recordRejection(
+    of mutation: UInt64, client: EntityID, reason: RejectionReason, message: String? = nil
+  ) throws {
     try connection.execute(
-      "INSERT OR REPLACE INTO rejection (client_id, mutation_id, code) VALUES (?, ?, ?)",
-      [.text(client.rawValue), .integer(Int64(mutation)), .integer(Int64(reason.code))])
+      "INSERT OR REPLACE INTO rejection (client_id, mutation_id, code, message) VALUES (?, ?, ?, ?)",
+      [
+        .text(client.rawValue), .integer(Int64(mutation)), .integer(Int64(reason.code)),
+        message.map { .text($0) } ?? .null,
+      ])
   }
 
   /// Why the client's mutation was rejected, if it was.
-  func rejection(of mutation: UInt64, client: EntityID) throws -> RejectionReason? {
+  func rejection(of mutation: UInt64, client: EntityID) throws -> Rejection? {
     guard
-      case .integer(let code)? = try connection.query(
-        "SELECT code FROM rejection WHERE client_id = ? AND mutation_id = ?",
+      let row = try connection.query(
+        "SELECT code, message FROM rejection WHERE client_id = ? AND mutation_id = ?",
         [.text(client.rawValue), .integer(Int64(mutation))]
-      ).first?.first
+      ).first, case .integer(let code) = row[0]
     else { return nil }
-    return RejectionReason.all.first { $0.code == Int(code) }
+    let reason =
+      RejectionReason.all.first { $0.code == Int(code) }
       ?? RejectionReason(code: Int(code), name: "unknown_\(code)")
+    let message: String? = if case .text(let message) = row[1] { message } else { nil }
+    return Rejection(reason, message: message)
   }
 
   func loadPage(_ id: EntityID) throws -> PageRow? {
@@ -246,6 +266,8 @@ struct ApplyContext {
   let seq: UInt64
   let nowMillis: UInt64
   var changes = ChangeSet()
+  /// How much the batch grew each page (`PageStore+Size.swift`).
+  var growth = PageGrowth()
   /// The workspace of every page this batch read or created (a page never changes workspace), so that the
   /// batch's answer need not read them again.
   var knownWorkspaces: [EntityID: EntityID] = [:]
@@ -283,9 +305,9 @@ struct ApplyContext {
     let page = mutation.page
     switch mutation.action {
     case .createPage(let parent, let title):
-      try create(page, kind: "page", parent: parent, title: title, stamp: stamp)
+      try create(page, kind: "page", parent: parent, title: title, bytes: title.utf8.count, stamp: stamp)
     case .createDatabase(let parent, let title):
-      try create(page, kind: "database", parent: parent, title: title, stamp: stamp)
+      try create(page, kind: "database", parent: parent, title: title, bytes: title.utf8.count, stamp: stamp)
       try connection.execute(
         "INSERT INTO view (database_id, filter, sort, stamp) VALUES (?, NULL, NULL, ?)",
         [.text(page.rawValue), .text(stamp)])
@@ -293,15 +315,21 @@ struct ApplyContext {
       let parent = try writablePage(database)
       guard parent.isDatabase else { throw Rejection(.notADatabase) }
       try touchDatabase(database)
-      try create(page, kind: "page", parent: database, title: title, stamp: stamp)
-      for (name, value) in properties {
+      let values = properties.map { (name: $0.key, json: store.json($0.value)) }
+      let bytes = values.reduce(title.utf8.count) { $0 + $1.name.utf8.count + $1.json.utf8.count }
+      try create(page, kind: "page", parent: database, title: title, bytes: bytes, stamp: stamp)
+      for (name, json) in values {
         try connection.execute(
           "INSERT INTO property (page_id, name, value, stamp) VALUES (?, ?, ?, ?)",
-          [.text(page.rawValue), .text(name), .text(store.json(value)), .text(stamp)])
+          [.text(page.rawValue), .text(name), .text(json), .text(stamp)])
       }
     case .setTitle(let title):
       let row = try writablePage(page)
       if LastWriterWins.replaces(stamp, over: row.titleStamp) {
+        let before = try connection.query(
+          "SELECT length(CAST(title AS BLOB)) FROM page WHERE id = ?", [.text(page.rawValue)])
+        let old = if case .integer(let bytes)? = before.first?.first { Int(bytes) } else { 0 }
+        try grow(page, by: title.utf8.count - old)
         try connection.execute(
           "UPDATE page SET title = ?, title_stamp = ? WHERE id = ?",
           [.text(title), .text(stamp), .text(page.rawValue)])
@@ -310,25 +338,37 @@ struct ApplyContext {
     case .setProperty(let name, let value):
       let row = try writablePage(page)
       let current = try connection.query(
-        "SELECT stamp FROM property WHERE page_id = ? AND name = ?", [.text(page.rawValue), .text(name)]
-      ).first?.first
-      if case .text(let existing)? = current, !LastWriterWins.replaces(stamp, over: existing) { return }
+        """
+        SELECT stamp, coalesce(length(CAST(name AS BLOB)) + length(CAST(value AS BLOB)), 0) FROM property
+        WHERE page_id = ? AND name = ?
+        """, [.text(page.rawValue), .text(name)]
+      ).first
+      if case .text(let existing)? = current?[0], !LastWriterWins.replaces(stamp, over: existing) { return }
+      let json = value.map { store.json($0) }
+      let old = if case .integer(let bytes)? = current?[1] { Int(bytes) } else { 0 }
       try touchDatabase(row.parent)
+      try grow(page, by: (json.map { name.utf8.count + $0.utf8.count } ?? 0) - old)
       try connection.execute(
         """
         INSERT INTO property (page_id, name, value, stamp) VALUES (?, ?, ?, ?)
         ON CONFLICT (page_id, name) DO UPDATE SET value = excluded.value, stamp = excluded.stamp
         """,
-        [.text(page.rawValue), .text(name), value.map { .text(store.json($0)) } ?? .null, .text(stamp)])
+        [.text(page.rawValue), .text(name), json.map { .text($0) } ?? .null, .text(stamp)])
       changes.record(page, "property:" + name)
     case .addBlock(let block, let type, let text, let after, let attributes):
       _ = try writablePage(page)
       if try !connection.query("SELECT 1 FROM block WHERE id = ?", [.text(block.rawValue)]).isEmpty {
         throw Rejection(.alreadyExists)
       }
-      let position = try positionAfter(after, on: page, excluding: block)
       // The first text: ids every replica derives from it (`initialTextClient`), stamped with this batch.
-      let document = TextDocument(text: text, client: initialTextClient, seq: seq)
+      let state = TextDocument(text: text, client: initialTextClient, seq: seq).encoded()
+      let attributesJSON = store.json(attributes)
+      // Checked before `positionAfter`, which may write (a renumbering). Marks start as `[]`.
+      try grow(
+        page,
+        by: block.rawValue.utf8.count + type.utf8.count + text.utf8.count + attributesJSON.utf8.count + 2
+          + state.count)
+      let position = try positionAfter(after, on: page, excluding: block)
       try connection.execute(
         """
         INSERT INTO block (id, page_id, type, text, text_stamp, attributes, attributes_stamp, position,
@@ -337,20 +377,31 @@ struct ApplyContext {
         """,
         [
           .text(block.rawValue), .text(page.rawValue), .text(type), .text(text), .text(stamp),
-          .text(store.json(attributes)), .text(stamp), .real(position), .text(stamp), .text(stamp),
-          .blob(document.encoded()),
+          .text(attributesJSON), .text(stamp), .real(position), .text(stamp), .text(stamp), .blob(state),
         ])
       changes.record(page, "block:" + block.rawValue)
     case .editBlock(let block, let text, let attributes):
       _ = try writablePage(page)
       let stamps = try liveBlock(block, on: page)
       // The text of a client that predates the CRDT is merged, never last-writer-wins (DESIGN, "Rich text
-      // merges"). Checked before anything is written: a text too large throws first.
-      if let text { try replaceText(of: block, on: page, with: text) }
+      // merges"). Every check comes before anything is written: a text too large, a page grown too large.
+      let newText = try text.flatMap { try replacedText(of: block, on: page, with: $0) }
+      var newAttributes: String?
+      var growth = newText?.growth ?? 0
       if let attributes, LastWriterWins.replaces(stamp, over: stamps.attributes) {
+        let json = store.json(attributes)
+        let old = try connection.query(
+          "SELECT length(CAST(attributes AS BLOB)) FROM block WHERE id = ?", [.text(block.rawValue)])
+        let oldBytes = if case .integer(let bytes)? = old.first?.first { Int(bytes) } else { 0 }
+        growth += json.utf8.count - oldBytes
+        newAttributes = json
+      }
+      try grow(page, by: growth)
+      if let newText { try writeText(newText, of: block, on: page) }
+      if let newAttributes {
         try connection.execute(
           "UPDATE block SET attributes = ?, attributes_stamp = ? WHERE id = ?",
-          [.text(store.json(attributes)), .text(stamp), .text(block.rawValue)])
+          [.text(newAttributes), .text(stamp), .text(block.rawValue)])
         changes.record(page, "block:" + block.rawValue)
       }
     case .spliceText(let block, let ops), .markText(let block, let ops):
@@ -369,9 +420,21 @@ struct ApplyContext {
       _ = try writablePage(page)
       let stamps = try liveBlock(block, on: page)
       if LastWriterWins.replaces(stamp, over: stamps.deleted) {
+        // Nothing can edit or restore a deleted block (`liveBlock`), and a delta carries only its id: its text,
+        // attributes, marks and state go, and with them their room in the page (`PageStore+Size.swift`).
+        let before = try store.storedBytes(ofBlock: block)
+        let type = try connection.query("SELECT type FROM block WHERE id = ?", [.text(block.rawValue)])
+        let typeBytes = if case .text(let name)? = type.first?.first { name.utf8.count } else { 0 }
+        let after =
+          block.rawValue.utf8.count + typeBytes + "{}".utf8.count + "[]".utf8.count
+          + PageStore.emptyTextState.count
+        growth.add(page, after - before)  // never refused: deleting makes room
         try connection.execute(
-          "UPDATE block SET deleted = 1, deleted_stamp = ? WHERE id = ?",
-          [.text(stamp), .text(block.rawValue)])
+          """
+          UPDATE block SET deleted = 1, deleted_stamp = ?, text = '', attributes = '{}', marks = '[]', crdt = ?
+          WHERE id = ?
+          """,
+          [.text(stamp), .blob(PageStore.emptyTextState), .text(block.rawValue)])
         changes.record(page, "block:" + block.rawValue)
       }
     case .movePage(let parent):
@@ -431,9 +494,10 @@ struct ApplyContext {
     }
   }
 
-  private mutating func create(_ id: EntityID, kind: String, parent: EntityID?, title: String, stamp: String)
-    throws
-  {
+  /// Creates a page holding `bytes` (its title's, and a row's properties'), after every check.
+  private mutating func create(
+    _ id: EntityID, kind: String, parent: EntityID?, title: String, bytes: Int, stamp: String
+  ) throws {
     if try store.loadPage(id) != nil { throw Rejection(.alreadyExists) }
     var workspace = batch.workspace
     if let parent {
@@ -445,6 +509,7 @@ struct ApplyContext {
       workspace = parentRow.workspace
       if kind == "database" { changes.record(parent, "databases") }
     }
+    try grow(id, by: bytes)
     try connection.execute(
       """
       INSERT INTO page (id, workspace_id, kind, parent_id, parent_stamp, title, title_stamp, deleted, deleted_stamp,

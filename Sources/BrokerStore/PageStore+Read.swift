@@ -41,6 +41,14 @@ extension PageStore {
 
   /// The page as a client downloads it, if it exists in `workspaces`.
   public func snapshot(of id: EntityID, workspaces: Set<EntityID>) throws -> PageSnapshot? {
+    guard var page = try snapshotHeader(of: id, workspaces: workspaces) else { return nil }
+    try forEachBlock(of: id, .live) { page.blocks.append($0) }
+    return page
+  }
+
+  /// The page as a client downloads it, without its blocks (`forEachBlock(of:_:_:)` with `.live` gives them),
+  /// if it exists in `workspaces`.
+  public func snapshotHeader(of id: EntityID, workspaces: Set<EntityID>) throws -> PageSnapshot? {
     guard
       let row = try connection.query(
         "SELECT workspace_id, kind, parent_id, title, deleted, last_updated FROM page WHERE id = ?",
@@ -61,7 +69,6 @@ extension PageStore {
         properties[name] = value
       }
     }
-    let blocks = try blockStates(of: id, only: nil).filter { !$0.deleted }
     let databases = try connection.query(
       "SELECT id FROM page WHERE parent_id = ? AND kind = 'database' AND deleted = 0 ORDER BY created_seq, id",
       [.text(id.rawValue)]
@@ -81,42 +88,95 @@ extension PageStore {
     return PageSnapshot(
       id: id, workspace: EntityID(trusted: workspace), kind: kind, parent: parent, title: title,
       deleted: deleted != 0,
-      properties: properties, blocks: blocks, databases: databases, view: view, rows: rows,
+      properties: properties, blocks: [], databases: databases, view: view, rows: rows,
       lastUpdatedTime: UInt64(lastUpdated))
   }
 
-  /// The page's blocks (deleted ones included), in order; `only` limits them to those ids. Each live block
-  /// carries its text's CRDT: the whole state, or with `since` the update since then (what a device that has
-  /// everything up to `since` lacks).
-  func blockStates(of page: EntityID, only: Set<String>?, since: UInt64? = nil) throws -> [BlockState] {
-    try connection.query(
-      """
-      SELECT id, type, text, attributes, position, deleted, marks, crdt FROM block WHERE page_id = ?
-      ORDER BY position, id
-      """,
-      [.text(page.rawValue)]
-    ).compactMap { row in
-      guard case .text(let id) = row[0], only?.contains(id) ?? true, case .text(let type) = row[1],
-        case .text(let text) = row[2], case .text(let attributes) = row[3], case .real(let position) = row[4],
-        case .integer(let deleted) = row[5], case .text(let marks) = row[6]
-      else { return nil }
-      return BlockState(
-        id: EntityID(trusted: id), type: type, text: text,
-        attributes: decode([String: String].self, attributes) ?? [:], position: position,
-        deleted: deleted != 0, marks: decode([TextMark].self, marks) ?? [],
-        crdt: deleted != 0 ? nil : PageStore.crdt(row[7], text: row[2], since: since))
+  /// Which blocks of a page a reader wants.
+  public enum BlockSelection: Hashable, Sendable {
+    /// The live blocks, each with its whole CRDT state (a snapshot's).
+    case live
+    /// These blocks, deleted ones included, each with the update of its text since `since` (a delta's).
+    case changed(Set<String>, since: UInt64)
+  }
+
+  /// Calls `body` with each selected block of `page`, in order, one at a time: a page's blocks are never all
+  /// in memory at once, so an answer can be written as they are read (`Broker.PageAnswerWriter`). Each live
+  /// block carries its text's CRDT: the whole state, or with `.changed` the update since then (what a device
+  /// that has everything up to `since` lacks).
+  public func forEachBlock(
+    of page: EntityID, _ selection: BlockSelection, _ body: (BlockState) throws -> Void
+  ) throws {
+    let columns = "id, type, text, attributes, position, deleted, marks, crdt"
+    switch selection {
+    case .live:
+      let statement = try connection.cachedStatement(
+        "SELECT \(columns) FROM block WHERE page_id = ? AND deleted = 0 ORDER BY position, id")
+      try statement.bind([.text(page.rawValue)])
+      try statement.forEachRow { row in
+        if let block = blockState(row, since: nil) { try body(block) }
+      }
+    case .changed(let ids, let since):
+      guard !ids.isEmpty else { return }
+      // The order first, from the ids and positions alone; then each block, whole, by its id.
+      var ordered: [String] = []
+      for row in try connection.query(
+        "SELECT id FROM block WHERE page_id = ? ORDER BY position, id", [.text(page.rawValue)])
+      {
+        if case .text(let id) = row[0], ids.contains(id) { ordered.append(id) }
+      }
+      let statement = try connection.cachedStatement("SELECT \(columns) FROM block WHERE id = ?")
+      for id in ordered {
+        try statement.bind([.text(id)])
+        defer { statement.reset() }
+        if try statement.step(), let block = blockState(statement, since: since) { try body(block) }
+      }
     }
+  }
+
+  /// The block on `row` (the columns of `forEachBlock`), or nil if the row is not one this store wrote.
+  private func blockState(_ row: SQLiteStatement, since: UInt64?) -> BlockState? {
+    guard let id = row.string(0), let type = row.string(1), let text = row.string(2),
+      let attributes = row.string(3), let marks = row.string(6)
+    else { return nil }
+    let deleted = row.int64(5) != 0
+    return BlockState(
+      id: EntityID(trusted: id), type: type, text: text,
+      attributes: decode([String: String].self, attributes) ?? [:], position: row.double(4),
+      deleted: deleted, marks: decode([TextMark].self, marks) ?? [],
+      crdt: deleted ? nil : PageStore.crdt(row.column(7), text: .text(text), since: since))
   }
 
   /// What changed in the page since `since`, if the page exists in `workspaces`: the changed fields when the
   /// change log reaches back that far, else (or from time 0, or from another epoch) the whole page.
   public func delta(of id: EntityID, since: UInt64, workspaces: Set<EntityID>) throws -> PageDelta? {
-    guard let page = try snapshot(of: id, workspaces: workspaces) else { return nil }
+    guard let (header, blocks) = try deltaHeader(of: id, since: since, workspaces: workspaces) else {
+      return nil
+    }
+    var delta = header
+    if delta.full {
+      try forEachBlock(of: id, blocks) { delta.page.blocks.append($0) }
+    } else {
+      try forEachBlock(of: id, blocks) { delta.blocks.append($0) }
+    }
+    return delta
+  }
+
+  /// A delta without its blocks, and which blocks it carries (`forEachBlock(of:_:_:)` gives them: in
+  /// `page.blocks` when `full`, else in `blocks`), if the page exists in `workspaces`.
+  public func deltaHeader(of id: EntityID, since: UInt64, workspaces: Set<EntityID>) throws -> (
+    delta: PageDelta, blocks: BlockSelection
+  )? {
+    guard let page = try snapshotHeader(of: id, workspaces: workspaces) else { return nil }
     let floor = try metaNumber("log_floor")
     if since == 0 || since < floor {
-      return PageDelta(
-        id: id, since: since, lastUpdatedTime: page.lastUpdatedTime, full: true, page: page, properties: [:],
-        blocks: [])
+      return (
+        PageDelta(
+          id: id, since: since, lastUpdatedTime: page.lastUpdatedTime, full: true, page: page,
+          properties: [:],
+          blocks: []),
+        .live
+      )
     }
     let fields = Set(
       try connection.query(
@@ -133,7 +193,6 @@ extension PageStore {
         blockIDs.insert(String(field.dropFirst("block:".count)))
       }
     }
-    let blocks = blockIDs.isEmpty ? [] : try blockStates(of: id, only: blockIDs, since: since)
     // The header travels whole; the bulky parts only when they changed.
     var header = page
     header.properties = [:]
@@ -144,10 +203,12 @@ extension PageStore {
     if !fields.contains("rows") && !fields.contains("view") && !fields.contains("created") {
       header.rows = nil
     }
-    return PageDelta(
-      id: id, since: since, lastUpdatedTime: page.lastUpdatedTime, full: false, page: header,
-      properties: properties,
-      blocks: blocks)
+    return (
+      PageDelta(
+        id: id, since: since, lastUpdatedTime: page.lastUpdatedTime, full: false, page: header,
+        properties: properties, blocks: []),
+      .changed(blockIDs, since: since)
+    )
   }
 
   /// Catch-up: of the pages in `since` (page → the client's lastDownloadedTimestamp), those whose

@@ -102,5 +102,14 @@ extension PageStore {
         ALTER TABLE block ADD COLUMN crdt BLOB;
         ALTER TABLE block ADD COLUMN marks TEXT NOT NULL DEFAULT '[]';
         """),
+    // A page's stored size (`PageStore+Size.swift`), kept up to date by every batch that changes it, so that
+    // `[limits] page_bytes` is checked without reading the page. NULL until counted: pages stored before get
+    // theirs at open (`countPageSizes`). A rejection keeps the words that named its limit, for a re-send.
+    SQLiteMigration(
+      version: 4, name: "page sizes, rejection messages",
+      sql: """
+        ALTER TABLE page ADD COLUMN stored_bytes INTEGER;
+        ALTER TABLE rejection ADD COLUMN message TEXT;
+        """),
   ]
 }

@@ -11,15 +11,21 @@ let brokerTextClient = "@broker"
 let initialTextClient = ""
 
 extension ApplyContext {
-  /// The CRDT state of a live block of `page` (a block stored before the CRDT gets its text as first text).
-  /// Unknown, deleted or elsewhere → `unknownBlock`.
-  func text(of block: EntityID, on page: EntityID) throws -> TextDocument {
+  /// The CRDT state of a live block of `page` (a block stored before the CRDT gets its text as first text), and
+  /// the bytes its text, marks and state take now (`PageStore+Size.swift`). Unknown, deleted or elsewhere →
+  /// `unknownBlock`.
+  func text(of block: EntityID, on page: EntityID) throws -> (document: TextDocument, storedBytes: Int) {
     guard
       let row = try connection.query(
-        "SELECT page_id, deleted, crdt, text FROM block WHERE id = ?", [.text(block.rawValue)]
+        """
+        SELECT page_id, deleted, crdt, text,
+          length(CAST(text AS BLOB)) + length(CAST(marks AS BLOB)) + coalesce(length(crdt), 0)
+        FROM block WHERE id = ?
+        """, [.text(block.rawValue)]
       ).first, row[0] == .text(page.rawValue), row[1] == .integer(0)
     else { throw Rejection(.unknownBlock) }
-    return try PageStore.textDocument(crdt: row[2], text: row[3])
+    let stored = if case .integer(let bytes) = row[4] { Int(bytes) } else { 0 }
+    return (try PageStore.textDocument(crdt: row[2], text: row[3]), stored)
   }
 
   /// Applies a client's CRDT update to a block's text: checked first (its insert runs and mark operations are
@@ -28,7 +34,8 @@ extension ApplyContext {
   /// until they arrive; it is applied, not rejected.
   mutating func applyText(_ ops: TextOps, to block: EntityID, on page: EntityID) throws {
     _ = try writablePage(page)
-    var document = try text(of: block, on: page)
+    let current = try text(of: block, on: page)
+    var document = current.document
     guard let update = try? ops.update() else { throw Rejection(.invalidValue) }
     let client = batch.client.rawValue
     for run in update.runs {
@@ -41,21 +48,36 @@ extension ApplyContext {
     }
     guard update.marks.allSatisfy({ $0.client == client }) else { throw Rejection(.invalidValue) }
     document.apply(update, seq: seq)
-    try storeText(document, of: block, on: page)
+    let text = try checkedText(document, replacing: current.storedBytes)
+    try grow(page, by: text.growth)
+    try writeText(text, of: block, on: page)
   }
 
-  /// A whole-text edit (`edit_block` with `text`) as the broker's own splices against the current text.
-  mutating func replaceText(of block: EntityID, on page: EntityID, with newText: String) throws {
-    var document = try text(of: block, on: page)
-    if document.replaceText(with: newText, client: brokerTextClient, seq: seq).isEmpty { return }
-    try storeText(document, of: block, on: page)
+  /// A whole-text edit (`edit_block` with `text`) as the broker's own splices against the current text, checked
+  /// and not written yet (`writeText`); nil when the text is unchanged.
+  func replacedText(of block: EntityID, on page: EntityID, with newText: String) throws -> CheckedText? {
+    let current = try text(of: block, on: page)
+    var document = current.document
+    if document.replaceText(with: newText, client: brokerTextClient, seq: seq).isEmpty { return nil }
+    return try checkedText(document, replacing: current.storedBytes)
   }
 
-  /// Writes a block's state with its rendered text and marks, after the size checks (a rejection writes
-  /// nothing): the text within `maxTextBytes`, and what the state holds room for (characters deleted or not,
-  /// counters skipped, runs waiting for their origins: `heldCharacters`) within `maxTextCharacters` and within
-  /// what a state may hold (`TextDocument.maxIdentifiers`), so that a stored state always reads back.
-  mutating func storeText(_ document: TextDocument, of block: EntityID, on page: EntityID) throws {
+  /// A block's next text, state and marks, as they will be written.
+  struct CheckedText {
+    var text: String
+    var marks: String
+    var state: [UInt8]
+    /// What the block's text, marks and state take more than before (negative: less).
+    var growth: Int
+  }
+
+  /// A block's next state after the size checks, which throw before anything is written: the text within
+  /// `maxTextBytes`, and what the state holds room for (characters deleted or not, counters skipped, runs
+  /// waiting for their origins: `heldCharacters`) within `maxTextCharacters` and within what a state may hold
+  /// (`TextDocument.maxIdentifiers`), so that a stored state always reads back. `stored`: the bytes the block's
+  /// text, marks and state take now. The page's growth is the caller's to check (`grow`), with the mutation's
+  /// other growth.
+  func checkedText(_ document: TextDocument, replacing stored: Int) throws -> CheckedText {
     let text = document.text
     let held = document.heldCharacters
     guard text.utf8.count <= store.limits.maxTextBytes, held <= store.limits.maxTextCharacters,
@@ -63,9 +85,18 @@ extension ApplyContext {
     else {
       throw Rejection(.tooLarge)
     }
+    let marks = store.json(document.marks)
+    let state = document.encoded()
+    return CheckedText(
+      text: text, marks: marks, state: state,
+      growth: text.utf8.count + marks.utf8.count + state.count - stored)
+  }
+
+  /// Writes a block's checked state with its rendered text and marks.
+  mutating func writeText(_ checked: CheckedText, of block: EntityID, on page: EntityID) throws {
     try connection.execute(
       "UPDATE block SET text = ?, marks = ?, crdt = ? WHERE id = ?",
-      [.text(text), .text(store.json(document.marks)), .blob(document.encoded()), .text(block.rawValue)])
+      [.text(checked.text), .text(checked.marks), .blob(checked.state), .text(block.rawValue)])
     changes.record(page, "block:" + block.rawValue)
   }
 }
@@ -107,6 +138,9 @@ extension PageStore {
   /// a block that arrives as an update without a state (`LocalStore.mergedText`: it cannot tell an update that
   /// holds everything from one that lacks what came before).
   static func crdt(_ column: SQLiteValue, text: SQLiteValue, since: UInt64?) -> TextOps? {
+    // A whole state goes as stored: decoding it (and inflating its text) only to send the same bytes cost the
+    // reader threads as much as writing the answer. The writer encoded it; only a damaged file could spoil it.
+    if since == nil, case .blob(let bytes) = column { return TextOps(bytes: bytes) }
     guard let document = try? textDocument(crdt: column, text: text) else { return nil }
     if let since {
       let update = document.update(since: since)

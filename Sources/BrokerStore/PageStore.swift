@@ -37,6 +37,7 @@ public final class PageStore {
     self.limits = limits
     _ = try SQLiteMigrator(PageStore.migrations).migrate(connection)
     try PageStore.backfillTextStates(connection)
+    try PageStore.countPageSizes(connection)
     let meta = try PageStore.readMeta(connection)
     if let epoch = meta["epoch"] {
       self.epoch = epoch
@@ -44,6 +45,17 @@ public final class PageStore {
       epoch = Crypto.randomHex(16)
       try connection.execute("INSERT INTO meta (key, value) VALUES ('epoch', ?)", [.text(epoch)])
     }
+  }
+
+  /// A store that only reads, on a connection of its own to a file that a writing `PageStore` opened first
+  /// (migrated, with an epoch): the broker's reader threads. It migrates and writes nothing.
+  public init(reading connection: SQLiteConnection) throws {
+    self.connection = connection
+    limits = MutationLimits()
+    guard let epoch = try PageStore.readMeta(connection)["epoch"] else {
+      throw SQLiteError(extendedCode: 1, message: "the store has no epoch: open it for writing first")
+    }
+    self.epoch = epoch
   }
 
   func metaNumber(_ key: String) throws -> UInt64 {

@@ -111,7 +111,13 @@ extension SyncDriver {
             storedSet.insert(page)
           }
           gone += answer.gone
-          if let next = answer.nextCursor {
+          if let next = answer.nextCursor, let cursor, next <= cursor {
+            // Asking again from there would never end: an answer not understood.
+            let problem = "the broker's nextCursor \(next) does not advance past \(cursor)"
+            lastError = "fetch failed: \(problem)"
+            logger.warning("fetch failed", metadata: ["error": "\(problem)", "pages": "\(pages.count)"])
+            finish(failed: pages.filter { !storedSet.contains($0) })
+          } else if let next = answer.nextCursor {
             page(cursor: next)
           } else {
             let goneSet = Set(gone)

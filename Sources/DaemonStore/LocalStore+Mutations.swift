@@ -176,7 +176,12 @@ extension LocalStore {
             """
             UPDATE mutation_queue SET status = 'rejected', rejection_code = ?, rejection_name = ?, last_error = ?
             WHERE id = ?
-            """, [.integer(Int64(reason.code)), .text(reason.name), .text(reason.description), id])
+            """,
+            [
+              .integer(Int64(reason.code)), .text(reason.name),
+              // The broker's words when it gave some (the limit a `too_large` passed), after the reason.
+              .text(result.message.map { "\(reason.description): \($0)" } ?? reason.description), id,
+            ])
         }
       }
       try connection.execute(

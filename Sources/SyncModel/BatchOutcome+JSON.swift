@@ -20,7 +20,13 @@ extension BatchOutcome {
     out.append(contentsOf: #"},"results":["#.utf8)
     for (index, result) in results.enumerated() {
       if index > 0 { out.append(UInt8(ascii: ",")) }
-      out.append(contentsOf: #"{"mutationId":"#.utf8)
+      out.append(UInt8(ascii: "{"))
+      if let message = result.message {
+        out.append(contentsOf: #""message":"#.utf8)
+        JSONText.appendString(message, to: &out)
+        out.append(UInt8(ascii: ","))
+      }
+      out.append(contentsOf: #""mutationId":"#.utf8)
       JSONText.appendNumber(result.mutationId, to: &out)
       out.append(contentsOf: #","page":"#.utf8)
       JSONText.appendString(result.page.rawValue, to: &out)

@@ -15,14 +15,18 @@ public struct MutationResult: Hashable, Sendable, Codable {
   public var page: EntityID
   public var status: Status
   public var reason: RejectionReason?
+  /// For some rejections, what was wrong in words, naming the limit (`too_large` past `[limits] page_bytes`).
+  /// Absent otherwise, and from an older broker.
+  public var message: String?
 
   public init(
-    mutationId: UInt64, page: EntityID, status: Status, reason: RejectionReason? = nil
+    mutationId: UInt64, page: EntityID, status: Status, reason: RejectionReason? = nil, message: String? = nil
   ) {
     self.mutationId = mutationId
     self.page = page
     self.status = status
     self.reason = reason
+    self.message = message
   }
 }
 

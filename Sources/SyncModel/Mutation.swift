@@ -100,6 +100,10 @@ public struct MutationLimits: Sendable, Equatable {
   /// Characters one block's text may hold, deleted ones included: their ids stay for as long as a device may
   /// still refer to them (`[limits] text_characters_per_block`).
   public var maxTextCharacters = 1 << 20
+  /// Bytes a page may hold as the broker stores it (`[limits] page_bytes`; `PageStore` says what counts): a
+  /// mutation that would grow a page past it is rejected `too_large`. A page already larger stays readable, and
+  /// may shrink.
+  public var maxPageBytes = 16 << 20
   public init() {}
 }
 

@@ -165,15 +165,21 @@ public enum BrokerProtocol {
     /// The newest sequence: the client's next `mutationsSince`.
     public var latest: UInt64
     public var epoch: String
+    /// With `hasMore`: the `offset` of the next request. An answer cut short by `[limits] answer_bytes` holds
+    /// fewer than `limit` pages, and only this continues it without a gap (`page + 1` would skip the rest).
+    public var nextOffset: Int?
 
-    public init(changes: [PageSnapshot], page: Int, limit: Int, hasMore: Bool, latest: UInt64, epoch: String)
-    {
+    public init(
+      changes: [PageSnapshot], page: Int, limit: Int, hasMore: Bool, latest: UInt64, epoch: String,
+      nextOffset: Int? = nil
+    ) {
       self.changes = changes
       self.page = page
       self.limit = limit
       self.hasMore = hasMore
       self.latest = latest
       self.epoch = epoch
+      self.nextOffset = nextOffset
     }
   }
 

@@ -85,9 +85,9 @@ private func scalars(_ text: String) -> [Unicode.Scalar] { Array(text.unicodeSca
     "d1": "untouched: ½ ⅓ ¼ — Ω≈ç√",
   ]
 
-  @Test func theOldFileMigratesToVersion3IntactKeepingEveryTextWithAStateOfIt() throws {
+  @Test func theOldFileMigratesToVersion4IntactKeepingEveryTextWithAStateOfIt() throws {
     let broker = try UpgradedBroker()
-    #expect(try sqlite3(broker.file.path, "PRAGMA user_version; PRAGMA integrity_check") == "3\nok")
+    #expect(try sqlite3(broker.file.path, "PRAGMA user_version; PRAGMA integrity_check") == "4\nok")
     // Byte for byte, as the sqlite3 command line reads them.
     #expect(
       try sqlite3(broker.file.path, "SELECT id || ' ' || hex(text) FROM block ORDER BY id")

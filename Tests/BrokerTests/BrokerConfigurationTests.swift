@@ -46,14 +46,20 @@ private func sampleConfig(file: String = #filePath) -> String {
       token = "0123456789abcdef-alice"
       user = "alice"
       workspaces = ["w1", "w2"]
+      [store]
+      readers = 0
       [limits]
       batch_mutations = 10
+      page_bytes = 1048576
+      answer_bytes = 65536
       """, file: "t.toml")
     #expect(configuration.listen == .inet(host: "0.0.0.0", port: 0))
     #expect(configuration.tokens.count == 1)
     #expect(
       configuration.tokens[0].workspaces == [try EntityID(validating: "w1"), try EntityID(validating: "w2")])
     #expect(configuration.limits.batchMutations == 10)
+    #expect(configuration.limits.pageBytes == 1 << 20 && configuration.limits.answerBytes == 1 << 16)
+    #expect(configuration.readers == 0)
   }
 
   @Test(arguments: [
@@ -75,6 +81,8 @@ private func sampleConfig(file: String = #filePath) -> String {
       "t.toml:2: store.synchronous: must be one of \"full\", \"normal\""
     ),
     ("[limits]\nframe_bytes = 10\n", "t.toml:2: limits.frame_bytes: must be from 1024"),
+    ("[limits]\npage_bytes = 1000\n", "t.toml:2: limits.page_bytes: must be from 65536"),
+    ("[store]\nreaders = 100\n", "t.toml:2: store.readers: must be from 0"),
     ("[limits]\nconnections = \"many\"\n", "t.toml:2: limits.connections: must be an integer"),
     ("[logging]\nlevel = \"info\"\n", "t.toml:1: logging: unknown key"),
     ("[server]\nlisten = \"[::]:7700\"\n", "t.toml:2: server.listen: [::]:7700 is not a loopback address"),
@@ -106,6 +114,7 @@ private func sampleConfig(file: String = #filePath) -> String {
       [store]
       path = "elsewhere.sqlite"
       log_retention = 10
+      readers = 4
       [[auth.tokens]]
       token = "alice-token-0123456789"
       user = "alice"
@@ -113,21 +122,24 @@ private func sampleConfig(file: String = #filePath) -> String {
       [limits]
       connections = 5
       batch_mutations = 2
+      page_bytes = 65536
       [log]
       level = "debug"
       [stream]
       ping_interval = 5
       """, file: "new")
     let plan = running.reloadPlan(to: file)
-    #expect(plan.needsRestart == ["server.listen", "store.path"])
+    #expect(plan.needsRestart == ["server.listen", "store.path", "store.readers"])
     #expect(
       plan.applied == [
-        "store.log_retention", "auth.tokens", "limits.connections", "limits.batch_mutations", "log.level",
-        "stream.ping_interval",
+        "store.log_retention", "auth.tokens", "limits.connections", "limits.batch_mutations",
+        "limits.page_bytes",
+        "log.level", "stream.ping_interval",
       ])
-    #expect(plan.summary.hasSuffix("; restart needed for server.listen, store.path"))
+    #expect(plan.summary.hasSuffix("; restart needed for server.listen, store.path, store.readers"))
     let next = running.reloaded(from: file)
     #expect(next.listen == running.listen && next.storePath == running.storePath)
+    #expect(next.readers == running.readers)
     #expect(next.tokens == file.tokens && next.limits == file.limits && next.logLevel == "debug")
     #expect(next.logRetention == 10 && next.pingIntervalSeconds == 5)
     #expect(

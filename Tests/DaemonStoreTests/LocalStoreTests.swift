@@ -163,25 +163,34 @@ import Testing
     _ = try store.recordEdit(page: id("Q"), action: .setTitle("q"), nowMillis: 11)
     _ = try store.recordEdit(page: id("P"), action: .setTitle("p2"), nowMillis: 12)
     let fourth = try store.recordEdit(page: id("R"), action: .deletePage, nowMillis: 13)
+    _ = try store.recordEdit(page: id("R"), action: .setTitle("r"), nowMillis: 14)
     let outcome = try decodeJSON(
       BatchOutcome.self,
       """
       {"results": [
         {"mutationId": 1, "page": "P", "status": "applied"},
         {"mutationId": 2, "page": "Q", "status": "rejected", "reason": {"code": 5, "name": "page_deleted"}},
-        {"mutationId": 3, "page": "P", "status": "duplicate"}],
+        {"mutationId": 3, "page": "P", "status": "duplicate"},
+        {"mutationId": 5, "page": "R", "status": "rejected", "reason": {"code": 4, "name": "too_large"},
+         "message": "page R would hold 16777300 bytes, over [limits] page_bytes (16777216 bytes)"}],
        "pages": {"P": 7}, "sequence": 7, "lastMutationId": 3, "epoch": "e1"}
       """)
     try store.acknowledge(outcome, nowMillis: 99)
     #expect(try store.pendingMutations(limit: 10) == [fourth])
+    // The broker's words, when it gave some, after the reason.
     #expect(
       try store.conflicts() == [
         MutationConflict(
           mutationId: 2, page: id("Q"), reason: .pageDeleted, type: "set_title", message: "page_deleted (5)",
-          createdAt: 11)
+          createdAt: 11),
+        MutationConflict(
+          mutationId: 5, page: id("R"), reason: .tooLarge, type: "set_title",
+          message:
+            "too_large (4): page R would hold 16777300 bytes, over [limits] page_bytes (16777216 bytes)",
+          createdAt: 14),
       ])
     let status = try store.status()
-    #expect(status.pendingMutations == 1 && status.failedMutations == 1)
+    #expect(status.pendingMutations == 1 && status.failedMutations == 2)
     #expect(status.lastSuccessfulSync == 99)
     let look = try file.inspect()
     defer { look.close() }
@@ -195,7 +204,7 @@ import Testing
         #"{"results": [{"mutationId": 4, "page": "R", "status": "applied"}], "pages": {}, "lastMutationId": 4, "epoch": "e2"}"#
       ), nowMillis: 100)
     #expect(try store.pendingMutations(limit: 10).isEmpty)
-    #expect(try store.conflicts().map(\.mutationId) == [2])
+    #expect(try store.conflicts().map(\.mutationId) == [2, 5])
     // A push answer from a broker with another epoch (a restored store) does not adopt it: only the catch-up's
     // full refetch may, once every page is fetched again.
     #expect(try store.epoch() == "e1")

@@ -61,6 +61,21 @@ import Testing
     try harness.shutdown()
   }
 
+  /// A broker that answers a cursor at or before the one asked with (hostile, or broken) would have the daemon
+  /// ask again forever: that answer is not understood, the fetch ends with the pages not stored as failed.
+  @Test func aCursorThatDoesNotAdvanceEndsTheFetch() throws {
+    let harness = try DaemonHarness(prepare: Self.threePages)
+    harness.goLive(caughtUp: Broker.caughtUp(changed: ["a": 3, "b": 4, "c": 4]))
+    harness.broker.fetches[0].succeed(Broker.fetched([Broker.page("b", time: 4)], next: "b"))
+    try #require(harness.broker.fetches.count == 2)
+    harness.broker.fetches[1].succeed(Broker.fetched([Broker.page("a", time: 3)], next: "a"))
+    #expect(harness.broker.fetches.count == 2, "not asked again from a cursor that went back")
+    #expect(
+      harness.driver.lastError?.contains("does not advance") == true, "\(harness.driver.lastError ?? "")")
+    #expect(try harness.store.localPage(id("a"))?.lastUpdatedTime == 3, "what came is stored")
+    try harness.shutdown()
+  }
+
   @Test func aLostStreamResubscribesCatchesUpAndPushesWhatWasInFlightAgain() throws {
     let harness = try DaemonHarness(prepare: Self.threePages) { $0.pushBatch = 1 }
     let first = harness.goLive()

@@ -33,7 +33,8 @@ import Testing
           reason: status == .rejected
             ? (round % 5 == 0
               ? RejectionReason(code: Int(random.next() % 1000), name: text(8))
-              : RejectionReason.all[index % RejectionReason.all.count]) : nil)
+              : RejectionReason.all[index % RejectionReason.all.count]) : nil,
+          message: status == .rejected && round % 2 == 0 ? text(20) : nil)
       }
       var pages: [EntityID: UInt64] = [:]
       for _ in 0..<Int(random.next() % 6) { pages[entity()] = random.next() >> UInt64(random.next() % 64) }

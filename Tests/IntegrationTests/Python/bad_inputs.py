@@ -16,8 +16,10 @@ came, and the logs of every process. Built on daemon_e2e.py's scenario, broker a
 import base64
 import json
 import os
+import random
 import signal
 import socket
+import string
 import struct
 import subprocess
 import sys
@@ -33,6 +35,7 @@ CAROL = e2e.USERS["carol"][0]  # workspace w2
 BODY_BYTES = 65536
 BATCH_MUTATIONS = 10
 FRAME_BYTES = 4096
+PAGE_BYTES = 65536
 BIG = 18446744073709551615  # 2**64 - 1
 
 
@@ -43,7 +46,7 @@ class Broker(e2e.Broker):
         super().write_config()
         with open(self.config, "a") as config:
             config.write(f"[limits]\nbody_bytes = {BODY_BYTES}\nbatch_mutations = {BATCH_MUTATIONS}\n"
-                         f"frame_bytes = {FRAME_BYTES}\n")
+                         f"frame_bytes = {FRAME_BYTES}\npage_bytes = {PAGE_BYTES}\n")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -127,6 +130,12 @@ def broker_fingerprint(broker):
     return (broker.rows("SELECT key, value FROM meta ORDER BY key"),
             broker.rows("SELECT id, user_id, last_mutation_id FROM client ORDER BY id"),
             broker.rows("SELECT id, workspace_id, last_updated FROM page ORDER BY id"))
+
+
+def noise(count, seed):
+    """`count` letters that zlib cannot shrink much (a block's CRDT state deflates its text)."""
+    generator = random.Random(seed)
+    return "".join(generator.choice(string.ascii_letters + string.digits + " ") for _ in range(count))
 
 
 def check_broker_intact(broker, before, writes=False):
@@ -420,9 +429,11 @@ def table_broker_http(s):
          '"reason":{"code":1,"name":"unknown_page"}', True, None),
         # Query parameters.
         ("limit=0", request("GET", "/v1/sync?limit=0"), 400,
-         "mutationsSince, page and limit must be numbers (limit 1 to 1000)", False, None),
+         "mutationsSince, page, offset and limit must be numbers (limit 1 to 1000)", False, None),
         ("a negative mutationsSince", request("GET", "/v1/sync?mutationsSince=-1"), 400,
-         "mutationsSince, page and limit must be numbers", False, None),
+         "mutationsSince, page, offset and limit must be numbers", False, None),
+        ("a negative offset", request("GET", "/v1/sync?offset=-1"), 400,
+         "mutationsSince, page, offset and limit must be numbers", False, None),
         ("lastMutationAt that is not a number", request("POST", "/v1/sync?lastMutationAt=abc",
                                                          batch("alice-laptop", [])), 400,
          "lastMutationAt must be a sequence number", False, None),
@@ -442,6 +453,19 @@ def table_broker_http(s):
         ("the largest HLC time again (a re-send)", request("POST", "/v1/batch", batch("alice-laptop", [
             mutation(5, "home", time_=f"{BIG}:4294967295", title="far future")])), 200,
          '"reason":{"code":10,"name":"clock_ahead"}', False, None),
+        # Regression: a page had no size bound (2,000 blocks of 65 KB made a 130 MB page, and eight downloads of
+        # it took the broker to 2 GB). Each block fits the body and text limits; the page does not.
+        ("a block of 30,000 bytes in a page within [limits] page_bytes", request("POST", "/v1/batch", batch(
+            "alice-laptop", [mutation(6, "home", "add_block", block="big1", blockType="text", text=noise(30000, 1),
+                                      after=None, attributes={})])), 200,
+         '"mutationId":6,"page":"home","status":"applied"', True, None),
+        ("a second one, past [limits] page_bytes", request("POST", "/v1/batch", batch(
+            "alice-laptop", [mutation(7, "home", "add_block", block="big2", blockType="text", text=noise(30000, 2),
+                                      after="big1", attributes={})])), 200,
+         f'over [limits] page_bytes ({PAGE_BYTES} bytes)","mutationId":7,"page":"home",'
+         '"reason":{"code":4,"name":"too_large"},"status":"rejected"', True, None),
+        ("the page past [limits] page_bytes stays whole and readable", request("GET", "/v1/pages/home"), 200,
+         '"id":"big1"', False, None),
     ]
     before = broker_fingerprint(broker)
     for what, data, status, fragment, writes, header in rows:

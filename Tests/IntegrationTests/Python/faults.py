@@ -755,7 +755,9 @@ class Oracle:
                     blocks[op["block"]]["text"] = op["text"]
             elif kind == "block_delete":
                 if op["block"] in blocks:
+                    # A deleted block keeps no text on the broker (nothing can edit or restore it).
                     blocks[op["block"]]["deleted"] = 1
+                    blocks[op["block"]]["text"] = ""
         b_pages, b_props, b_blocks, b_views = self.broker_pages()
         found = {p: {"kind": r["kind"], "parent": r["parent_id"], "title": r["title"], "deleted": r["deleted"],
                      "props": b_props.get(p, {})} for p, r in b_pages.items() if p not in uncertain}

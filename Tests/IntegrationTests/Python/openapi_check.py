@@ -451,8 +451,11 @@ def http_scenario():
 
     # The seed guide's API.
     pull = step("pull", "GET", "/v1/sync?mutationsSince=0&page=0&limit=2", 200)
-    check(len(pull["changes"]) == 2 and pull["hasMore"], "pull is paginated")
+    check(len(pull["changes"]) == 2 and pull["hasMore"] and pull["nextOffset"] == 2,
+          "pull is paginated, and says where the next answer starts")
+    by_offset = step("pull from nextOffset", "GET", "/v1/sync?mutationsSince=0&offset=2&limit=2", 200)
     pull = step("pull, next page", "GET", f"/v1/sync?mutationsSince=0&page=1&limit=2", 200)
+    check(by_offset["changes"] == pull["changes"], "offset 2 is page 1 of 2")
     latest = pull["latest"]
     step("pull metadata", "GET", f"/v1/sync?mutationsSince={latest}&metadataOnly=true", 200)
     step("pull with limit 0", "GET", "/v1/sync?limit=0", 400, request="invalid")
