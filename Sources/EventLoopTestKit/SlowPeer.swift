@@ -10,6 +10,11 @@ import EventLoop
 /// for a whole 64 KiB segment's room).
 public func shrinkSocketBuffers(_ stream: ByteStream, receive: Int32? = nil, send: Int32? = nil) {
   guard let fd = stream.fileDescriptor else { return }
+  shrinkSocketBuffers(fileDescriptor: fd, receive: receive, send: send)
+}
+
+/// `shrinkSocketBuffers` for a socket known by its descriptor (a `WebSocket`'s, say).
+public func shrinkSocketBuffers(fileDescriptor fd: Int32, receive: Int32? = nil, send: Int32? = nil) {
   for (option, size) in [(SO_RCVBUF, receive), (SO_SNDBUF, send)] {
     guard var size else { continue }
     setsockopt(fd, SOL_SOCKET, option, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -53,4 +58,10 @@ public final class SlowReader {
     stream.close()
     onEnd?()
   }
+}
+
+/// Ignores `SIGPIPE` in the test process, as the programs do (`BrokerMain`, `DaemonMain`): a test whose peer goes
+/// away while the server writes to it must see the write fail, not the process die.
+public func ignoreBrokenPipes() {
+  signal(SIGPIPE, SIG_IGN)
 }
