@@ -106,6 +106,7 @@ public final class BrokerServer {
     http.limits = HTTPParserLimits(maxHeaderBytes: 32 * 1024, maxBodyBytes: configuration.limits.bodyBytes)
     http.maxConnections = configuration.limits.connections
     http.maxConnectionsPerPeer = configuration.limits.connectionsPerPeer
+    Self.applyConnectionLimits(configuration.limits, to: &http)
     http.serverName = "pagesync-broker"
     self.http = HTTPServer(loop: loop, configuration: http, router: HTTPRouter())
     addRoutes(self.http.router)
@@ -195,6 +196,13 @@ public final class BrokerServer {
           logger.error("change log pruning failed", metadata: ["error": "\(error)"])
         }
       })
+  }
+
+  /// The `[limits]` that bound one HTTP connection's time and queue (live: read at each use).
+  static func applyConnectionLimits(_ limits: BrokerLimits, to http: inout HTTPServerConfiguration) {
+    http.maxQueuedResponseBytes = limits.queuedBytesPerConnection
+    http.requestReadTimeout = UInt64(limits.requestSeconds) * 1000
+    http.writeStallTimeout = UInt64(limits.writeStallSeconds) * 1000
   }
 
   private func log(_ event: HTTPServerEvent) {
