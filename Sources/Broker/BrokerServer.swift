@@ -212,6 +212,10 @@ public final class BrokerServer {
       logger.warning("connection refused", metadata: ["reason": "\(reason)"])
     case .badRequest(let status, let message):
       logger.info("bad request", metadata: ["http.status": "\(status.code)", "reason": "\(message)"])
+    case .writeStalled(let queued):
+      logger.info(
+        "connection dropped: the peer read nothing for [limits] write_stall_seconds",
+        metadata: ["http.queued_bytes": "\(queued)"])
     }
   }
 

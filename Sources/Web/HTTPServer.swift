@@ -227,4 +227,6 @@ public enum HTTPServerEvent: Sendable {
   case connectionRefused(reason: String)
   /// A request was refused before reaching a handler (400, 408, 413, 431, 505).
   case badRequest(HTTPStatus, String)
+  /// A connection was dropped: its peer took none of the `queuedBytes` waiting for it for `writeStallTimeout`.
+  case writeStalled(queuedBytes: Int)
 }

@@ -61,7 +61,10 @@ final class HTTPServerConnection {
     stream.onEnd = { [unowned self] in self.peerEnded() }
     stream.onError = { [unowned self] _ in self.closeNow() }
     stream.onDrain = { [unowned self] in self.drained() }
-    stream.onWriteStall = { [unowned self] in self.closeNow() }
+    stream.onWriteStall = { [unowned self] in
+      self.server.onEvent?(.writeStalled(queuedBytes: self.stream.queuedBytes))
+      self.closeNow()
+    }
     stream.startReading()
     updateTimer()
   }

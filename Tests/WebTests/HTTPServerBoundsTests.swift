@@ -117,29 +117,35 @@ private func poll(_ loop: Loop, _ body: @escaping () -> Bool) {
     try loop.close()
   }
 
-  /// A peer that asked with `Connection: close` and reads nothing is not kept `writeStallTimeout` after it
-  /// stopped taking bytes: its descriptor and queued answer go.
+  /// A peer that reads nothing of its answer is not kept past `writeStallTimeout` after it stopped taking bytes,
+  /// whether it asked with `Connection: close` (the connection is closing) or not (it is dropped, and said so):
+  /// its descriptor and queued answer go.
   @Test func aPeerThatReadsNothingOfItsAnswerIsDroppedAtTheStallLimit() throws {
     let loop = try Loop()
     var configuration = HTTPServerConfiguration()
     configuration.writeStallTimeout = 100
     let test = try server(configuration, loop)
-    var client: ByteStream?
+    var stalls: [Int] = []
+    test.server.onEvent = { event in
+      if case .writeStalled(let queued) = event { stalls.append(queued) }
+    }
+    var clients: [ByteStream] = []
     var droppedAfter: UInt64?
     let start = loop.now
-    rawConnect(loop, test.address, "GET /big HTTP/1.1\r\nConnection: close\r\n\r\n") { stream in
-      client = stream
-      poll(loop) {
-        guard test.server.connectionCount == 0, test.server.openConnectionCount == 0 else { return false }
-        droppedAfter = loop.now - start
-        client?.close()
-        test.server.close()
-        return true
-      }
+    for request in ["GET /big HTTP/1.1\r\nConnection: close\r\n\r\n", "GET /big HTTP/1.1\r\n\r\n"] {
+      rawConnect(loop, test.address, request) { stream in clients.append(stream) }
+    }
+    poll(loop) {
+      guard clients.count == 2, test.server.openConnectionCount == 0 else { return false }
+      droppedAfter = loop.now - start
+      for client in clients { client.close() }
+      test.server.close()
+      return true
     }
     try loop.runUntilDone(timeout: 5_000)
     let elapsed = try #require(droppedAfter)
     #expect(elapsed >= 100 && elapsed < 1_500, "dropped after \(elapsed) ms")
+    #expect(stalls.count == 1 && stalls[0] > 0, "the keep-alive one is reported: \(stalls)")
     try loop.close()
   }
 
