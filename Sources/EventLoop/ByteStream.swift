@@ -68,9 +68,8 @@ public final class ByteStream: LoopHandle {
   private var stallSince: UInt64 = 0
   /// The peer's end of stream was read.
   private var sawEndOfStream = false
-  /// Set by `closeGracefully`: how long to linger once everything queued is written, and who waits for the close.
+  /// Set by `closeGracefully`: how long to linger once everything queued is written.
   private var gracefulLinger: UInt64?
-  private var gracefulCallbacks: [() -> Void] = []
 
   /// Most buffers handed to one write call (Linux IOV_MAX is 1024).
   static let maxBuffersPerWrite = 256
@@ -467,13 +466,14 @@ public final class ByteStream: LoopHandle {
   /// ```
   ///
   /// The linger starts only once the queue is written, so a slow reader gets everything; a peer that stops
-  /// reading is bounded by the stall limit instead. `then` runs once the stream is closed.
+  /// reading is bounded by the stall limit instead. `then` runs once the stream is closed, this way or another
+  /// (`Loop.closeAllHandles`).
   public func closeGracefully(linger: UInt64 = 2000, then: (() -> Void)? = nil) {
     guard !isClosing else {
       if let then { close(then: then) }
       return
     }
-    if let then { gracefulCallbacks.append(then) }
+    if let then { whenClosed(then) }
     guard gracefulLinger == nil else { return }
     gracefulLinger = linger
     onRead = nil
@@ -508,10 +508,7 @@ public final class ByteStream: LoopHandle {
   }
 
   private func finishGracefulClose() {
-    guard !isClosing else { return }
-    let callbacks = gracefulCallbacks
-    gracefulCallbacks = []
-    close { for callback in callbacks { callback() } }
+    close()
   }
 
   // MARK: Options and addresses

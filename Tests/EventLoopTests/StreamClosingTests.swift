@@ -138,4 +138,21 @@ import Testing
     #expect(slow?.bytes.count == 1 << 20)
     try loop.close()
   }
+
+  /// Whoever closes a closing stream, its `then` runs: a WebSocket reports its close through it, and the loop
+  /// closing every handle at shutdown while the stream lingered left it unreported.
+  @Test func aGracefulClosesCallbackRunsWhenTheLoopClosesTheStreamFirst() throws {
+    let loop = try Loop()
+    var called = false
+    let listener = try serve(loop) { stream in
+      stream.closeGracefully(linger: 10_000) { called = true }
+    }
+    ByteStream.connect(loop: loop, to: listener.address) { _ in
+      let timer = LoopTimer(loop: loop)
+      timer.start(after: 50) { loop.closeAllHandles() }
+    }
+    try loop.runUntilDone()
+    #expect(called)
+    try loop.close()
+  }
 }
