@@ -64,6 +64,15 @@ public struct BrokerLimits: Sendable, Equatable {
   public var batchMutations = 1_000
   /// Bytes queued to one WebSocket before the broker stops writing to it and lets notifications coalesce.
   public var pendingBytesPerConnection = 256 * 1024
+  /// Bytes queued to one connection (HTTP answers, a stream's answers to its frames) beyond which the broker stops
+  /// reading it until the queue is written.
+  public var queuedBytesPerConnection = 4 << 20
+  /// Seconds a WebSocket frame (or fragmented message) may take from its first byte to its last (close 1008).
+  public var frameSeconds = 30
+  /// Seconds an HTTP request may take from its first byte to its last (408).
+  public var requestSeconds = 10
+  /// Seconds a connection's peer may take no byte of what is queued for it before it is dropped.
+  public var writeStallSeconds = 60
   /// Seconds a mutation's time may be ahead of the broker's wall clock (`clock_ahead` beyond).
   public var clockAheadSeconds = 86_400
   /// Insert runs, deleted ranges and mark operations in one `splice_text` or `mark_text` (`too_large` beyond).
@@ -152,6 +161,15 @@ extension BrokerConfiguration {
     configuration.limits.pendingBytesPerConnection = try limits.int(
       "pending_bytes_per_connection", default: configuration.limits.pendingBytesPerConnection,
       range: 1024...(1 << 30))
+    configuration.limits.queuedBytesPerConnection = try limits.int(
+      "queued_bytes_per_connection", default: configuration.limits.queuedBytesPerConnection,
+      range: (64 << 10)...(1 << 30))
+    configuration.limits.frameSeconds = try limits.int(
+      "frame_seconds", default: configuration.limits.frameSeconds, range: 1...3600)
+    configuration.limits.requestSeconds = try limits.int(
+      "request_seconds", default: configuration.limits.requestSeconds, range: 1...3600)
+    configuration.limits.writeStallSeconds = try limits.int(
+      "write_stall_seconds", default: configuration.limits.writeStallSeconds, range: 1...3600)
     configuration.limits.clockAheadSeconds = try limits.int(
       "clock_ahead_seconds", default: configuration.limits.clockAheadSeconds, range: 1...315_360_000)
     configuration.limits.textOpsPerMutation = try limits.int(
@@ -214,6 +232,12 @@ extension BrokerConfiguration {
     plan.live(
       "limits.pending_bytes_per_connection", limits.pendingBytesPerConnection,
       new.limits.pendingBytesPerConnection)
+    plan.live(
+      "limits.queued_bytes_per_connection", limits.queuedBytesPerConnection,
+      new.limits.queuedBytesPerConnection)
+    plan.live("limits.frame_seconds", limits.frameSeconds, new.limits.frameSeconds)
+    plan.live("limits.request_seconds", limits.requestSeconds, new.limits.requestSeconds)
+    plan.live("limits.write_stall_seconds", limits.writeStallSeconds, new.limits.writeStallSeconds)
     plan.live("log.level", logLevel, new.logLevel)
     plan.live("stream.ping_interval", pingIntervalSeconds, new.pingIntervalSeconds)
     return plan

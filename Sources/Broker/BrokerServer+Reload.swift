@@ -18,10 +18,14 @@ extension BrokerServer {
     logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
     http.configuration.maxConnections = configuration.limits.connections
     http.configuration.maxConnectionsPerPeer = configuration.limits.connectionsPerPeer
+    Self.applyConnectionLimits(configuration.limits, to: &http.configuration)
     http.configuration.limits = HTTPParserLimits(
       maxHeaderBytes: http.configuration.limits.maxHeaderBytes, maxBodyBytes: configuration.limits.bodyBytes)
     if old.limits.frameBytes != configuration.limits.frameBytes
       || old.pingIntervalSeconds != configuration.pingIntervalSeconds
+      || old.limits.queuedBytesPerConnection != configuration.limits.queuedBytesPerConnection
+      || old.limits.frameSeconds != configuration.limits.frameSeconds
+      || old.limits.writeStallSeconds != configuration.limits.writeStallSeconds
     {
       addStreamRoute(http.router)
     }

@@ -55,6 +55,10 @@ extension BrokerServer {
     stream.maxMessageSize = configuration.limits.frameBytes
     stream.pingInterval = UInt64(configuration.pingIntervalSeconds) * 1000
     stream.pongTimeout = UInt64(configuration.pingIntervalSeconds) * 1000
+    stream.maxQueuedBytes = configuration.limits.queuedBytesPerConnection
+    stream.messageTimeout = UInt64(configuration.limits.frameSeconds) * 1000
+    stream.messageTimeoutReason = BrokerProtocol.StreamCloseReason.frameTimeout.reason
+    stream.writeStallTimeout = UInt64(configuration.limits.writeStallSeconds) * 1000
     router.webSocket(
       "/v1/stream",
       WebSocketRoute(

@@ -123,6 +123,7 @@ public final class BrokerServer {
     http.limits = HTTPParserLimits(maxHeaderBytes: 32 * 1024, maxBodyBytes: configuration.limits.bodyBytes)
     http.maxConnections = configuration.limits.connections
     http.maxConnectionsPerPeer = configuration.limits.connectionsPerPeer
+    Self.applyConnectionLimits(configuration.limits, to: &http)
     http.serverName = "pagesync-broker"
     self.http = HTTPServer(loop: loop, configuration: http, router: HTTPRouter())
     addRoutes(self.http.router)
@@ -215,6 +216,13 @@ public final class BrokerServer {
       })
   }
 
+  /// The `[limits]` that bound one HTTP connection's time and queue (live: read at each use).
+  static func applyConnectionLimits(_ limits: BrokerLimits, to http: inout HTTPServerConfiguration) {
+    http.maxQueuedResponseBytes = limits.queuedBytesPerConnection
+    http.requestReadTimeout = UInt64(limits.requestSeconds) * 1000
+    http.writeStallTimeout = UInt64(limits.writeStallSeconds) * 1000
+  }
+
   private func log(_ event: HTTPServerEvent) {
     switch event {
     case .acceptFailed(let error): logger.error("accept failed", metadata: ["error": "\(error)"])
@@ -222,6 +230,10 @@ public final class BrokerServer {
       logger.warning("connection refused", metadata: ["reason": "\(reason)"])
     case .badRequest(let status, let message):
       logger.info("bad request", metadata: ["http.status": "\(status.code)", "reason": "\(message)"])
+    case .writeStalled(let queued):
+      logger.info(
+        "connection dropped: the peer read nothing for [limits] write_stall_seconds",
+        metadata: ["http.queued_bytes": "\(queued)"])
     }
   }
 

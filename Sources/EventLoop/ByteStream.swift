@@ -15,7 +15,9 @@ import CLibUV
 /// Writing: `write` only queues (no copy: the buffer's storage is retained). Everything queued during one loop turn
 /// goes out at the end of the turn in one vectored `uv_try_write` (and, for what the kernel did not take, one
 /// `uv_write`). `queuedBytes` counts what the kernel has not accepted yet, for backpressure; `onDrain` fires when
-/// it falls back to zero.
+/// it falls back to zero. `write` itself sets no bound: an owner that answers what it reads stops reading while
+/// `queuedBytes` is high (HTTP and WebSocket connections do). A peer that takes nothing at all for
+/// `writeStallTimeout` ms while bytes wait is reported to `onWriteStall` (or the stream closes).
 ///
 /// Threading: loop thread only.
 public final class ByteStream: LoopHandle {
@@ -31,6 +33,13 @@ public final class ByteStream: LoopHandle {
   public var onError: ((LoopError) -> Void)?
   /// Every queued byte has been handed to the kernel.
   public var onDrain: (() -> Void)?
+  /// The peer took no byte for `writeStallTimeout` ms while bytes were queued for it. When unset, the stream
+  /// closes.
+  public var onWriteStall: (() -> Void)?
+  /// How long (ms) the peer may take no byte while bytes are queued for it before `onWriteStall`; 0 for no limit.
+  /// Progress is any byte the kernel accepts (a partial write counts), checked every quarter of the time, so a
+  /// stall is reported between 1 and 1.25 times it after the last progress. A slow reader is never a stalled one.
+  public var writeStallTimeout: UInt64 = 0
   /// The stream is being closed, by its owner or by someone else (`Loop.closeAllHandles` at shutdown). Runs
   /// once, before the other callbacks are released; an owner that closes the stream itself clears it first.
   public var onClose: (() -> Void)?
@@ -51,6 +60,16 @@ public final class ByteStream: LoopHandle {
   private var lingering: LoopTimer?
   private var shutdownRequested = false
   private var shutdownWhenDrained = false
+  /// Bytes of the `uv_write` in flight (their progress is libuv's write queue size going down).
+  private var inFlightBytes = 0
+  /// Checks, while bytes are queued, that the peer takes some (`writeStallTimeout`).
+  private var stallWatch: LoopTimer?
+  private var stallMark = 0
+  private var stallSince: UInt64 = 0
+  /// The peer's end of stream was read.
+  private var sawEndOfStream = false
+  /// Set by `closeGracefully`: how long to linger once everything queued is written.
+  private var gracefulLinger: UInt64?
 
   /// Most buffers handed to one write call (Linux IOV_MAX is 1024).
   static let maxBuffersPerWrite = 256
@@ -189,6 +208,7 @@ public final class ByteStream: LoopHandle {
       uv_read_stop(stream)
       let error = LoopError(code: Int32(nread), operation: "read")
       if error.isEndOfFile {
+        sawEndOfStream = true
         if let onEnd { onEnd() } else { close() }
       } else {
         fail(error)
@@ -252,6 +272,7 @@ public final class ByteStream: LoopHandle {
       return
     }
     submitWrite()
+    watchForStall()
   }
 
   /// Removes `written` bytes from the front of the queue; returns how many bytes the gathered buffers held.
@@ -303,6 +324,7 @@ public final class ByteStream: LoopHandle {
       return
     }
     for i in pendingHead..<pendingHead + count { pending[i] = ByteBuffer(capacity: 0) }
+    inFlightBytes = request.bytes
     pendingHead += count
     if pendingHead == pending.count {
       pending.removeAll(keepingCapacity: pending.count <= 64)
@@ -313,6 +335,7 @@ public final class ByteStream: LoopHandle {
 
   fileprivate func writeCompleted(bytes: Int, status: Int32) {
     writeInFlight = false
+    inFlightBytes = 0
     if status < 0 {
       let error = LoopError(code: status, operation: "write")
       if !error.isCancelled && !isClosing { fail(error) }
@@ -330,11 +353,69 @@ public final class ByteStream: LoopHandle {
 
   private func didDrain() {
     guard queuedBytes == 0 else { return }
+    stallWatch?.stop()
     if shutdownWhenDrained {
       shutdownWhenDrained = false
       ShutdownRequest.start(self)
     }
+    if gracefulLinger != nil {
+      startLinger()
+      return
+    }
     onDrain?()
+  }
+
+  // MARK: Write stalls
+
+  /// Bytes the kernel has accepted so far, with the part of the write in flight it already took.
+  var acceptedBytes: Int {
+    guard writeInFlight, !isClosing else { return bytesWritten }
+    return bytesWritten + inFlightBytes - Int(uv_stream_get_write_queue_size(stream))
+  }
+
+  /// The stall limit in force: `writeStallTimeout`, or while a graceful close drains without one, its linger.
+  private var stallTimeout: UInt64 {
+    writeStallTimeout > 0 ? writeStallTimeout : gracefulLinger ?? 0
+  }
+
+  /// Starts watching the queue for progress, if bytes wait and a limit is set (and no watch runs already).
+  private func watchForStall() {
+    let timeout = stallTimeout
+    guard timeout > 0, queuedBytes > 0, !isClosing else { return }
+    let timer: LoopTimer
+    if let stallWatch {
+      guard !stallWatch.isActive else { return }
+      timer = stallWatch
+    } else {
+      timer = LoopTimer(loop: loop)
+      stallWatch = timer
+    }
+    stallMark = acceptedBytes
+    stallSince = loop.now
+    let period = Swift.max(timeout / 4, 1)
+    timer.start(after: period, repeatEvery: period) { [unowned self] in self.checkStall(timeout) }
+  }
+
+  private func checkStall(_ timeout: UInt64) {
+    guard queuedBytes > 0, !isClosing else {
+      stallWatch?.stop()
+      return
+    }
+    let accepted = acceptedBytes
+    if accepted != stallMark {
+      stallMark = accepted
+      stallSince = loop.now
+      return
+    }
+    guard loop.now &- stallSince >= timeout else { return }
+    stallWatch?.stop()
+    if gracefulLinger != nil {
+      finishGracefulClose()
+    } else if let onWriteStall {
+      onWriteStall()
+    } else {
+      close()
+    }
   }
 
   private func fail(_ error: LoopError) {
@@ -353,10 +434,13 @@ public final class ByteStream: LoopHandle {
     queuedBytes = 0
     lingering?.close()
     lingering = nil
+    stallWatch?.close()
+    stallWatch = nil
     onRead = nil
     onEnd = nil
     onError = nil
     onDrain = nil
+    onWriteStall = nil
   }
 
   /// Half-closes: once everything queued is written, sends FIN (`uv_shutdown`). Reading goes on until the peer
@@ -374,21 +458,57 @@ public final class ByteStream: LoopHandle {
   /// Closes after everything queued is written, sending FIN first and then reading (and discarding) until the
   /// peer closes too or `linger` ms pass. This keeps a response the peer has not read yet from being destroyed by
   /// a reset when unread request bytes are still arriving (the "lingering close" of HTTP servers).
+  ///
+  /// ```
+  ///   draining ──queue written──▶ FIN, lingering ──peer's EOF or `linger` ms──▶ closed
+  ///      │ read and discard; the peer's EOF is noted, not an end     ▲
+  ///      └──error, or no byte taken for writeStallTimeout (or linger if none)──┘
+  /// ```
+  ///
+  /// The linger starts only once the queue is written, so a slow reader gets everything; a peer that stops
+  /// reading is bounded by the stall limit instead. `then` runs once the stream is closed, this way or another
+  /// (`Loop.closeAllHandles`).
   public func closeGracefully(linger: UInt64 = 2000, then: (() -> Void)? = nil) {
     guard !isClosing else {
       if let then { close(then: then) }
       return
     }
+    if let then { whenClosed(then) }
+    guard gracefulLinger == nil else { return }
+    gracefulLinger = linger
     onRead = nil
     onDrain = nil
-    onEnd = { [unowned self] in self.close(then: then) }
-    onError = { [unowned self] _ in self.close(then: then) }
-    let timer = LoopTimer(loop: loop)
-    lingering?.close()
-    lingering = timer
-    timer.start(after: linger) { [unowned self] in self.close(then: then) }
+    onWriteStall = nil
+    onEnd = { [unowned self] in
+      // While answers are still being written, the peer's half-close is no reason to cut them.
+      if self.lingering != nil { self.finishGracefulClose() }
+    }
+    onError = { [unowned self] _ in self.finishGracefulClose() }
+    if !sawEndOfStream { startReading() }
     shutdownWrite()
-    startReading()
+    if queuedBytes == 0 && !writeInFlight {
+      startLinger()
+    } else {
+      // The limit may have changed (a graceful close without `writeStallTimeout` uses its linger).
+      stallWatch?.stop()
+      watchForStall()
+    }
+  }
+
+  /// Everything queued is written (and FIN on its way): wait for the peer's EOF, at most the linger time.
+  private func startLinger() {
+    guard let linger = gracefulLinger, lingering == nil, !isClosing else { return }
+    if sawEndOfStream {
+      finishGracefulClose()
+      return
+    }
+    let timer = LoopTimer(loop: loop)
+    lingering = timer
+    timer.start(after: linger) { [unowned self] in self.finishGracefulClose() }
+  }
+
+  private func finishGracefulClose() {
+    close()
   }
 
   // MARK: Options and addresses

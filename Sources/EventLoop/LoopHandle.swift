@@ -64,6 +64,11 @@ public class LoopHandle {
     }
   }
 
+  /// Runs `body` once the handle is closed, whoever closes it (as `close(then:)` does, without closing).
+  func whenClosed(_ body: @escaping () -> Void) {
+    closeCallbacks.append(body)
+  }
+
   /// Subclasses release what they hold before libuv forgets the handle.
   func willClose() {}
 

@@ -35,12 +35,15 @@ extension BrokerProtocol {
     /// 1008: a reload narrowed the token's workspaces and the broker could not tell which subscriptions that
     /// ends (a store error): the device subscribes again under its new grant.
     case accessChanged
+    /// 1008: a frame or fragmented message took longer than `[limits] frame_seconds` from its first byte (the
+    /// WebSocket layer decides it; the broker names the limit).
+    case frameTimeout
 
     /// The WebSocket close code (RFC 6455 section 7.4).
     public var code: UInt16 {
       switch self {
       case .shuttingDown: 1001
-      case .notAuthorized, .tokenRevoked, .accessChanged: 1008
+      case .notAuthorized, .tokenRevoked, .accessChanged, .frameTimeout: 1008
       }
     }
 
@@ -51,6 +54,7 @@ extension BrokerProtocol {
       case .notAuthorized: "not authorized"
       case .tokenRevoked: "token revoked"
       case .accessChanged: "access changed; subscribe again"
+      case .frameTimeout: "frame not completed within [limits] frame_seconds"
       }
     }
   }

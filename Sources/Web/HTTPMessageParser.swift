@@ -57,6 +57,8 @@ final class HTTPMessageParser {
   /// Responses only: the method of the request the next response answers (nil: treat as GET). A response to
   /// HEAD has no body; a 2xx response to CONNECT starts a tunnel.
   var answering: HTTPMethod?
+  /// Messages begun so far (`on_message_begin`), for a deadline per message.
+  private(set) var messagesBegun = 0
   private(set) var phase = Phase.idle
   private(set) var failure: HTTPParseError?
   private(set) var isUpgraded = false
@@ -182,6 +184,7 @@ final class HTTPMessageParser {
 
   private func messageBegin() -> Int32 {
     phase = .startLine
+    messagesBegun &+= 1
     target.removeAll(keepingCapacity: true)
     fieldBytes.removeAll(keepingCapacity: true)
     valueBytes.removeAll(keepingCapacity: true)

@@ -75,6 +75,9 @@ public final class HTTPRequestDecoder {
   /// half-sent request, and closes an idle connection quietly).
   public var isMidRequest: Bool { parser.phase != .idle }
 
+  /// Requests begun so far (their first byte parsed), complete or not: a change tells that a new one started.
+  public var requestsBegun: Int { parser.messagesBegun }
+
   /// Whether the head of the current request is complete while its body is still arriving (so a slow body is
   /// distinguishable from slow headers).
   public var hasPendingHead: Bool { parser.isInBody }

@@ -8,7 +8,8 @@ public struct HTTPServerConfiguration: Sendable {
   /// How long a keep-alive connection may sit with no request before it is closed.
   public var idleTimeout: UInt64 = 60_000
   /// How long a request may take to arrive, from its first byte to its last; then 408 and close. This is what
-  /// keeps half-sent requests (slowloris) from piling up.
+  /// keeps half-sent requests (slowloris) from piling up. Each request has its own: the time starts again when
+  /// the next request on the connection begins.
   public var requestReadTimeout: UInt64 = 10_000
   /// Requests read ahead of their responses on one connection (pipelining); past it the server stops reading
   /// from that connection until responses go out.
@@ -19,9 +20,22 @@ public struct HTTPServerConfiguration: Sendable {
   /// that opens connections and sends nothing cannot take the whole `maxConnections` from the others). One more
   /// from that address gets a 503 and is closed.
   public var maxConnectionsPerPeer = Int.max
-  /// Bytes of response data queued for a connection beyond which it stops reading requests until the peer
-  /// reads (backpressure against a client that pipelines and never reads).
+  /// Bytes of response data queued for a connection beyond which it reads and parses no more requests until the
+  /// queue is written (backpressure against a client that pipelines and never reads). The queue can exceed it
+  /// by the answers to requests already parsed (at most `maxPipelinedRequests`).
   public var maxQueuedResponseBytes = 4 << 20
+  /// How long (ms) a connection's peer may take no byte of what is queued for it before the connection is
+  /// closed without more ado (`ByteStream.writeStallTimeout`); 0 for no limit. A connection is not idle while
+  /// an answer is being written, so this, not `idleTimeout`, bounds a peer that stopped reading; and it bounds
+  /// how long a closing connection may take to write its last answers.
+  public var writeStallTimeout: UInt64 = 60_000
+  /// How long a connection that the server closes waits, once its last answer is written and FIN sent, for the
+  /// peer to close too (the lingering close), so that a reset does not destroy an answer not yet read.
+  public var lingerTimeout: UInt64 = 2_000
+  /// Connections refused (over a connection limit) that may be lingering at once after their 503; beyond this a
+  /// refused connection is closed at once without an answer, so a flood of refused connections cannot hold
+  /// more descriptors than the limits plus this.
+  public var maxLingeringRefusals = 256
   /// The `Server` header, or nil for none.
   public var serverName: String? = "pagesync"
 
@@ -75,12 +89,17 @@ public final class HTTPServer {
 
   /// Connections upgraded to WebSocket and still open. They count against `maxConnections` with the HTTP ones:
   /// each holds a file descriptor all the same.
-  public private(set) var upgradedCount = 0
+  public var upgradedCount: Int { upgradedStreams.count }
+  private var upgradedStreams: Set<ObjectIdentifier> = []
 
-  /// Every open connection this server accepted: HTTP and upgraded.
-  public var openConnectionCount: Int { connectionObjects.count + upgradedCount }
+  /// Every connection this server accepted (and did not refuse) whose descriptor is still open: HTTP, upgraded,
+  /// and closed ones still writing their last answers or lingering. What the connection limits count.
+  public private(set) var openConnectionCount = 0
 
-  /// Open connections (HTTP and upgraded) per peer host, for `maxConnectionsPerPeer`.
+  /// Refused connections still open (their 503 being written, or lingering).
+  public private(set) var lingeringRefusals = 0
+
+  /// Open connections (as `openConnectionCount`) per peer host, for `maxConnectionsPerPeer`.
   private var peerConnections: [String: Int] = [:]
 
   /// Open connections from `host` (an address as `SocketAddress` prints it, without the port).
@@ -99,27 +118,51 @@ public final class HTTPServer {
         nil
       }
     if let refusal {
-      onEvent?(.connectionRefused(reason: refusal))
-      let response = HTTPResponseError(.serviceUnavailable, refusal).response
-      responseCounts.record(response.head.status.code)
-      var bytes = ByteBuffer()
-      var head = response.head
-      head.headers.replaceOrAdd(name: "Connection", value: "close")
-      HTTPEncoder.encodeResponse(HTTPResponse(head: head, body: response.body), into: &bytes)
-      stream.write(bytes)
-      stream.closeGracefully(linger: 500)
+      refuse(stream, refusal)
       return
     }
     stream.setNoDelay(true)
-    let connection = HTTPServerConnection(server: self, stream: stream, peer: peer)
+    stream.writeStallTimeout = configuration.writeStallTimeout
+    let connection = HTTPServerConnection(server: self, stream: stream)
+    // The descriptor counts until it is closed, not until the connection is done with it: a closed connection
+    // still writing its last answer, or lingering, holds it all the same.
+    openConnectionCount += 1
     if let peer { peerConnections[peer, default: 0] += 1 }
+    let streamID = ObjectIdentifier(stream)
+    stream.onClose = { [weak self, weak connection] in
+      // Closed behind the connection's back (the loop closing every handle at shutdown): detach it.
+      connection?.streamClosed()
+      guard let self else { return }
+      self.openConnectionCount -= 1
+      self.upgradedStreams.remove(streamID)
+      if let peer { self.forget(peer) }
+    }
     connectionObjects[ObjectIdentifier(connection)] = connection
     connection.start()
   }
 
+  /// Answers 503 naming `reason` and closes; at once, without an answer, when too many refusals linger already.
+  private func refuse(_ stream: ByteStream, _ reason: String) {
+    onEvent?(.connectionRefused(reason: reason))
+    guard lingeringRefusals < configuration.maxLingeringRefusals else {
+      stream.close()
+      return
+    }
+    let response = HTTPResponseError(.serviceUnavailable, reason).response
+    responseCounts.record(response.head.status.code)
+    var bytes = ByteBuffer()
+    var head = response.head
+    head.headers.replaceOrAdd(name: "Connection", value: "close")
+    HTTPEncoder.encodeResponse(HTTPResponse(head: head, body: response.body), into: &bytes)
+    lingeringRefusals += 1
+    stream.onClose = { [weak self] in self?.lingeringRefusals -= 1 }
+    stream.write(bytes)
+    stream.closeGracefully(linger: 500)
+  }
+
   func connectionDidClose(_ connection: HTTPServerConnection) {
+    // Its descriptor stays counted until the stream closes (`accept`).
     connectionObjects.removeValue(forKey: ObjectIdentifier(connection))
-    if let peer = connection.peer { forget(peer) }
     if closing && connectionObjects.isEmpty, let completion = closeCompletion {
       closeCompletion = nil
       completion()
@@ -142,14 +185,9 @@ public final class HTTPServer {
 
   var isClosing: Bool { closing }
 
-  /// A connection handed its stream to a WebSocket: count it until the stream closes.
-  func connectionUpgraded(_ stream: ByteStream, peer: String?) {
-    upgradedCount += 1
-    if let peer { peerConnections[peer, default: 0] += 1 }
-    stream.onClose = { [weak self] in
-      self?.upgradedCount -= 1
-      if let peer { self?.forget(peer) }
-    }
+  /// A connection handed its stream to a WebSocket: counted as upgraded until the stream closes.
+  func connectionUpgraded(_ stream: ByteStream) {
+    upgradedStreams.insert(ObjectIdentifier(stream))
   }
 
   private func forget(_ peer: String) {
@@ -189,4 +227,6 @@ public enum HTTPServerEvent: Sendable {
   case connectionRefused(reason: String)
   /// A request was refused before reaching a handler (400, 408, 413, 431, 505).
   case badRequest(HTTPStatus, String)
+  /// A connection was dropped: its peer took none of the `queuedBytes` waiting for it for `writeStallTimeout`.
+  case writeStalled(queuedBytes: Int)
 }

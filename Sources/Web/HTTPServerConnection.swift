@@ -9,20 +9,22 @@ import EventLoop
 ///    │  idleTimeout       │ requestReadTimeout → 408           │ (pipelined requests queue up
 ///    ▼                    ▼ parse error → 400/413/431/505      │  to maxPipelinedRequests; their
 ///  closed              closing ◀──── Connection: close ────────┘  responses go out in order)
-///                                          │ upgrade accepted
-///                                          ▼
-///                                   WebSocket owns the stream
+///                         │ answers written, lingering     │ upgrade accepted
+///                         ▼                                ▼
+///                       closed                  WebSocket owns the stream
 /// ```
 ///
 /// Bytes are parsed straight from the loop's read buffer; only bytes that cannot be parsed yet (pipelining
 /// backpressure) are copied. Responses complete in any order but are written in request order.
 ///
+/// Bounds: each request must arrive within `requestReadTimeout` of its first byte; no request is parsed while
+/// more than `maxQueuedResponseBytes` wait to be written (reading stops until they are); a connection is idle
+/// only with nothing to write, and a peer that takes no byte for `writeStallTimeout` is dropped.
+///
 /// Threading: loop thread only.
 final class HTTPServerConnection {
   private let server: HTTPServer
   let stream: ByteStream
-  /// The peer host, for the server's per-peer count (nil on a Unix socket).
-  let peer: String?
   private let decoder: HTTPRequestDecoder
   private let timer: LoopTimer
   private var timerMode = TimerMode.none
@@ -41,11 +43,13 @@ final class HTTPServerConnection {
   private var upgradeLeftover = ByteBuffer(capacity: 0)
 
   private enum TimerMode { case none, idle, reading }
+  /// The request the read deadline runs for (`HTTPRequestDecoder.requestsBegun`), so that the next one gets a
+  /// deadline of its own.
+  private var timedRequest = 0
 
-  init(server: HTTPServer, stream: ByteStream, peer: String?) {
+  init(server: HTTPServer, stream: ByteStream) {
     self.server = server
     self.stream = stream
-    self.peer = peer
     decoder = HTTPRequestDecoder(limits: server.configuration.limits)
     timer = LoopTimer(loop: server.loop)
   }
@@ -57,9 +61,10 @@ final class HTTPServerConnection {
     stream.onEnd = { [unowned self] in self.peerEnded() }
     stream.onError = { [unowned self] _ in self.closeNow() }
     stream.onDrain = { [unowned self] in self.drained() }
-    // Closed behind our back (the loop closing every handle at shutdown): forget the server, or the two keep
-    // each other alive.
-    stream.onClose = { [unowned self] in if !self.closed { self.detach() } }
+    stream.onWriteStall = { [unowned self] in
+      self.server.onEvent?(.writeStalled(queuedBytes: self.stream.queuedBytes))
+      self.closeNow()
+    }
     stream.startReading()
     updateTimer()
   }
@@ -70,7 +75,7 @@ final class HTTPServerConnection {
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
     guard acceptingRequests else { return }
-    if !unparsed.isEmpty || pendingCount >= configuration.maxPipelinedRequests {
+    if !unparsed.isEmpty || pendingCount >= configuration.maxPipelinedRequests || isBackpressured {
       unparsed.append(contentsOf: bytes)
       pauseReadingIfNeeded()
       return
@@ -107,9 +112,15 @@ final class HTTPServerConnection {
     }
   }
 
+  /// Whether more answers wait to be written than `maxQueuedResponseBytes`: no request is parsed meanwhile (an
+  /// answer to a request finished later would pile up behind the ones the peer is not reading).
+  private var isBackpressured: Bool { stream.queuedBytes > configuration.maxQueuedResponseBytes }
+
   /// Parses bytes kept back earlier, once responses made room.
   private func parseUnparsed() {
-    guard acceptingRequests, !unparsed.isEmpty, pendingCount < configuration.maxPipelinedRequests else {
+    guard acceptingRequests, !unparsed.isEmpty, pendingCount < configuration.maxPipelinedRequests,
+      !isBackpressured
+    else {
       return
     }
     var buffer = unparsed
@@ -136,16 +147,15 @@ final class HTTPServerConnection {
 
   private func pauseReadingIfNeeded() {
     guard !closed else { return }
-    let backlogged =
-      !unparsed.isEmpty || stream.queuedBytes > configuration.maxQueuedResponseBytes || !acceptingRequests
+    let backlogged = !unparsed.isEmpty || isBackpressured || !acceptingRequests
     if backlogged { stream.stopReading() } else { stream.startReading() }
   }
 
   private func peerEnded() {
     // The client will send nothing more. Finish the responses it is waiting for (it may have half-closed
-    // after pipelining), then close.
+    // after pipelining), write them, then close.
     acceptingRequests = false
-    if pendingCount == 0 { closeNow() }
+    if pendingCount == 0 { finishAndClose() }
   }
 
   // MARK: Requests
@@ -262,6 +272,7 @@ final class HTTPServerConnection {
     guard !closed else { return }
     parseUnparsed()
     pauseReadingIfNeeded()
+    updateTimer()
   }
 
   var queuedBytes: Int { stream.queuedBytes }
@@ -273,18 +284,24 @@ final class HTTPServerConnection {
   private func updateTimer() {
     guard !closed else { return }
     let mode: TimerMode
-    if decoder.isMidRequest || (!unparsed.isEmpty && pendingCount == 0) {
+    if decoder.isMidRequest && unparsed.isEmpty {
+      // Reading a request. (Not while bytes wait in `unparsed`: then the server is the one not reading.)
       mode = .reading
-    } else if pendingCount == 0 && acceptingRequests {
+    } else if pendingCount == 0 && acceptingRequests && unparsed.isEmpty && stream.queuedBytes == 0 {
+      // Nothing asked, nothing owed, nothing to write. While an answer is being written the connection is not
+      // idle, however long a slow reader takes: `writeStallTimeout` bounds one that reads nothing.
       mode = .idle
     } else {
       mode = .none
     }
     // Idle again after activity (a request answered within the callback that read it: the mode never left
     // .idle) starts the idle time again; otherwise a busy keep-alive connection was closed idleTimeout after it
-    // opened. Every call here follows activity on the connection.
-    guard mode != timerMode || mode == .idle else { return }
+    // opened. Every call here follows activity on the connection. Likewise a new request begun while the last
+    // one was being read gets a deadline of its own: pipelined requests must not share one.
+    let newRequest = mode == .reading && decoder.requestsBegun != timedRequest
+    guard mode != timerMode || mode == .idle || newRequest else { return }
     timerMode = mode
+    timedRequest = decoder.requestsBegun
     switch mode {
     case .none:
       timer.stop()
@@ -307,7 +324,7 @@ final class HTTPServerConnection {
   private func handOverToWebSocket() {
     guard let (request, route) = upgrade else { return }
     detach()
-    server.connectionUpgraded(stream, peer: peer)
+    server.connectionUpgraded(stream)
     let socket = WebSocket(
       stream: stream, role: .server, configuration: route.configuration, request: request,
       leftover: upgradeLeftover)
@@ -316,11 +333,18 @@ final class HTTPServerConnection {
     socket.start()
   }
 
-  /// Sends what is queued, then closes (lingering, so the peer reads the last response).
+  /// Sends what is queued, then closes (lingering, so the peer reads the last response). The linger starts once
+  /// everything is written; a peer that stops reading meanwhile is dropped after `writeStallTimeout`.
   private func finishAndClose() {
     guard !closed else { return }
     detach()
-    stream.closeGracefully()
+    stream.closeGracefully(linger: configuration.lingerTimeout)
+  }
+
+  /// The stream was closed behind our back (the loop closing every handle at shutdown): forget the server, or
+  /// the two keep each other alive.
+  func streamClosed() {
+    if !closed { detach() }
   }
 
   private func closeNow() {
@@ -338,7 +362,7 @@ final class HTTPServerConnection {
     stream.onEnd = nil
     stream.onError = nil
     stream.onDrain = nil
-    stream.onClose = nil
+    stream.onWriteStall = nil
     inFlight = []
     inFlightHead = 0
     server.connectionDidClose(self)

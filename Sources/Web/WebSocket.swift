@@ -13,6 +13,19 @@ public struct WebSocketConfiguration: Sendable {
   public var pongTimeout: UInt64 = 30_000
   /// How long to wait for the peer's close frame (or, for a client, the server's TCP close) after ours.
   public var closeTimeout: UInt64 = 5_000
+  /// Bytes queued to the peer (our answers to its frames, pongs included, and anything the owner sends) beyond
+  /// which no more of its frames are handled, and the connection not read, until the queue is written. The queue
+  /// can exceed it by one answer.
+  public var maxQueuedBytes = 4 << 20
+  /// How long a frame, or a fragmented message, may take to arrive from its first byte; then the connection
+  /// closes with 1008 and `messageTimeoutReason`. 0 for no limit. Time the connection is not read (paused by its
+  /// owner or by `maxQueuedBytes`) does not count.
+  public var messageTimeout: UInt64 = 30_000
+  /// The reason of the 1008 close when `messageTimeout` passes.
+  public var messageTimeoutReason = "message not completed in time"
+  /// How long the peer may take no byte of what is queued for it before it is dropped (1006); 0 for no limit
+  /// (`ByteStream.writeStallTimeout`).
+  public var writeStallTimeout: UInt64 = 60_000
 
   public init() {}
 }
@@ -44,11 +57,19 @@ public struct WebSocketCloseInfo: Equatable, Sendable, CustomStringConvertible {
 ///    │                        └──── closeTimeout ────▶ closed
 ///    ├──peer's close──▶ (echo it) ──▶ closed
 ///    ├──protocol error──▶ (close 1002/1007/1009) ──▶ closed
-///    └──EOF, reset, heartbeat timeout──▶ closed (1006)
+///    ├──message not complete within messageTimeout──▶ (close 1008) ──▶ closed
+///    └──EOF, reset, heartbeat timeout, write stall──▶ closed (1006)
 /// ```
 ///
 /// Frames sent in one loop turn are written together (the stream coalesces per turn). Pings are answered
-/// automatically; a peer silent for `pingInterval` is pinged and, if still silent `pongTimeout` later, dropped.
+/// automatically; a peer from which no complete frame came for `pingInterval` is pinged and, if still silent
+/// `pongTimeout` later, dropped (the bytes of an unfinished frame are no sign of life: `messageTimeout` bounds
+/// them).
+///
+/// Reading: frames are handled while the owner has not paused reading and at most `maxQueuedBytes` wait to be
+/// written; otherwise the connection is not read (bytes already read wait in the decoder, at most one read
+/// beyond a frame) until the queue drains or the owner resumes. So a peer that sends and never reads costs at
+/// most `maxQueuedBytes` plus one answer, whatever it sends.
 ///
 /// Ownership: an open socket keeps itself alive (its stream holds it) until it is closed.
 ///
@@ -68,6 +89,17 @@ public final class WebSocket {
   private var pingOutstanding = false
   private var leftover: ByteBuffer
   private var closeInfo: WebSocketCloseInfo?
+  /// The owner paused reading (`pauseReading`).
+  private var pausedByOwner = false
+  /// More than `maxQueuedBytes` wait to be written.
+  private var backpressured = false
+  /// Within `handleBuffered` (which the owner's callbacks may reenter through `resumeReading`).
+  private var handling = false
+  /// When the frame or message under way must be complete (loop time), while one is and the connection is read.
+  private var messageDeadline: UInt64?
+  /// What was left of that time when reading paused.
+  private var messageTimeLeft: UInt64?
+  private var messageTimer: LoopTimer?
 
   private enum State { case open, closeSent, closed }
 
@@ -84,9 +116,7 @@ public final class WebSocket {
   /// Bytes handed to the kernel for the connection, the opening handshake included (final once closed).
   public var bytesSent: Int { stream.bytesWritten }
   /// Everything queued has been handed to the kernel.
-  public var onDrain: (() -> Void)? {
-    didSet { stream.onDrain = onDrain }
-  }
+  public var onDrain: (() -> Void)?
 
   init(
     stream: ByteStream, role: WebSocketRole, configuration: WebSocketConfiguration, request: HTTPRequest?,
@@ -109,6 +139,11 @@ public final class WebSocket {
     stream.onRead = { bytes in self.received(bytes) }
     stream.onEnd = { self.connectionLost("connection closed without a close frame") }
     stream.onError = { error in self.connectionLost(error.description) }
+    stream.onDrain = { [unowned self] in self.drained() }
+    stream.writeStallTimeout = configuration.writeStallTimeout
+    stream.onWriteStall = { [unowned self] in
+      self.connectionLost("the peer took no byte for \(self.configuration.writeStallTimeout) ms")
+    }
     stream.startReading()
     if configuration.pingInterval > 0 {
       let timer = LoopTimer(loop: stream.loop)
@@ -124,13 +159,19 @@ public final class WebSocket {
   }
 
   /// Stops reading from the connection: the kernel's buffers fill and the peer is flow-controlled (how a load test
-  /// plays a device that stopped reading). Nothing is delivered, pings included, until `resumeReading()`.
-  public func pauseReading() { stream.stopReading() }
+  /// plays a device that stopped reading). Nothing more is delivered, pings included, until `resumeReading()`:
+  /// frames already read wait.
+  public func pauseReading() {
+    pausedByOwner = true
+    updateReading()
+  }
 
-  /// Reads again after `pauseReading()`.
+  /// Reads again after `pauseReading()`: frames that waited are delivered first, before this returns.
   public func resumeReading() {
-    guard state != .closed else { return }
-    stream.startReading()
+    guard state != .closed, pausedByOwner else { return }
+    pausedByOwner = false
+    handleBuffered()
+    updateReading()
   }
 
   /// The connection's socket descriptor (for socket options), nil once closed.
@@ -236,6 +277,7 @@ public final class WebSocket {
     state = .closed
     stopTimers()
     stream.onRead = nil
+    stream.onWriteStall = nil
     let done = { [self] in self.reportClose() }
     stream.closeGracefully(linger: role == .server ? 1_000 : configuration.closeTimeout, then: done)
   }
@@ -266,22 +308,108 @@ public final class WebSocket {
     heartbeat = nil
     closeTimer?.close()
     closeTimer = nil
+    messageTimer?.close()
+    messageTimer = nil
   }
 
   // MARK: Receiving
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
-    lastHeard = stream.loop.now
-    pingOutstanding = false
     decoder.append(bytes)
+    handleBuffered()
+    updateReading()
+  }
+
+  /// Whether frames may be handled now: open (or closing), not paused, and the queue within its bound.
+  private var mayHandle: Bool { state != .closed && !pausedByOwner && !backpressured }
+
+  /// Handles the complete frames the decoder holds, while allowed; then times what is left unfinished.
+  private func handleBuffered() {
+    guard !handling else { return }
+    handling = true
+    defer { handling = false }
     do {
-      while state != .closed, let frame = try decoder.nextFrame() {
-        guard let message = try assembler.push(frame) else { continue }
-        handle(message)
+      while mayHandle, let frame = try decoder.nextFrame() {
+        // A complete frame is a sign of life; the bytes of an unfinished one are not.
+        lastHeard = stream.loop.now
+        pingOutstanding = false
+        let message = try assembler.push(frame)
+        if !assembler.isAssembling { messageFinished() }
+        if let message { handle(message) }
+        if stream.queuedBytes > configuration.maxQueuedBytes { backpressured = true }
       }
     } catch {
       fail(error)
+      return
     }
+    timeUnfinishedMessage()
+  }
+
+  /// Reads while frames may be handled, and stops otherwise (the peer is then flow-controlled by TCP).
+  private func updateReading() {
+    guard state != .closed else { return }
+    if mayHandle {
+      stream.startReading()
+      resumeMessageClock()
+    } else {
+      stream.stopReading()
+      pauseMessageClock()
+    }
+  }
+
+  private func drained() {
+    if backpressured {
+      backpressured = false
+      handleBuffered()
+      updateReading()
+    }
+    onDrain?()
+  }
+
+  // MARK: Message deadline
+
+  /// A message (or a control frame) ended: nothing is under way.
+  private func messageFinished() {
+    messageDeadline = nil
+    messageTimeLeft = nil
+    messageTimer?.stop()
+  }
+
+  /// Starts the clock of a frame or message left unfinished by what was read, from now (its first byte came in
+  /// this read) unless it runs already.
+  private func timeUnfinishedMessage() {
+    guard configuration.messageTimeout > 0, state == .open, mayHandle, messageDeadline == nil,
+      messageTimeLeft == nil, decoder.bufferedBytes > 0 || assembler.isAssembling
+    else { return }
+    startMessageClock(configuration.messageTimeout)
+  }
+
+  private func startMessageClock(_ time: UInt64) {
+    messageDeadline = stream.loop.now + time
+    messageTimeLeft = nil
+    let timer = messageTimer ?? LoopTimer(loop: stream.loop)
+    messageTimer = timer
+    timer.start(after: time) { [unowned self] in self.messageTimedOut() }
+  }
+
+  /// Time the connection is not read is not the peer's: keep what is left of its time.
+  private func pauseMessageClock() {
+    guard let deadline = messageDeadline else { return }
+    let now = stream.loop.now
+    messageTimeLeft = deadline > now ? deadline - now : 1
+    messageDeadline = nil
+    messageTimer?.stop()
+  }
+
+  private func resumeMessageClock() {
+    guard let left = messageTimeLeft, state == .open else { return }
+    startMessageClock(left)
+  }
+
+  private func messageTimedOut() {
+    guard state == .open, mayHandle, messageDeadline != nil else { return }
+    messageDeadline = nil
+    fail(WebSocketError(.policyViolation, configuration.messageTimeoutReason))
   }
 
   private func handle(_ message: WebSocketMessage) {

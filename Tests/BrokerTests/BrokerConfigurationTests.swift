@@ -83,6 +83,13 @@ private func sampleConfig(file: String = #filePath) -> String {
     ("[limits]\nframe_bytes = 10\n", "t.toml:2: limits.frame_bytes: must be from 1024"),
     ("[limits]\npage_bytes = 1000\n", "t.toml:2: limits.page_bytes: must be from 65536"),
     ("[store]\nreaders = 100\n", "t.toml:2: store.readers: must be from 0"),
+    (
+      "[limits]\nqueued_bytes_per_connection = 1000\n",
+      "t.toml:2: limits.queued_bytes_per_connection: must be from 65536"
+    ),
+    ("[limits]\nframe_seconds = 0\n", "t.toml:2: limits.frame_seconds: must be from 1 to 3600 (got 0)"),
+    ("[limits]\nrequest_seconds = 3601\n", "t.toml:2: limits.request_seconds: must be from 1 to 3600"),
+    ("[limits]\nwrite_stall_seconds = 0\n", "t.toml:2: limits.write_stall_seconds: must be from 1 to 3600"),
     ("[limits]\nconnections = \"many\"\n", "t.toml:2: limits.connections: must be an integer"),
     ("[logging]\nlevel = \"info\"\n", "t.toml:1: logging: unknown key"),
     ("[server]\nlisten = \"[::]:7700\"\n", "t.toml:2: server.listen: [::]:7700 is not a loopback address"),

@@ -10,7 +10,8 @@ import Testing
   /// 413), workspaces and client ids of other users (403), numbers at the edge of 64 bits.
   @Test func theBrokerHTTPAPIRefusesBadRequestsExactly() throws { try runTable("broker_http") }
 
-  /// `/v1/stream`: refused upgrades (401, 426), close codes 1002, 1007, 1009, stream errors 4400.
+  /// `/v1/stream`: refused upgrades (401, 426), close codes 1002, 1007, 1008, 1009, stream errors 4400, a flood
+  /// from a client that never reads.
   @Test func theDeviceStreamRefusesBadFramesExactly() throws { try runTable("broker_stream") }
 
   /// The daemon's Unix socket: bad JSON and ids (400), routes (404, 405), and 503 for pages not available
@@ -31,7 +32,8 @@ import Testing
     var script: ProcessRun?
     script = try ProcessRun(
       loop: loop, "python3", [integrationResource("Python/bad_inputs.py"), binDirectory, table])
-    // A table takes seconds (the broker's 408 row waits its 10 s read timeout); this only catches a hung harness.
+    // A table takes seconds (the broker's 408 and 1008 rows wait their [limits] of 1 s); this only catches a hung
+    // harness.
     try loop.runUntilDone(timeout: 300_000)
     try loop.close()
     let output = (script?.output.string ?? "") + (script?.errorOutput.string ?? "")

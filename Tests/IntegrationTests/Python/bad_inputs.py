@@ -17,6 +17,7 @@ import base64
 import json
 import os
 import random
+import re
 import signal
 import socket
 import string
@@ -36,6 +37,9 @@ BODY_BYTES = 65536
 BATCH_MUTATIONS = 10
 FRAME_BYTES = 4096
 PAGE_BYTES = 65536
+REQUEST_SECONDS = 1
+FRAME_SECONDS = 1
+QUEUED_BYTES = 65536
 BIG = 18446744073709551615  # 2**64 - 1
 
 
@@ -46,7 +50,9 @@ class Broker(e2e.Broker):
         super().write_config()
         with open(self.config, "a") as config:
             config.write(f"[limits]\nbody_bytes = {BODY_BYTES}\nbatch_mutations = {BATCH_MUTATIONS}\n"
-                         f"frame_bytes = {FRAME_BYTES}\npage_bytes = {PAGE_BYTES}\n")
+                         f"frame_bytes = {FRAME_BYTES}\npage_bytes = {PAGE_BYTES}\n"
+                         f"request_seconds = {REQUEST_SECONDS}\n"
+                         f"frame_seconds = {FRAME_SECONDS}\nqueued_bytes_per_connection = {QUEUED_BYTES}\n")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -296,7 +302,7 @@ def table_broker_http(s):
          "unexpected content-length header", False, None),
         ("a negative Content-Length", b"POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400,
          "invalid character in content-length header", False, None),
-        ("a body shorter than its Content-Length (then silence)",
+        ("a body shorter than its Content-Length (then silence past [limits] request_seconds)",
          b"POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc", 408,
          "request not received in time", False, None),
         # Paths and methods.
@@ -471,7 +477,32 @@ def table_broker_http(s):
     for what, data, status, fragment, writes, header in rows:
         check_answer(what, exchange(address, data), status, fragment, header)
         before = check_broker_intact(broker, before, writes)
-    return len(rows)
+    pipelined_past_the_deadline(address)
+    before = check_broker_intact(broker, before)
+    return len(rows) + 1
+
+
+def pipelined_past_the_deadline(address):
+    """Regression (issue 16): pipelined requests, each complete well within [limits] request_seconds, that keep the
+    connection reading for longer than it in all, got a 408 at request_seconds after the first began."""
+    rounds = 6
+    with socket.create_connection(address, timeout=10) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /heal")
+        for round_ in range(rounds):
+            time.sleep(REQUEST_SECONDS * 0.4)
+            last = round_ == rounds - 1
+            s.sendall(b"thz HTTP/1.1\r\nHost: x\r\n" + (b"Connection: close\r\n\r\n" if last else b"\r\nGET /heal"))
+        received = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+    # Answers follow each other without a line break: a status line may follow a body on its line.
+    statuses = [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]
+    check(statuses == [200] * (rounds + 1),
+          f"{rounds + 1} pipelined requests over {rounds * 0.4 * REQUEST_SECONDS:.1f} s, each within "
+          f"[limits] request_seconds ({REQUEST_SECONDS} s): every one 200", [200] * (rounds + 1), statuses)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -538,6 +569,12 @@ def table_broker_stream(s):
          ("close", 1007, "close reason is not valid UTF-8")),
         ("a close with code 1005", ws_frame(8, struct.pack(">H", 1005)),
          ("close", 1002, "close code 1005 may not be sent")),
+        # Regression (issue 16): a half-sent frame was held forever.
+        ("a frame left unfinished past [limits] frame_seconds", ws_frame(1, b'{"op":"subscribe","pages":[]}')[:12],
+         ("close", 1008, "frame not completed within [limits] frame_seconds")),
+        ("a fragmented message left unfinished past [limits] frame_seconds",
+         ws_frame(1, b'{"op":', fin=False) + ws_frame(9),
+         ("close", 1008, "frame not completed within [limits] frame_seconds")),
     ]
     before = broker_fingerprint(broker)
     for what, arguments, status, fragment, header in upgrades:
@@ -570,7 +607,32 @@ def table_broker_stream(s):
             check(good, f"{what}: closed {code} {fragment!r}", expected, found)
         stream.close()
         before = check_broker_intact(broker, before)
-    return len(upgrades) + len(frames)
+    flood_that_never_reads(port)
+    before = check_broker_intact(broker, before)
+    return len(upgrades) + len(frames) + 1
+
+
+def flood_that_never_reads(port):
+    """Regression (issue 16): every frame of a stream is answered (here empty binary frames, each with a 4400
+    error), and the broker read and answered whatever was queued: 30 MB from a client that never reads grew it by
+    ~330 MB. Now it stops reading the stream once [limits] queued_bytes_per_connection wait, so the client's
+    sending stalls; and the connection goes when the client does."""
+    stream = Stream(port)
+    check(stream.status == 101, "flood: the upgrade is accepted", 101, stream.status)
+    stream.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    frame = ws_frame(2)
+    flood = frame * ((32 << 20) // len(frame))
+    stream.sock.settimeout(3)
+    sent = 0
+    try:
+        while sent < len(flood):
+            sent += stream.sock.send(flood[sent:sent + (1 << 20)])
+    except socket.timeout:
+        pass
+    check(sent < len(flood) // 2,
+          f"32 MB of empty binary frames, never reading: the broker stops reading after "
+          f"[limits] queued_bytes_per_connection of answers (sent {sent >> 20} MB)", "< 16 MB", sent)
+    stream.close()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -835,6 +897,10 @@ def table_config(s):
          "2: limits.connections: must be from 1 to 1000000 (got 0)"),
         ("broker: a ping interval of 0", broker, "[stream]\nping_interval = 0\n",
          "2: stream.ping_interval: must be from 1 to 3600 (got 0)"),
+        ("broker: queued_bytes_per_connection under 64 KiB", broker, "[limits]\nqueued_bytes_per_connection = 1024\n",
+         "2: limits.queued_bytes_per_connection: must be from 65536 to 1073741824 (got 1024)"),
+        ("broker: a frame_seconds of 0", broker, "[limits]\nframe_seconds = 0\n",
+         "2: limits.frame_seconds: must be from 1 to 3600 (got 0)"),
         ("broker: a port out of range", broker, '[server]\nlisten = "127.0.0.1:70000"\n',
          "2: server.listen: port must be a number from 0 to 65535"),
         ("broker: an empty unix socket path", broker, '[server]\nlisten = "unix:"\n',
