@@ -26,6 +26,11 @@ public struct WebSocketConfiguration: Sendable {
   /// How long the peer may take no byte of what is queued for it before it is dropped (1006); 0 for no limit
   /// (`ByteStream.writeStallTimeout`).
   public var writeStallTimeout: UInt64 = 60_000
+  /// Frames handled for one connection in one turn of the loop; past it the connection yields (is not read)
+  /// until the next turn, so that a peer sending many small frames, pings or bad messages, even one that reads
+  /// every answer, cannot hold the loop while the others wait. (libuv reads up to 32 × 64 KiB of a ready socket
+  /// in one turn: some 350,000 empty frames, each answered.)
+  public var maxFramesPerTurn = 64
 
   public init() {}
 }
@@ -100,6 +105,13 @@ public final class WebSocket {
   /// What was left of that time when reading paused.
   private var messageTimeLeft: UInt64?
   private var messageTimer: LoopTimer?
+  /// Frames handled in the turn that began at `turnStarted` (loop time), against `maxFramesPerTurn`.
+  private var framesThisTurn = 0
+  private var turnStarted: UInt64 = 0
+  /// Set when `maxFramesPerTurn` was reached: no frame is handled, and the connection not read, until the next
+  /// turn (`yieldTimer`, due at once, runs then).
+  private var yielding = false
+  private var yieldTimer: LoopTimer?
 
   private enum State { case open, closeSent, closed }
 
@@ -310,18 +322,25 @@ public final class WebSocket {
     closeTimer = nil
     messageTimer?.close()
     messageTimer = nil
+    yieldTimer?.close()
+    yieldTimer = nil
   }
 
   // MARK: Receiving
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
+    let now = stream.loop.now
+    if now != turnStarted {
+      turnStarted = now
+      framesThisTurn = 0
+    }
     decoder.append(bytes)
     handleBuffered()
     updateReading()
   }
 
   /// Whether frames may be handled now: open (or closing), not paused, and the queue within its bound.
-  private var mayHandle: Bool { state != .closed && !pausedByOwner && !backpressured }
+  private var mayHandle: Bool { state != .closed && !pausedByOwner && !backpressured && !yielding }
 
   /// Handles the complete frames the decoder holds, while allowed; then times what is left unfinished.
   private func handleBuffered() {
@@ -337,12 +356,30 @@ public final class WebSocket {
         if !assembler.isAssembling { messageFinished() }
         if let message { handle(message) }
         if stream.queuedBytes > configuration.maxQueuedBytes { backpressured = true }
+        framesThisTurn += 1
+        if framesThisTurn >= configuration.maxFramesPerTurn && state != .closed { yieldTurn() }
       }
     } catch {
       fail(error)
       return
     }
     timeUnfinishedMessage()
+  }
+
+  /// Lets the loop serve the others: nothing more of this connection until the next turn.
+  private func yieldTurn() {
+    yielding = true
+    let timer = yieldTimer ?? LoopTimer(loop: stream.loop)
+    yieldTimer = timer
+    timer.start(after: 0) { [unowned self] in
+      guard self.yielding else { return }
+      self.yielding = false
+      self.framesThisTurn = 0
+      self.turnStarted = self.stream.loop.now
+      guard self.state != .closed else { return }
+      self.handleBuffered()
+      self.updateReading()
+    }
   }
 
   /// Reads while frames may be handled, and stops otherwise (the peer is then flow-controlled by TCP).

@@ -239,4 +239,41 @@ private func masked(_ opcode: WebSocketOpcode, _ payload: [UInt8], fin: Bool = t
     _ = collector
     try loop.close()
   }
+  /// Regression (found by `make hostile`): a peer sending many small frames in one write, even one that reads every
+  /// answer, had all of them handled in one read callback (libuv reads up to 32 × 64 KiB of a ready socket in
+  /// one turn), and the loop served nobody else meanwhile. Now a connection yields after `maxFramesPerTurn`: a
+  /// timer due at once, started at its first frame, runs before the rest of the flood is handled.
+  @Test func aFloodOfSmallFramesYieldsTheLoopEveryFewFrames() throws {
+    let loop = try Loop()
+    var configuration = WebSocketConfiguration()
+    configuration.maxFramesPerTurn = 8
+    let echo = try BoundsServer(loop: loop, configuration: configuration)
+    var handledWhenTheOthersRan: Int?
+    let probe = LoopTimer(loop: loop)
+    echo.onText = { [unowned echo] _, text in
+      guard text == "0" else { return }
+      // Another connection's work, due now: it must not wait for the whole flood.
+      probe.start(after: 0) {
+        probe.close()
+        handledWhenTheOthersRan = echo.texts.count
+      }
+    }
+    var collector: StreamCollector?
+    rawWebSocket(loop, echo.address) { client in
+      collector = StreamCollector(client)
+      // 1,000 small frames and a close in one write (about 8 KB): one read on the server.
+      var frames: [UInt8] = []
+      for n in 0..<1000 { frames += masked(.text, Array("\(n)".utf8)) }
+      frames += masked(.close, [0x03, 0xE8])
+      client.write(ByteBuffer(bytes: frames))
+    }
+    try loop.runUntilDone()
+    #expect(echo.texts.count == 1000, "every frame handled in the end, in order")
+    #expect(echo.texts == (0..<1000).map { "\($0)" })
+    let handled = try #require(handledWhenTheOthersRan)
+    #expect(handled <= 8, "\(handled) frames handled before the loop served anyone else")
+    #expect(echo.closes.first?.code == .normalClosure)
+    _ = collector
+    try loop.close()
+  }
 }
