@@ -611,7 +611,8 @@ def run_attack(name, attack):
 
 def flood(sock, chunk, seconds, stats, key):
     """Sends `chunk` again and again on `sock` for `seconds`, never reading. Stops early once the broker has not
-    taken a byte for 1 s (it stopped reading this connection: what a bound on queued answers does) or closed it.
+    taken a byte for 1 s (it stopped reading this connection, as a bound on queued answers does, or is too busy
+    to read it) or closed it.
     Adds to stats[key]: bytes sent, and whether the broker stopped reading or closed."""
     sock.setblocking(False)
     deadline = time.monotonic() + seconds
@@ -684,9 +685,9 @@ def describe_floods(run, stats):
 class FloodStreamUnread:
     """Device streams that send small frames and never read what they are answered."""
 
-    # 8 streams from one address, each with a 4 KB receive buffer, sending for FLOOD_SECONDS: empty pings (a pong
-    # each), empty binary frames and malformed JSON (an error each), unknown ops, and subscribes (a `subscribed`
-    # each): every frame costs the broker an answer it cannot write. Bound: each stream may hold
+    # 8 streams from one address, each with a 4 KB receive buffer, sending for 5 s (3 with --short): empty pings
+    # (a pong each), empty binary frames and malformed JSON (an error each), unknown ops, and subscribes (a
+    # `subscribed` each): every frame costs the broker an answer it cannot write. Bound: each stream may hold
     # queued_bytes_per_connection of answers plus one message being read (frame_bytes), twice over for buffer
     # growth and allocator overhead: 8 x 2 x (256 KiB + 256 KiB) = 8 MB with the suite's limits.
     STREAMS = 8
@@ -720,8 +721,8 @@ class FloodStreamUnread:
 class FloodStreamReading:
     """Device streams that send small frames as fast as they can and read every answer."""
 
-    # 4 streams from one address send empty pings and empty binary frames (a pong, an error each) for FLOOD
-    # seconds while a thread each reads everything. Nothing need pile up (the answers are read), but every frame
+    # 4 streams from one address send empty pings and empty binary frames (a pong, an error each) for 5 s (3 with
+    # --short) while a thread each reads everything. Nothing need pile up (the answers are read), but every frame
     # costs the loop, and the other clients must still be served within LATENCY_BOUND_MS: the loop must not spend
     # long on one connection's reads at a time. Bound: 4 x 2 x (queued_bytes_per_connection + frame_bytes) = 4 MB.
     STREAMS = 4
@@ -766,8 +767,8 @@ class FloodHTTPUnread:
     """HTTP connections that pipeline requests and never read the answers."""
 
     # 8 connections from one address, 4 KB receive buffers, pipelining `GET /metrics` (about 10 KB of answer for
-    # 40 bytes of request) for FLOOD_SECONDS. Bound: each may hold queued_bytes_per_connection of answers, plus the
-    # requests read ahead (16 pipelined, one 64 KiB read), twice over: 8 x 2 x (256 + 64) KiB = 5 MB.
+    # 40 bytes of request) for 5 s (3 with --short). Bound: each may hold queued_bytes_per_connection of answers,
+    # plus the requests read ahead (16 pipelined, one 64 KiB read), twice over: 8 x 2 x (256 + 64) KiB = 5 MB.
     CONNECTIONS = 8
 
     def run(self, run, state):
@@ -1286,7 +1287,7 @@ class RefusedConnections:
 class ReconnectChurn:
     """Devices that connect, subscribe and go, again and again, leaving in every way a connection can end."""
 
-    # 8 threads from 2 addresses for ROUNDS rounds of ROUND_SECONDS each: open a stream, subscribe to 20 pages,
+    # 8 threads from 2 addresses for 5 rounds of 3 s (3 of 2 s with --short): open a stream, subscribe to 20 pages,
     # then end it by a close frame, a reset (SO_LINGER 0), a plain close, or mid-upgrade (half a request). After
     # each round the streams, subscriptions and connections gauges must be back to 0; over the rounds RSS must not
     # grow (a leak of a few hundred bytes per connection would show: thousands of connections a round). The
