@@ -37,19 +37,14 @@ struct PageRow {
   var isDatabase: Bool { kind == "database" }
 }
 
-/// What one batch changed so far: fields per page, and the rows in view of each database it touched as they were
-/// before the batch.
+/// What one batch (or one of its mutations) changed: fields per page.
 struct ChangeSet {
   var fields: [EntityID: Set<String>] = [:]
-  var databasesBefore: [EntityID: [EntityID]] = [:]
 
   mutating func record(_ page: EntityID, _ field: String) { fields[page, default: []].insert(field) }
 
   mutating func merge(_ other: ChangeSet) {
     for (page, names) in other.fields { fields[page, default: []].formUnion(names) }
-    for (database, rows) in other.databasesBefore where databasesBefore[database] == nil {
-      databasesBefore[database] = rows
-    }
   }
 }
 
@@ -59,6 +54,11 @@ extension PageStore {
   /// Exactly once: mutations at or below the client's last applied id are acknowledged as duplicates and not
   /// applied again; the new last id is written in the same transaction as the effects. A batch that starts past
   /// the next id is refused whole (`gap`), as is one whose client id belongs to another user.
+  ///
+  /// Bounded work: once the batch's work (`ApplyContext.work`, `BatchWork`) reaches `maxBatchWork`, the mutations
+  /// after are not looked at. The answer then covers the first mutations only, and `lastMutationId` is the last
+  /// of them: the client sends the others again, in a batch of their own, as it would after a lost answer. A
+  /// mutation is never cut in the middle, and the first one always runs, so every batch makes progress.
   public func apply(
     _ batch: MutationBatch, user: EntityID, workspaces: Set<EntityID>, nowMillis: UInt64
   ) throws -> BatchOutcome {
@@ -85,6 +85,7 @@ extension PageStore {
     var context = ApplyContext(
       store: self, batch: batch, workspaces: workspaces, seq: seq, nowMillis: nowMillis)
     for mutation in batch.mutations {
+      if context.work >= maxBatchWork { break }
       // Ids start at 1: an id 0 is not a re-send of anything (every client's last id is at least 0), so it is
       // rejected, never acknowledged as a duplicate that the client would then drop.
       if mutation.id == 0 {
@@ -135,7 +136,7 @@ extension PageStore {
             mutationId: mutation.id, page: mutation.page, status: .rejected, reason: rejection.reason))
       }
     }
-    let newLast = max(last, batch.mutations.last?.id ?? last)
+    let newLast = max(last, results.last?.mutationId ?? last)
     try connection.execute(
       """
       INSERT INTO client (id, user_id, last_mutation_id) VALUES (?, ?, ?)
@@ -143,7 +144,7 @@ extension PageStore {
       """, [.text(batch.client.rawValue), .text(user.rawValue), .integer(Int64(newLast))])
 
     // A database whose rows in view changed changes too.
-    for (database, before) in changes.databasesBefore where try rowsInView(of: database) != before {
+    for (database, before) in context.databasesBefore where try rowsInView(of: database) != before {
       changes.record(database, "rows")
     }
     var pages: [EntityID: UInt64] = [:]
@@ -246,6 +247,12 @@ struct ApplyContext {
   let seq: UInt64
   let nowMillis: UInt64
   var changes = ChangeSet()
+  /// The rows in view of each database the batch touched, as they were before the batch first touched it (kept
+  /// for the whole batch: each is read once before and once after the batch, however many of its mutations
+  /// touch it).
+  var databasesBefore: [EntityID: [EntityID]] = [:]
+  /// The work the batch did so far, in `BatchWork` units.
+  var work = 0
   /// The workspace of every page this batch read or created (a page never changes workspace), so that the
   /// batch's answer need not read them again.
   var knownWorkspaces: [EntityID: EntityID] = [:]
@@ -271,11 +278,16 @@ struct ApplyContext {
     return row
   }
 
-  /// Remembers a database's rows in view before the batch first touches them.
+  /// Remembers a database's rows in view before the batch first touches them. Its rows are the batch's work
+  /// twice over: read now, and again at the end of the batch.
   mutating func touchDatabase(_ id: EntityID?) throws {
-    guard let id, changes.databasesBefore[id] == nil else { return }
+    guard let id, databasesBefore[id] == nil else { return }
     guard let row = try store.loadPage(id), row.isDatabase else { return }
-    changes.databasesBefore[id] = try store.rowsInView(of: id)
+    let count = try connection.cachedStatement("SELECT count(*) FROM page WHERE parent_id = ?")
+    try count.bind([.text(id.rawValue)])
+    defer { count.reset() }
+    if try count.step() { work += 2 * Int(count.int64(0)) * BatchWork.perDatabaseRow }
+    databasesBefore[id] = try store.rowsInView(of: id)
   }
 
   mutating func apply(_ mutation: Mutation) throws {
@@ -381,20 +393,16 @@ struct ApplyContext {
         let target = try writablePage(parent)
         guard target.workspace == row.workspace else { throw Rejection(.invalidParent) }
         if row.isDatabase && target.isDatabase { throw Rejection(.invalidParent) }
-        // No cycles: the new parent must not be the page or one of its descendants.
-        var ancestor: EntityID? = parent
-        var steps = 0
-        while let current = ancestor, steps < 10_000 {
-          if current == page { throw Rejection(.invalidParent) }
-          ancestor = try store.loadPage(current)?.parent
-          steps += 1
-        }
       }
+      // No cycles (the new parent is not the page or under it), and the moved subtree within the depth limit.
+      try checkPlace(under: parent, height: try height(of: page), mover: page)
       try touchDatabase(row.parent)
       try touchDatabase(parent)
       try connection.execute(
         "UPDATE page SET parent_id = ?, parent_stamp = ? WHERE id = ?",
         [parent.map { .text($0.rawValue) } ?? .null, .text(stamp), .text(page.rawValue)])
+      try refreshHeights(from: parent)
+      try refreshHeights(from: row.parent)
       changes.record(page, "parent")
       if row.isDatabase {
         if let old = row.parent { changes.record(old, "databases") }
@@ -443,13 +451,14 @@ struct ApplyContext {
       // A page made in a database is one of its rows: the database's rows in view may change.
       if parentRow.isDatabase { try touchDatabase(parent) }
       workspace = parentRow.workspace
+      try checkPlace(under: parent, height: 0, mover: nil)
       if kind == "database" { changes.record(parent, "databases") }
     }
     try connection.execute(
       """
       INSERT INTO page (id, workspace_id, kind, parent_id, parent_stamp, title, title_stamp, deleted, deleted_stamp,
-                        created_seq, last_updated, updated_at_ms)
-      VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+                        created_seq, last_updated, updated_at_ms, height)
+      VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, 0)
       """,
       [
         .text(id.rawValue), .text(workspace.rawValue), .text(kind),
@@ -457,6 +466,7 @@ struct ApplyContext {
         .text(stamp), .text(title), .text(stamp), .text(stamp), .integer(Int64(seq)), .integer(Int64(seq)),
         .integer(Int64(nowMillis)),
       ])
+    try refreshHeights(from: parent)
     changes.record(id, "created")
     knownWorkspaces[id] = workspace
   }
@@ -478,21 +488,19 @@ struct ApplyContext {
   }
 
   /// Where a block goes `after` another (`BlockPlacement`'s rule, shared with the device), among the page's
-  /// blocks with their tombstones; a renumbering it calls for is written first, and its blocks are in the delta.
+  /// blocks with their tombstones; the blocks it moves to make room are written first, and are in the delta.
+  /// Reads and moves O(log n) blocks of a page of n, amortised (`BlockPlacement`); each is a unit of work.
   private mutating func positionAfter(_ after: EntityID?, on page: EntityID, excluding block: EntityID) throws
     -> Double
   {
-    let blocks = try connection.query(
-      "SELECT id, position FROM block WHERE page_id = ? AND id != ? ORDER BY position, id",
-      [.text(page.rawValue), .text(block.rawValue)]
-    ).compactMap { row -> BlockPlacement.Slot? in
-      guard case .text(let id) = row[0], case .real(let position) = row[1] else { return nil }
-      return BlockPlacement.Slot(id: EntityID(trusted: id), position: position)
-    }
-    let decision = BlockPlacement.place(after: after, among: blocks)
+    let blocks = StoredBlocks(connection: connection, page: page, excluding: block)
+    let decision = try BlockPlacement.place(after: after, in: blocks)
+    work += (blocks.read + decision.renumbered.count) * BatchWork.perBlock
+    let move = try connection.cachedStatement("UPDATE block SET position = ? WHERE id = ?")
     for slot in decision.renumbered {
-      try connection.execute(
-        "UPDATE block SET position = ? WHERE id = ?", [.real(slot.position), .text(slot.id.rawValue)])
+      try move.bind([.real(slot.position), .text(slot.id.rawValue)])
+      _ = try move.step()
+      move.reset()
       changes.record(page, "block:" + slot.id.rawValue)
     }
     return decision.position

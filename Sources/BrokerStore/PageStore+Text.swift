@@ -13,12 +13,21 @@ let initialTextClient = ""
 extension ApplyContext {
   /// The CRDT state of a live block of `page` (a block stored before the CRDT gets its text as first text).
   /// Unknown, deleted or elsewhere → `unknownBlock`.
-  func text(of block: EntityID, on page: EntityID) throws -> TextDocument {
+  /// The state's bytes are the batch's work (`BatchWork.textBytesPerUnit`): the edit decodes them, and encodes
+  /// about as many back.
+  mutating func text(of block: EntityID, on page: EntityID) throws -> TextDocument {
     guard
       let row = try connection.query(
         "SELECT page_id, deleted, crdt, text FROM block WHERE id = ?", [.text(block.rawValue)]
       ).first, row[0] == .text(page.rawValue), row[1] == .integer(0)
     else { throw Rejection(.unknownBlock) }
+    let bytes: Int
+    switch row[2] {
+    case .blob(let state): bytes = state.count
+    case .text(let text): bytes = text.utf8.count
+    default: bytes = if case .text(let text) = row[3] { text.utf8.count } else { 0 }
+    }
+    work += bytes / BatchWork.textBytesPerUnit
     return try PageStore.textDocument(crdt: row[2], text: row[3])
   }
 
