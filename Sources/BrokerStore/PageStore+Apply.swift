@@ -14,12 +14,16 @@ enum PageStoreError: Error, CustomStringConvertible {
   case rejectedAfterWriting(mutation: UInt64, reason: RejectionReason)
   /// A block's stored text state does not decode.
   case corruptText(String)
+  /// A mutation's work was charged after it had written: ApplyContext must charge before writing.
+  case budgetSpentAfterWriting(UInt64)
 
   var description: String {
     switch self {
     case .rejectedAfterWriting(let mutation, let reason):
       "mutation \(mutation) was rejected (\(reason.name)) after it had written: the batch was not applied"
     case .corruptText(let why): "a block's stored text state is corrupt: \(why)"
+    case .budgetSpentAfterWriting(let mutation):
+      "mutation \(mutation) ran out of the batch's work budget after it had written: the batch was not applied"
     }
   }
 }
@@ -55,10 +59,12 @@ extension PageStore {
   /// applied again; the new last id is written in the same transaction as the effects. A batch that starts past
   /// the next id is refused whole (`gap`), as is one whose client id belongs to another user.
   ///
-  /// Bounded work: once the batch's work (`ApplyContext.work`, `BatchWork`) reaches `maxBatchWork`, the mutations
-  /// after are not looked at. The answer then covers the first mutations only, and `lastMutationId` is the last
-  /// of them: the client sends the others again, in a batch of their own, as it would after a lost answer. A
-  /// mutation is never cut in the middle, and the first one always runs, so every batch makes progress.
+  /// Bounded work: a mutation whose work (`BatchWork`: what depends on the data, such as pages walked up a tree
+  /// or a database's rows) would take the batch's past `maxBatchWork` is not applied, and neither is any after
+  /// it. The answer then covers the mutations before it, and `lastMutationId` is the last of them: the client
+  /// sends the others again, in a batch of their own, as it would after a lost answer. Work is charged before a
+  /// mutation writes (as rejections are decided), so a mutation left out leaves nothing behind. The batch's
+  /// first mutation that does any work always runs, so every batch makes progress.
   public func apply(
     _ batch: MutationBatch, user: EntityID, workspaces: Set<EntityID>, nowMillis: UInt64
   ) throws -> BatchOutcome {
@@ -85,7 +91,6 @@ extension PageStore {
     var context = ApplyContext(
       store: self, batch: batch, workspaces: workspaces, seq: seq, nowMillis: nowMillis)
     for mutation in batch.mutations {
-      if context.work >= maxBatchWork { break }
       // Ids start at 1: an id 0 is not a re-send of anything (every client's last id is at least 0), so it is
       // rejected, never acknowledged as a duplicate that the client would then drop.
       if mutation.id == 0 {
@@ -126,6 +131,12 @@ extension PageStore {
         try context.apply(mutation)
         changes.merge(context.changes)
         results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .applied))
+      } catch is WorkBudgetSpent {
+        // Left, with every mutation after it, for the client's next batch.
+        guard connection.totalChanges == changesBefore else {
+          throw PageStoreError.budgetSpentAfterWriting(mutation.id)
+        }
+        break
       } catch let rejection as Rejection {
         guard connection.totalChanges == changesBefore else {
           throw PageStoreError.rejectedAfterWriting(mutation: mutation.id, reason: rejection.reason)
@@ -236,10 +247,14 @@ extension EntityID {
   }
 }
 
+/// The batch's work budget would be spent by this mutation: it and the mutations after it wait for the next batch.
+struct WorkBudgetSpent: Error {}
+
 /// Runs one mutation against the store and records what it changed.
 ///
-/// The rule: every `Rejection` is thrown before the mutation's first write (checks first, then writes), so a
-/// rejected mutation needs no rollback. `apply(_:user:workspaces:nowMillis:)` verifies it on every rejection.
+/// The rule: every `Rejection` and every `WorkBudgetSpent` is thrown before the mutation's first write (checks
+/// and charges first, then writes), so a rejected or postponed mutation needs no rollback.
+/// `apply(_:user:workspaces:nowMillis:)` verifies it each time.
 struct ApplyContext {
   let store: PageStore
   let batch: MutationBatch
@@ -252,7 +267,7 @@ struct ApplyContext {
   /// touch it).
   var databasesBefore: [EntityID: [EntityID]] = [:]
   /// The work the batch did so far, in `BatchWork` units.
-  var work = 0
+  private(set) var work = 0
   /// The workspace of every page this batch read or created (a page never changes workspace), so that the
   /// batch's answer need not read them again.
   var knownWorkspaces: [EntityID: EntityID] = [:]
@@ -278,15 +293,30 @@ struct ApplyContext {
     return row
   }
 
+  /// Adds `units` to the batch's work, before the work is done where it can be; throws `WorkBudgetSpent` if
+  /// that takes it past the budget, unless nothing before did any work (so that every batch makes progress).
+  /// Called before the mutation's first write only.
+  mutating func charge(_ units: Int) throws {
+    let mayExceed = work == 0
+    work += units
+    if work > store.maxBatchWork && !mayExceed { throw WorkBudgetSpent() }
+  }
+
+  /// Counts work done after the mutation's first write (heights refreshed): it is bounded by the depth limit,
+  /// and counts against the mutations that come after.
+  mutating func account(_ units: Int) { work += units }
+
   /// Remembers a database's rows in view before the batch first touches them. Its rows are the batch's work
-  /// twice over: read now, and again at the end of the batch.
+  /// twice over (read now, and again at the end of the batch), charged before they are read; a database the
+  /// batch touched already costs nothing more.
   mutating func touchDatabase(_ id: EntityID?) throws {
     guard let id, databasesBefore[id] == nil else { return }
     guard let row = try store.loadPage(id), row.isDatabase else { return }
     let count = try connection.cachedStatement("SELECT count(*) FROM page WHERE parent_id = ?")
     try count.bind([.text(id.rawValue)])
-    defer { count.reset() }
-    if try count.step() { work += 2 * Int(count.int64(0)) * BatchWork.perDatabaseRow }
+    let rows = try count.step() ? Int(count.int64(0)) : 0
+    count.reset()
+    try charge(2 * rows * BatchWork.perDatabaseRow)
     databasesBefore[id] = try store.rowsInView(of: id)
   }
 
@@ -338,6 +368,8 @@ struct ApplyContext {
       if try !connection.query("SELECT 1 FROM block WHERE id = ?", [.text(block.rawValue)]).isEmpty {
         throw Rejection(.alreadyExists)
       }
+      // Its first text is deflated into a state and written twice (text and state), as an edit of that size.
+      try charge(text.utf8.count / BatchWork.textBytesPerUnit)
       let position = try positionAfter(after, on: page, excluding: block)
       // The first text: ids every replica derives from it (`initialTextClient`), stamped with this batch.
       let document = TextDocument(text: text, client: initialTextClient, seq: seq)
@@ -495,7 +527,7 @@ struct ApplyContext {
   {
     let blocks = StoredBlocks(connection: connection, page: page, excluding: block)
     let decision = try BlockPlacement.place(after: after, in: blocks)
-    work += (blocks.read + decision.renumbered.count) * BatchWork.perBlock
+    try charge((blocks.read + decision.renumbered.count) * BatchWork.perBlock)
     let move = try connection.cachedStatement("UPDATE block SET position = ? WHERE id = ?")
     for slot in decision.renumbered {
       try move.bind([.real(slot.position), .text(slot.id.rawValue)])

@@ -13,21 +13,18 @@ let initialTextClient = ""
 extension ApplyContext {
   /// The CRDT state of a live block of `page` (a block stored before the CRDT gets its text as first text).
   /// Unknown, deleted or elsewhere → `unknownBlock`.
-  /// The state's bytes are the batch's work (`BatchWork.textBytesPerUnit`): the edit decodes them, and encodes
-  /// about as many back.
+  /// The state's and the text's bytes are the batch's work (`BatchWork.textBytesPerUnit`), charged before it is
+  /// decoded.
   mutating func text(of block: EntityID, on page: EntityID) throws -> TextDocument {
     guard
       let row = try connection.query(
         "SELECT page_id, deleted, crdt, text FROM block WHERE id = ?", [.text(block.rawValue)]
       ).first, row[0] == .text(page.rawValue), row[1] == .integer(0)
     else { throw Rejection(.unknownBlock) }
-    let bytes: Int
-    switch row[2] {
-    case .blob(let state): bytes = state.count
-    case .text(let text): bytes = text.utf8.count
-    default: bytes = if case .text(let text) = row[3] { text.utf8.count } else { 0 }
-    }
-    work += bytes / BatchWork.textBytesPerUnit
+    // The state (its text deflated) is inflated, changed, deflated and written back: its size and the text's.
+    let stateBytes = if case .blob(let state) = row[2] { state.count } else { 0 }
+    let textBytes = if case .text(let text) = row[3] { text.utf8.count } else { 0 }
+    try charge((stateBytes + textBytes) / BatchWork.textBytesPerUnit)
     return try PageStore.textDocument(crdt: row[2], text: row[3])
   }
 

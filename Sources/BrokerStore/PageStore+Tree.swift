@@ -14,7 +14,8 @@ import SyncModel
 ///   refreshes the heights of the pages above the old and new parent, one page at a time up while they change
 ///   (at most `maxTreeDepth` pages each).
 ///
-/// Every page walked or refreshed is one unit of the batch's work (`ApplyContext.work`).
+/// Every page walked is the batch's work (`BatchWork.perPage`), charged before the mutation writes; every height
+/// refreshed (`BatchWork.perHeight`) is counted after it wrote, against the mutations after it.
 extension ApplyContext {
   /// The height of a page in a cycle left by an older broker (it has no top): "deeper than any limit".
   static let heightOfACycle: Int64 = 1 << 31
@@ -39,8 +40,10 @@ extension ApplyContext {
     defer { statement.reset() }
     guard try statement.step() else { return (nil, false) }
     let walked = Int(statement.int64(0))
-    work += walked * BatchWork.perPage
-    return (walked <= limit ? walked : nil, statement.int64(1) != 0)
+    let found = statement.int64(1) != 0
+    statement.reset()
+    try charge(walked * BatchWork.perPage)
+    return (walked <= limit ? walked : nil, found)
   }
 
   /// The stored height of `page` (0 if it has none).
@@ -66,7 +69,7 @@ extension ApplyContext {
     var steps = 0
     while let id = current, steps <= store.maxTreeDepth {
       steps += 1
-      work += BatchWork.perPage
+      account(BatchWork.perHeight)
       try read.bind([.text(id.rawValue)])
       guard try read.step() else {
         read.reset()

@@ -1,5 +1,6 @@
 import BrokerStore
 import EventLoopTestKit
+import RichText
 import SQLiteStore
 import SyncModel
 import Testing
@@ -215,8 +216,8 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
     let f = try StoreFixture()
     try f.pushAll(
       "c0", (0..<20).map { ("p\($0)", .createPage(parent: $0 == 0 ? nil : id("p\($0 - 1)"), title: "P")) })
-    f.store.maxBatchWork = 100
-    // Each page under the chain's leaf walks 20 pages up, and the first refreshes 21 heights.
+    f.store.maxBatchWork = 200
+    // Each page under the chain's leaf walks 20 pages up (20 units), and the first refreshes 21 heights (63).
     let mutations = (0..<10).map { f.mutation("c1", "q\($0)", .createPage(parent: id("p19"), title: "Q")) }
     let first = try f.push("c1", mutations)
     #expect(first.results.count > 1 && first.results.count < 10)
@@ -269,6 +270,45 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
     #expect(results.count == 100 && results.allSatisfy { $0.status == .applied })
     #expect(try f.snapshot("db")?.rows?.first == id("r100"))
     #expect(try f.snapshot("db")?.rows?.last == id("r0"))
+    // A second database of 200 rows: a batch that edits a row of each stops before the second (its rows would
+    // take the batch past the budget), and the edit left for the next batch wrote nothing.
+    try f.push("c1", "db2", .createDatabase(parent: nil, title: "DB2"))
+    f.store.maxBatchWork = 100_000
+    try f.pushAll(
+      "c1", (0..<200).map { ("s\($0)", .createRow(database: id("db2"), title: "S", properties: [:])) })
+    f.store.maxBatchWork = 1_000
+    let both = [
+      f.mutation("c1", "r5", .setTitle("first")),
+      f.mutation("c1", "r6", .setProperty(name: "n", value: .number(-1))),
+      f.mutation("c1", "s5", .setProperty(name: "n", value: .number(-1))),
+      f.mutation("c1", "r7", .setProperty(name: "n", value: .number(-2))),
+    ]
+    let outcome = try f.push("c1", both)
+    #expect(outcome.results.map(\.status) == [.applied, .applied])
+    #expect(try f.snapshot("s5")?.properties["n"] == nil)
+    // The next batch starts with it; the one after it goes back to the first database: left again.
+    #expect(try f.push("c1", Array(both[2...])).results.map(\.status) == [.applied])
+    #expect(try f.push("c1", Array(both[3...])).results.map(\.status) == [.applied])
+    #expect(try f.snapshot("s5")?.properties["n"] == .number(-1))
+  }
+
+  /// A text edit counts the size of the block it changes: a batch of splices on a block of 60,000 characters
+  /// stops after a few (each inflates, changes and deflates the whole text).
+  @Test func textEditsCountTheSizeOfTheirBlock() throws {
+    let f = try StoreFixture()
+    let text = String(repeating: "0123456789", count: 6_000)
+    try f.push("c1", "page", .createPage(parent: nil, title: "P"))
+    try f.push(
+      "c1", "page", .addBlock(block: id("big"), type: "text", text: text, after: nil, attributes: [:]))
+    f.store.maxBatchWork = 10_000
+    var document = TextDocument(text: text, client: "")
+    let edits = (0..<20).map { index in
+      let update = document.replaceText(with: "\(index)" + text, client: "c1")
+      return f.mutation("c1", "page", .spliceText(block: id("big"), ops: TextOps(update)))
+    }
+    let outcome = try f.push("c1", edits)
+    #expect(outcome.results.count > 1 && outcome.results.count < 10)
+    #expect(outcome.results.allSatisfy { $0.status == .applied })
   }
 
   /// A placement reads only the blocks around it, and moves few: in a page of 3,000 blocks a batch of 200
