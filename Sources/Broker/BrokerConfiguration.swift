@@ -66,6 +66,13 @@ public struct BrokerLimits: Sendable, Equatable {
   /// Characters one block's text may hold, deleted ones included (`too_large` beyond): a deleted character keeps
   /// its id, which a device offline for a long time may still refer to.
   public var textCharactersPerBlock = 1 << 20
+  /// Pages from a top-level page down to any page, both counted (`too_deep` beyond, on create and on move, the
+  /// whole moved subtree counted). Every walk up a tree (the cycle check) stops there.
+  public var treeDepth = 1_000
+  /// Work one batch may do (`BrokerStore.BatchWork` units, about a microsecond each): a mutation that would take
+  /// its batch past it waits for the client's next batch, so one batch holds the store's one writer thread for
+  /// about this long at most.
+  public var batchWork = 100_000
 
   public init() {}
 }
@@ -144,6 +151,10 @@ extension BrokerConfiguration {
     configuration.limits.textCharactersPerBlock = try limits.int(
       "text_characters_per_block", default: configuration.limits.textCharactersPerBlock,
       range: 1024...(1 << 24))
+    configuration.limits.treeDepth = try limits.int(
+      "tree_depth", default: configuration.limits.treeDepth, range: 2...100_000)
+    configuration.limits.batchWork = try limits.int(
+      "batch_work", default: configuration.limits.batchWork, range: 1_000...100_000_000)
     try limits.rejectUnknownKeys()
 
     let log = try document.table("log")
@@ -187,6 +198,8 @@ extension BrokerConfiguration {
     plan.live("limits.text_ops_per_mutation", limits.textOpsPerMutation, new.limits.textOpsPerMutation)
     plan.live(
       "limits.text_characters_per_block", limits.textCharactersPerBlock, new.limits.textCharactersPerBlock)
+    plan.live("limits.tree_depth", limits.treeDepth, new.limits.treeDepth)
+    plan.live("limits.batch_work", limits.batchWork, new.limits.batchWork)
     plan.live(
       "limits.pending_bytes_per_connection", limits.pendingBytesPerConnection,
       new.limits.pendingBytesPerConnection)

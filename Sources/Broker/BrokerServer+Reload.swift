@@ -29,12 +29,16 @@ extension BrokerServer {
       || old.limits.clockAheadSeconds != configuration.limits.clockAheadSeconds
       || old.limits.textOpsPerMutation != configuration.limits.textOpsPerMutation
       || old.limits.textCharactersPerBlock != configuration.limits.textCharactersPerBlock
+      || old.limits.treeDepth != configuration.limits.treeDepth
+      || old.limits.batchWork != configuration.limits.batchWork
     {
       let box = storeBox
       let limit = configuration.limits.batchMutations
       let ahead = UInt64(configuration.limits.clockAheadSeconds) * 1000
       let textOps = configuration.limits.textOpsPerMutation
       let textCharacters = configuration.limits.textCharactersPerBlock
+      let treeDepth = configuration.limits.treeDepth
+      let batchWork = configuration.limits.batchWork
       writer.submit(
         on: loop,
         { _ in
@@ -42,6 +46,8 @@ extension BrokerServer {
           box.store.maxClockAheadMillis = ahead
           box.store.limits.maxTextOps = textOps
           box.store.limits.maxTextCharacters = textCharacters
+          box.store.maxTreeDepth = treeDepth
+          box.store.maxBatchWork = batchWork
         }, completion: { (_: Result<Void, Error>) in })
     }
     if old.tokens != configuration.tokens {

@@ -97,6 +97,8 @@ public final class BrokerServer {
     let store = try PageStore(connection: connection, limits: limits)
     store.maxMutationsPerBatch = configuration.limits.batchMutations
     store.maxClockAheadMillis = UInt64(configuration.limits.clockAheadSeconds) * 1000
+    store.maxTreeDepth = configuration.limits.treeDepth
+    store.maxBatchWork = configuration.limits.batchWork
     epoch = store.epoch
     publishedSequence = store.sequence
     storeBox = StoreBox(store)

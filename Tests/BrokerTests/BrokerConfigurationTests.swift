@@ -48,12 +48,15 @@ private func sampleConfig(file: String = #filePath) -> String {
       workspaces = ["w1", "w2"]
       [limits]
       batch_mutations = 10
+      tree_depth = 50
+      batch_work = 5000
       """, file: "t.toml")
     #expect(configuration.listen == .inet(host: "0.0.0.0", port: 0))
     #expect(configuration.tokens.count == 1)
     #expect(
       configuration.tokens[0].workspaces == [try EntityID(validating: "w1"), try EntityID(validating: "w2")])
     #expect(configuration.limits.batchMutations == 10)
+    #expect(configuration.limits.treeDepth == 50 && configuration.limits.batchWork == 5000)
   }
 
   @Test(arguments: [
@@ -76,6 +79,8 @@ private func sampleConfig(file: String = #filePath) -> String {
     ),
     ("[limits]\nframe_bytes = 10\n", "t.toml:2: limits.frame_bytes: must be from 1024"),
     ("[limits]\nconnections = \"many\"\n", "t.toml:2: limits.connections: must be an integer"),
+    ("[limits]\ntree_depth = 1\n", "t.toml:2: limits.tree_depth: must be from 2"),
+    ("[limits]\nbatch_work = 10\n", "t.toml:2: limits.batch_work: must be from 1000"),
     ("[logging]\nlevel = \"info\"\n", "t.toml:1: logging: unknown key"),
     ("[server]\nlisten = \"[::]:7700\"\n", "t.toml:2: server.listen: [::]:7700 is not a loopback address"),
     ("[server\n", "t.toml:1:"),
