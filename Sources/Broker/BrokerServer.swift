@@ -34,6 +34,8 @@ public final class BrokerServer {
   public var logger: Logger
   let writer: SQLiteWriter
   let storeBox: StoreBox
+  /// `GET /healthz`'s reader of the store, beside the writer (not in its queue).
+  let healthCheck: StoreHealthCheck
   public let epoch: String
   let http: HTTPServer
   var authenticator: Authenticator
@@ -103,6 +105,7 @@ public final class BrokerServer {
     publishedSequence = store.sequence
     storeBox = StoreBox(store)
     writer = SQLiteWriter(connection: connection, name: "broker-writer")
+    healthCheck = try StoreHealthCheck(loop: loop, path: configuration.storePath)
     authenticator = Authenticator(tokens: configuration.tokens)
     var http = HTTPServerConfiguration()
     http.limits = HTTPParserLimits(maxHeaderBytes: 32 * 1024, maxBodyBytes: configuration.limits.bodyBytes)
@@ -156,6 +159,7 @@ public final class BrokerServer {
     http.close { [unowned self] in
       // Every HTTP answer has been written; no job can arrive any more.
       self.writer.shutdown()
+      self.healthCheck.close()
       self.flushWakeup?.close()
       self.flushWakeup = nil
       then()
