@@ -63,8 +63,9 @@ extension PageStore {
   /// or a database's rows) would take the batch's past `maxBatchWork` is not applied, and neither is any after
   /// it. The answer then covers the mutations before it, and `lastMutationId` is the last of them: the client
   /// sends the others again, in a batch of their own, as it would after a lost answer. Work is charged before a
-  /// mutation writes (as rejections are decided), so a mutation left out leaves nothing behind. The batch's
-  /// first mutation that does any work always runs, so every batch makes progress.
+  /// mutation writes (as rejections are decided), so a mutation left out leaves nothing behind. The budget
+  /// counts from the end of the batch's first mutation that does any work, which always runs: every batch makes
+  /// progress, and a batch's work is at most its first mutation's plus the budget.
   public func apply(
     _ batch: MutationBatch, user: EntityID, workspaces: Set<EntityID>, nowMillis: UInt64
   ) throws -> BatchOutcome {
@@ -126,6 +127,7 @@ extension PageStore {
       // the sub-journal: a sixth of the writer's time in W1.) If that rule is ever broken, the batch fails whole
       // and the writer's savepoint for the job undoes it, rather than a half-applied mutation being committed.
       let changesBefore = connection.totalChanges
+      defer { context.endMutation() }
       do {
         context.changes = ChangeSet()
         try context.apply(mutation)
@@ -268,6 +270,8 @@ struct ApplyContext {
   var databasesBefore: [EntityID: [EntityID]] = [:]
   /// The work the batch did so far, in `BatchWork` units.
   private(set) var work = 0
+  /// The work of the batch's first mutation that did any, once it is done: the budget counts from there.
+  private var firstWork: Int?
   /// The workspace of every page this batch read or created (a page never changes workspace), so that the
   /// batch's answer need not read them again.
   var knownWorkspaces: [EntityID: EntityID] = [:]
@@ -294,12 +298,19 @@ struct ApplyContext {
   }
 
   /// Adds `units` to the batch's work, before the work is done where it can be; throws `WorkBudgetSpent` if
-  /// that takes it past the budget, unless nothing before did any work (so that every batch makes progress).
+  /// that takes the work done after the batch's first working mutation past the budget. The first such mutation
+  /// may do any amount (so that every batch makes progress), and what it paid for stays paid: a database of
+  /// 100,000 rows it read does not leave the rest of the batch, which may touch only that database, unable to
+  /// do anything (each mutation would then need a batch, and a read of the database, of its own).
   /// Called before the mutation's first write only.
   mutating func charge(_ units: Int) throws {
-    let mayExceed = work == 0
     work += units
-    if work > store.maxBatchWork && !mayExceed { throw WorkBudgetSpent() }
+    if let firstWork, work - firstWork > store.maxBatchWork { throw WorkBudgetSpent() }
+  }
+
+  /// Ends a mutation: the first one that did any work sets where the budget counts from.
+  mutating func endMutation() {
+    if firstWork == nil && work > 0 { firstWork = work }
   }
 
   /// Counts work done after the mutation's first write (heights refreshed): it is bounded by the depth limit,
