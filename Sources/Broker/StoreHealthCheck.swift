@@ -50,11 +50,13 @@ final class StoreHealthCheck {
     waiting.append(completion)
     guard waiting.count == 1 else { return }
     let reader = self.reader
-    loop.offload(to: worker, { reader.sequence() }) { [self] result in
-      let answered = waiting
-      waiting = []
-      for completion in answered { completion(result) }
-    }
+    loop.offload(
+      to: worker, { reader.sequence() },
+      then: { [self] result in
+        let answered = waiting
+        waiting = []
+        for completion in answered { completion(result) }
+      })
   }
 
   /// Stops the thread (after the read under way) and closes the connection. Blocks until then.

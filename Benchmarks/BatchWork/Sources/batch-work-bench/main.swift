@@ -194,7 +194,10 @@ case "blocks":
   // As many blocks of 64 KiB of text as fit in a request body of 8 MiB.
   let text = String(repeating: "The quick brown fox jumps over the lazy dog. ", count: 65_536 / 45)
   let big = (0..<126).map { i in
-    (page, MutationAction.addBlock(block: id("big\(i)"), type: "text", text: text, after: nil, attributes: [:]))
+    (
+      page,
+      MutationAction.addBlock(block: id("big\(i)"), type: "text", text: text, after: nil, attributes: [:])
+    )
   }
   bench.report("126 add_block of 64 KiB (an 8 MiB body)", try bench.push(big), sent: 126)
 case "text":
