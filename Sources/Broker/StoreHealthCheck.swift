@@ -59,7 +59,12 @@ final class StoreHealthCheck {
       })
   }
 
-  /// Stops the thread (after the read under way) and closes the connection. Blocks until then.
+  deinit {
+    // A last resort, as SQLiteWriter's: the broker's shutdown closes it, at a time when blocking is fine.
+    close()
+  }
+
+  /// Stops the thread (after the read under way) and closes the connection. Blocks until then. Idempotent.
   func close() {
     worker.shutdown()
     reader.connection.close()
