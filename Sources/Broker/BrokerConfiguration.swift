@@ -87,6 +87,13 @@ public struct BrokerLimits: Sendable, Equatable {
   /// Bytes of pages a fetch or pull answer carries before it stops and says where to continue (its first page
   /// goes whatever its size).
   public var answerBytes = 16 << 20
+  /// Pages from a top-level page down to any page, both counted (`too_deep` beyond, on create and on move, the
+  /// whole moved subtree counted). Every walk up a tree (the cycle check) stops there.
+  public var treeDepth = 1_000
+  /// Work one batch may do (`BrokerStore.BatchWork` units, about a microsecond each): a mutation that would take
+  /// its batch past it waits for the client's next batch, so one batch holds the store's one writer thread for
+  /// about this long at most.
+  public var batchWork = 100_000
 
   public init() {}
 }
@@ -181,6 +188,10 @@ extension BrokerConfiguration {
       "page_bytes", default: configuration.limits.pageBytes, range: (64 << 10)...(1 << 30))
     configuration.limits.answerBytes = try limits.int(
       "answer_bytes", default: configuration.limits.answerBytes, range: (64 << 10)...(1 << 30))
+    configuration.limits.treeDepth = try limits.int(
+      "tree_depth", default: configuration.limits.treeDepth, range: 2...100_000)
+    configuration.limits.batchWork = try limits.int(
+      "batch_work", default: configuration.limits.batchWork, range: 1_000...100_000_000)
     try limits.rejectUnknownKeys()
 
     let log = try document.table("log")
@@ -229,6 +240,8 @@ extension BrokerConfiguration {
       "limits.text_characters_per_block", limits.textCharactersPerBlock, new.limits.textCharactersPerBlock)
     plan.live("limits.page_bytes", limits.pageBytes, new.limits.pageBytes)
     plan.live("limits.answer_bytes", limits.answerBytes, new.limits.answerBytes)
+    plan.live("limits.tree_depth", limits.treeDepth, new.limits.treeDepth)
+    plan.live("limits.batch_work", limits.batchWork, new.limits.batchWork)
     plan.live(
       "limits.pending_bytes_per_connection", limits.pendingBytesPerConnection,
       new.limits.pendingBytesPerConnection)

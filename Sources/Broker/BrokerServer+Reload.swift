@@ -34,6 +34,8 @@ extension BrokerServer {
       || old.limits.textOpsPerMutation != configuration.limits.textOpsPerMutation
       || old.limits.textCharactersPerBlock != configuration.limits.textCharactersPerBlock
       || old.limits.pageBytes != configuration.limits.pageBytes
+      || old.limits.treeDepth != configuration.limits.treeDepth
+      || old.limits.batchWork != configuration.limits.batchWork
     {
       let box = storeBox
       let limit = configuration.limits.batchMutations
@@ -41,6 +43,8 @@ extension BrokerServer {
       let textOps = configuration.limits.textOpsPerMutation
       let textCharacters = configuration.limits.textCharactersPerBlock
       let pageBytes = configuration.limits.pageBytes
+      let treeDepth = configuration.limits.treeDepth
+      let batchWork = configuration.limits.batchWork
       writer.submit(
         on: loop,
         { _ in
@@ -49,6 +53,8 @@ extension BrokerServer {
           box.store.limits.maxTextOps = textOps
           box.store.limits.maxTextCharacters = textCharacters
           box.store.limits.maxPageBytes = pageBytes
+          box.store.maxTreeDepth = treeDepth
+          box.store.maxBatchWork = batchWork
         }, completion: { (_: Result<Void, Error>) in })
     }
     if old.tokens != configuration.tokens {

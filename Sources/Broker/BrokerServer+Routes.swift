@@ -86,19 +86,24 @@ extension BrokerServer {
     }
   }
 
+  /// The store read on a connection of its own (`StoreHealthCheck`), never through the writer's queue, where a
+  /// read splits a group commit; 503 when that read fails or the writer's last transaction failed.
   private func health(_ responder: HTTPResponder) {
-    let box = storeBox
-    writer.read(
-      on: loop, { _ in box.store.sequence },
-      completion: { [unowned self] result in
-        switch result {
-        case .success(let sequence):
+    healthCheck.check { [unowned self] result in
+      switch result {
+      case .success(let sequence):
+        if let failure = self.writer.lastTransactionFailure {
+          responder.respond(
+            HTTPResponseError(.serviceUnavailable, "store not writable: the last commit failed: \(failure)")
+              .response)
+        } else {
           responder.respond(
             self.jsonResponse(BrokerProtocol.Health(status: "ok", epoch: self.epoch, sequence: sequence)))
-        case .failure(let error):
-          responder.respond(HTTPResponseError(.serviceUnavailable, "store unavailable: \(error)").response)
         }
-      })
+      case .failure(let error):
+        responder.respond(HTTPResponseError(.serviceUnavailable, "store unavailable: \(error)").response)
+      }
+    }
   }
 
   // MARK: Writes

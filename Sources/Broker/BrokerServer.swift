@@ -39,6 +39,8 @@ public final class BrokerServer {
   /// The threads that read pages for answers (`[store] readers`), each with a read-only connection of its own;
   /// nil when reads run on the writer thread.
   let readers: SQLiteReaderPool<PageReader>?
+  /// `GET /healthz`'s reader of the store, beside the writer (not in its queue).
+  let healthCheck: StoreHealthCheck
   public let epoch: String
   let http: HTTPServer
   var authenticator: Authenticator
@@ -105,6 +107,8 @@ public final class BrokerServer {
     let store = try PageStore(connection: connection, limits: limits)
     store.maxMutationsPerBatch = configuration.limits.batchMutations
     store.maxClockAheadMillis = UInt64(configuration.limits.clockAheadSeconds) * 1000
+    store.maxTreeDepth = configuration.limits.treeDepth
+    store.maxBatchWork = configuration.limits.batchWork
     epoch = store.epoch
     publishedSequence = store.sequence
     storeBox = StoreBox(store)
@@ -118,6 +122,7 @@ public final class BrokerServer {
       ? SQLiteReaderPool(path: path, threads: configuration.readers, name: "broker-reader") { connection in
         PageReader(store: try PageStore(reading: connection))
       } : nil
+    healthCheck = try StoreHealthCheck(loop: loop, path: configuration.storePath)
     authenticator = Authenticator(tokens: configuration.tokens)
     var http = HTTPServerConfiguration()
     http.limits = HTTPParserLimits(maxHeaderBytes: 32 * 1024, maxBodyBytes: configuration.limits.bodyBytes)
@@ -173,6 +178,7 @@ public final class BrokerServer {
       // Every HTTP answer has been written; no job can arrive any more.
       self.readers?.shutdown()
       self.writer.shutdown()
+      self.healthCheck.close()
       self.flushWakeup?.close()
       self.flushWakeup = nil
       then()

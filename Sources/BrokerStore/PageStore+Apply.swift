@@ -19,12 +19,16 @@ enum PageStoreError: Error, CustomStringConvertible {
   case rejectedAfterWriting(mutation: UInt64, reason: RejectionReason)
   /// A block's stored text state does not decode.
   case corruptText(String)
+  /// A mutation's work was charged after it had written: ApplyContext must charge before writing.
+  case budgetSpentAfterWriting(UInt64)
 
   var description: String {
     switch self {
     case .rejectedAfterWriting(let mutation, let reason):
       "mutation \(mutation) was rejected (\(reason.name)) after it had written: the batch was not applied"
     case .corruptText(let why): "a block's stored text state is corrupt: \(why)"
+    case .budgetSpentAfterWriting(let mutation):
+      "mutation \(mutation) ran out of the batch's work budget after it had written: the batch was not applied"
     }
   }
 }
@@ -42,19 +46,14 @@ struct PageRow {
   var isDatabase: Bool { kind == "database" }
 }
 
-/// What one batch changed so far: fields per page, and the rows in view of each database it touched as they were
-/// before the batch.
+/// What one batch (or one of its mutations) changed: fields per page.
 struct ChangeSet {
   var fields: [EntityID: Set<String>] = [:]
-  var databasesBefore: [EntityID: [EntityID]] = [:]
 
   mutating func record(_ page: EntityID, _ field: String) { fields[page, default: []].insert(field) }
 
   mutating func merge(_ other: ChangeSet) {
     for (page, names) in other.fields { fields[page, default: []].formUnion(names) }
-    for (database, rows) in other.databasesBefore where databasesBefore[database] == nil {
-      databasesBefore[database] = rows
-    }
   }
 }
 
@@ -64,6 +63,14 @@ extension PageStore {
   /// Exactly once: mutations at or below the client's last applied id are acknowledged as duplicates and not
   /// applied again; the new last id is written in the same transaction as the effects. A batch that starts past
   /// the next id is refused whole (`gap`), as is one whose client id belongs to another user.
+  ///
+  /// Bounded work: a mutation whose work (`BatchWork`: what depends on the data, such as pages walked up a tree
+  /// or a database's rows) would take the batch's past `maxBatchWork` is not applied, and neither is any after
+  /// it. The answer then covers the mutations before it, and `lastMutationId` is the last of them: the client
+  /// sends the others again, in a batch of their own, as it would after a lost answer. Work is charged before a
+  /// mutation writes (as rejections are decided), so a mutation left out leaves nothing behind. The budget
+  /// counts from the end of the batch's first mutation that does any work, which always runs: every batch makes
+  /// progress, and a batch's work is at most its first mutation's plus the budget.
   public func apply(
     _ batch: MutationBatch, user: EntityID, workspaces: Set<EntityID>, nowMillis: UInt64
   ) throws -> BatchOutcome {
@@ -127,12 +134,19 @@ extension PageStore {
       // the sub-journal: a sixth of the writer's time in W1.) If that rule is ever broken, the batch fails whole
       // and the writer's savepoint for the job undoes it, rather than a half-applied mutation being committed.
       let changesBefore = connection.totalChanges
+      defer { context.endMutation() }
       do {
         context.changes = ChangeSet()
         try context.apply(mutation)
         changes.merge(context.changes)
         context.growth.keepMutation()
         results.append(MutationResult(mutationId: mutation.id, page: mutation.page, status: .applied))
+      } catch is WorkBudgetSpent {
+        // Left, with every mutation after it, for the client's next batch.
+        guard connection.totalChanges == changesBefore else {
+          throw PageStoreError.budgetSpentAfterWriting(mutation.id)
+        }
+        break
       } catch let rejection as Rejection {
         guard connection.totalChanges == changesBefore else {
           throw PageStoreError.rejectedAfterWriting(mutation: mutation.id, reason: rejection.reason)
@@ -146,7 +160,7 @@ extension PageStore {
             message: rejection.message))
       }
     }
-    let newLast = max(last, batch.mutations.last?.id ?? last)
+    let newLast = max(last, results.last?.mutationId ?? last)
     try connection.execute(
       """
       INSERT INTO client (id, user_id, last_mutation_id) VALUES (?, ?, ?)
@@ -155,7 +169,7 @@ extension PageStore {
 
     try writeGrowth(context.growth.batch)
     // A database whose rows in view changed changes too.
-    for (database, before) in changes.databasesBefore where try rowsInView(of: database) != before {
+    for (database, before) in context.databasesBefore where try rowsInView(of: database) != before {
       changes.record(database, "rows")
     }
     var pages: [EntityID: UInt64] = [:]
@@ -255,10 +269,14 @@ extension EntityID {
   }
 }
 
+/// The batch's work budget would be spent by this mutation: it and the mutations after it wait for the next batch.
+struct WorkBudgetSpent: Error {}
+
 /// Runs one mutation against the store and records what it changed.
 ///
-/// The rule: every `Rejection` is thrown before the mutation's first write (checks first, then writes), so a
-/// rejected mutation needs no rollback. `apply(_:user:workspaces:nowMillis:)` verifies it on every rejection.
+/// The rule: every `Rejection` and every `WorkBudgetSpent` is thrown before the mutation's first write (checks
+/// and charges first, then writes), so a rejected or postponed mutation needs no rollback.
+/// `apply(_:user:workspaces:nowMillis:)` verifies it each time.
 struct ApplyContext {
   let store: PageStore
   let batch: MutationBatch
@@ -268,6 +286,14 @@ struct ApplyContext {
   var changes = ChangeSet()
   /// How much the batch grew each page (`PageStore+Size.swift`).
   var growth = PageGrowth()
+  /// The rows in view of each database the batch touched, as they were before the batch first touched it (kept
+  /// for the whole batch: each is read once before and once after the batch, however many of its mutations
+  /// touch it).
+  var databasesBefore: [EntityID: [EntityID]] = [:]
+  /// The work the batch did so far, in `BatchWork` units.
+  private(set) var work = 0
+  /// The work of the batch's first mutation that did any, once it is done: the budget counts from there.
+  private var firstWork: Int?
   /// The workspace of every page this batch read or created (a page never changes workspace), so that the
   /// batch's answer need not read them again.
   var knownWorkspaces: [EntityID: EntityID] = [:]
@@ -293,11 +319,38 @@ struct ApplyContext {
     return row
   }
 
-  /// Remembers a database's rows in view before the batch first touches them.
+  /// Adds `units` to the batch's work, before the work is done where it can be; throws `WorkBudgetSpent` if
+  /// that takes the work done after the batch's first working mutation past the budget. The first such mutation
+  /// may do any amount (so that every batch makes progress), and what it paid for stays paid: a database of
+  /// 100,000 rows it read does not leave the rest of the batch, which may touch only that database, unable to
+  /// do anything (each mutation would then need a batch, and a read of the database, of its own).
+  /// Called before the mutation's first write only.
+  mutating func charge(_ units: Int) throws {
+    work += units
+    if let firstWork, work - firstWork > store.maxBatchWork { throw WorkBudgetSpent() }
+  }
+
+  /// Ends a mutation: the first one that did any work sets where the budget counts from.
+  mutating func endMutation() {
+    if firstWork == nil && work > 0 { firstWork = work }
+  }
+
+  /// Counts work done after the mutation's first write (heights refreshed): it is bounded by the depth limit,
+  /// and counts against the mutations that come after.
+  mutating func account(_ units: Int) { work += units }
+
+  /// Remembers a database's rows in view before the batch first touches them. Its rows are the batch's work
+  /// twice over (read now, and again at the end of the batch), charged before they are read; a database the
+  /// batch touched already costs nothing more.
   mutating func touchDatabase(_ id: EntityID?) throws {
-    guard let id, changes.databasesBefore[id] == nil else { return }
+    guard let id, databasesBefore[id] == nil else { return }
     guard let row = try store.loadPage(id), row.isDatabase else { return }
-    changes.databasesBefore[id] = try store.rowsInView(of: id)
+    let count = try connection.cachedStatement("SELECT count(*) FROM page WHERE parent_id = ?")
+    try count.bind([.text(id.rawValue)])
+    let rows = try count.step() ? Int(count.int64(0)) : 0
+    count.reset()
+    try charge(2 * rows * BatchWork.perDatabaseRow)
+    databasesBefore[id] = try store.rowsInView(of: id)
   }
 
   mutating func apply(_ mutation: Mutation) throws {
@@ -360,6 +413,8 @@ struct ApplyContext {
       if try !connection.query("SELECT 1 FROM block WHERE id = ?", [.text(block.rawValue)]).isEmpty {
         throw Rejection(.alreadyExists)
       }
+      // Its first text is deflated into a state and written twice (text and state), as an edit of that size.
+      try charge(text.utf8.count / BatchWork.textBytesPerUnit)
       // The first text: ids every replica derives from it (`initialTextClient`), stamped with this batch.
       let state = TextDocument(text: text, client: initialTextClient, seq: seq).encoded()
       let attributesJSON = store.json(attributes)
@@ -444,20 +499,16 @@ struct ApplyContext {
         let target = try writablePage(parent)
         guard target.workspace == row.workspace else { throw Rejection(.invalidParent) }
         if row.isDatabase && target.isDatabase { throw Rejection(.invalidParent) }
-        // No cycles: the new parent must not be the page or one of its descendants.
-        var ancestor: EntityID? = parent
-        var steps = 0
-        while let current = ancestor, steps < 10_000 {
-          if current == page { throw Rejection(.invalidParent) }
-          ancestor = try store.loadPage(current)?.parent
-          steps += 1
-        }
       }
+      // No cycles (the new parent is not the page or under it), and the moved subtree within the depth limit.
+      try checkPlace(under: parent, height: try height(of: page), mover: page)
       try touchDatabase(row.parent)
       try touchDatabase(parent)
       try connection.execute(
         "UPDATE page SET parent_id = ?, parent_stamp = ? WHERE id = ?",
         [parent.map { .text($0.rawValue) } ?? .null, .text(stamp), .text(page.rawValue)])
+      try refreshHeights(from: parent)
+      try refreshHeights(from: row.parent)
       changes.record(page, "parent")
       if row.isDatabase {
         if let old = row.parent { changes.record(old, "databases") }
@@ -507,14 +558,15 @@ struct ApplyContext {
       // A page made in a database is one of its rows: the database's rows in view may change.
       if parentRow.isDatabase { try touchDatabase(parent) }
       workspace = parentRow.workspace
+      try checkPlace(under: parent, height: 0, mover: nil)
       if kind == "database" { changes.record(parent, "databases") }
     }
     try grow(id, by: bytes)
     try connection.execute(
       """
       INSERT INTO page (id, workspace_id, kind, parent_id, parent_stamp, title, title_stamp, deleted, deleted_stamp,
-                        created_seq, last_updated, updated_at_ms)
-      VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+                        created_seq, last_updated, updated_at_ms, height)
+      VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, 0)
       """,
       [
         .text(id.rawValue), .text(workspace.rawValue), .text(kind),
@@ -522,6 +574,7 @@ struct ApplyContext {
         .text(stamp), .text(title), .text(stamp), .text(stamp), .integer(Int64(seq)), .integer(Int64(seq)),
         .integer(Int64(nowMillis)),
       ])
+    try refreshHeights(from: parent)
     changes.record(id, "created")
     knownWorkspaces[id] = workspace
   }
@@ -543,21 +596,19 @@ struct ApplyContext {
   }
 
   /// Where a block goes `after` another (`BlockPlacement`'s rule, shared with the device), among the page's
-  /// blocks with their tombstones; a renumbering it calls for is written first, and its blocks are in the delta.
+  /// blocks with their tombstones; the blocks it moves to make room are written first, and are in the delta.
+  /// Reads and moves O(log n) blocks of a page of n, amortised (`BlockPlacement`); each is a unit of work.
   private mutating func positionAfter(_ after: EntityID?, on page: EntityID, excluding block: EntityID) throws
     -> Double
   {
-    let blocks = try connection.query(
-      "SELECT id, position FROM block WHERE page_id = ? AND id != ? ORDER BY position, id",
-      [.text(page.rawValue), .text(block.rawValue)]
-    ).compactMap { row -> BlockPlacement.Slot? in
-      guard case .text(let id) = row[0], case .real(let position) = row[1] else { return nil }
-      return BlockPlacement.Slot(id: EntityID(trusted: id), position: position)
-    }
-    let decision = BlockPlacement.place(after: after, among: blocks)
+    let blocks = StoredBlocks(connection: connection, page: page, excluding: block)
+    let decision = try BlockPlacement.place(after: after, in: blocks)
+    try charge((blocks.read + decision.renumbered.count) * BatchWork.perBlock)
+    let move = try connection.cachedStatement("UPDATE block SET position = ? WHERE id = ?")
     for slot in decision.renumbered {
-      try connection.execute(
-        "UPDATE block SET position = ? WHERE id = ?", [.real(slot.position), .text(slot.id.rawValue)])
+      try move.bind([.real(slot.position), .text(slot.id.rawValue)])
+      _ = try move.step()
+      move.reset()
       changes.record(page, "block:" + slot.id.rawValue)
     }
     return decision.position

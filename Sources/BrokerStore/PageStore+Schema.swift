@@ -111,5 +111,17 @@ extension PageStore {
         ALTER TABLE page ADD COLUMN stored_bytes INTEGER;
         ALTER TABLE rejection ADD COLUMN message TEXT;
         """),
+    // Each page's `height` (0 without children, else 1 + its children's greatest), so that a move knows how deep
+    // the subtree it moves reaches without reading it (`[limits] tree_depth`; PageStore+Tree.swift). Existing
+    // pages get -1 and their heights at open (`backfillHeights`), as does any page a broker of an earlier
+    // version inserts. The index on (parent, height) answers "the greatest height among a page's children" and
+    // every "children of" query the old index on the parent did.
+    SQLiteMigration(
+      version: 5, name: "page heights for the tree depth limit",
+      sql: """
+        ALTER TABLE page ADD COLUMN height INTEGER NOT NULL DEFAULT -1;
+        DROP INDEX page_parent;
+        CREATE INDEX page_parent_height ON page (parent_id, height);
+        """),
   ]
 }

@@ -13,8 +13,9 @@ let initialTextClient = ""
 extension ApplyContext {
   /// The CRDT state of a live block of `page` (a block stored before the CRDT gets its text as first text), and
   /// the bytes its text, marks and state take now (`PageStore+Size.swift`). Unknown, deleted or elsewhere →
-  /// `unknownBlock`.
-  func text(of block: EntityID, on page: EntityID) throws -> (document: TextDocument, storedBytes: Int) {
+  /// `unknownBlock`. The state's and the text's bytes are the batch's work (`BatchWork.textBytesPerUnit`),
+  /// charged before it is decoded.
+  mutating func text(of block: EntityID, on page: EntityID) throws -> (document: TextDocument, storedBytes: Int) {
     guard
       let row = try connection.query(
         """
@@ -24,6 +25,10 @@ extension ApplyContext {
         """, [.text(block.rawValue)]
       ).first, row[0] == .text(page.rawValue), row[1] == .integer(0)
     else { throw Rejection(.unknownBlock) }
+    // The state (its text deflated) is inflated, changed, deflated and written back: its size and the text's.
+    let stateBytes = if case .blob(let state) = row[2] { state.count } else { 0 }
+    let textBytes = if case .text(let text) = row[3] { text.utf8.count } else { 0 }
+    try charge((stateBytes + textBytes) / BatchWork.textBytesPerUnit)
     let stored = if case .integer(let bytes) = row[4] { Int(bytes) } else { 0 }
     return (try PageStore.textDocument(crdt: row[2], text: row[3]), stored)
   }

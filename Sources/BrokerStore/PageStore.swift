@@ -23,6 +23,13 @@ public final class PageStore {
   public var maxMutationsPerBatch = 1000
   /// How far (ms) a mutation's time may be ahead of the broker's wall clock; beyond it, `clock_ahead`.
   public var maxClockAheadMillis: UInt64 = 86_400_000
+  /// The most pages from a top-level page down to any page, both counted (`[limits] tree_depth`); a create or
+  /// move beyond it is rejected `too_deep`.
+  public var maxTreeDepth = 1000
+  /// The work one batch may do, in `BatchWork` units (`[limits] batch_work`): once a batch has done this much,
+  /// the store takes none of its later mutations (the answer covers the first ones; the client sends the rest
+  /// again), so one batch holds the writer thread for a bounded time.
+  public var maxBatchWork = 100_000
 
   let encoder: JSONEncoder = {
     let encoder = JSONEncoder()
@@ -38,6 +45,7 @@ public final class PageStore {
     _ = try SQLiteMigrator(PageStore.migrations).migrate(connection)
     try PageStore.backfillTextStates(connection)
     try PageStore.countPageSizes(connection)
+    try PageStore.backfillHeights(connection)
     let meta = try PageStore.readMeta(connection)
     if let epoch = meta["epoch"] {
       self.epoch = epoch

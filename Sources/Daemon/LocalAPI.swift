@@ -144,6 +144,8 @@ final class LocalAPI {
         "a title over 1 KiB, a text or value over 64 KiB, a name over 128 bytes, a list over 256 items, "
           + "over 128 properties or 32 attributes"
       case .invalidParent: "a page cannot be its own parent"
+      case .tooDeep:
+        "a page more than the broker's [limits] tree_depth (1,000) pages below the top of its tree"
       default: "see docs/protocol.md, \"Rejection reasons\""
       }
     return "\(reason): \(meaning)"

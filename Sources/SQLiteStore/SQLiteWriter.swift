@@ -65,6 +65,7 @@ public final class SQLiteWriter: @unchecked Sendable {
   private var nextID: UInt64 = 0
   private var committedTransactionCount = 0
   private var committedJobCount = 0
+  private var lastFailure: String?
 
   private typealias Outcome = Result<any Sendable, any Error>
   private typealias Work = @Sendable (SQLiteConnection) throws -> any Sendable
@@ -147,6 +148,16 @@ public final class SQLiteWriter: @unchecked Sendable {
   /// Jobs and reads submitted whose completion has not run yet.
   public var pendingCompletions: Int { lock.withLock { completions.count } }
 
+  /// Why the last group's transaction failed (BEGIN or COMMIT refused, or SQLite rolled it back: a full disk, an
+  /// I/O error), if it did; nil once a later group commits. What a health check reports about writing, without
+  /// joining the queue.
+  public var lastTransactionFailure: String? { lock.withLock { lastFailure } }
+
+  private func recordFailure(_ error: any Error) {
+    let description = "\(error)"
+    lock.withLock { lastFailure = description }
+  }
+
   // MARK: Shutdown
 
   /// Stops accepting jobs (later ones fail with `.shutDown`), runs every job already queued, joins the writer
@@ -203,6 +214,7 @@ public final class SQLiteWriter: @unchecked Sendable {
     do {
       try connection.execute("BEGIN IMMEDIATE TRANSACTION", [])
     } catch {
+      recordFailure(error)
       deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
       return []
     }
@@ -219,6 +231,7 @@ public final class SQLiteWriter: @unchecked Sendable {
         } else {
           cause = SQLiteWriterError.transactionEndedByJob
         }
+        recordFailure(cause)
         let failed = zip(jobs[...index], outcomes).map { job, outcome -> (UInt64, Loop, Outcome) in
           if case .failure = outcome { return (job.id, job.loop, outcome) }
           return (job.id, job.loop, .failure(cause))
@@ -233,6 +246,7 @@ public final class SQLiteWriter: @unchecked Sendable {
     } catch {
       // A failed COMMIT may leave the transaction open (SQLITE_BUSY, a deferred foreign key): end it.
       if connection.isInTransaction { try? connection.execute("ROLLBACK TRANSACTION", []) }
+      recordFailure(error)
       deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
       return []
     }
@@ -241,6 +255,7 @@ public final class SQLiteWriter: @unchecked Sendable {
     lock.withLock {
       committedTransactionCount += 1
       committedJobCount += succeeded
+      lastFailure = nil
     }
     deliver(zip(jobs, outcomes).map { ($0.id, $0.loop, $1) })
     return []

@@ -32,10 +32,14 @@ public struct RejectionReason: Hashable, Sendable, Codable, CustomStringConverti
   /// The mutation's time is further ahead of the broker's clock than `[limits] clock_ahead_seconds`: a time
   /// far in the future would win every last-writer-wins field it touches for as long.
   public static let clockAhead = RejectionReason(code: 10, name: "clock_ahead")
+  /// A create or move would put a page (or, for a move, the deepest page of the moved subtree) deeper than
+  /// `[limits] tree_depth` pages from the top of its tree, counting itself: every walk up or down a tree stays
+  /// bounded, and so does the work of a batch.
+  public static let tooDeep = RejectionReason(code: 11, name: "too_deep")
 
   /// Every reason, by code.
   public static let all: [RejectionReason] = [
     .unknownPage, .forbidden, .invalidValue, .tooLarge, .pageDeleted, .alreadyExists, .invalidParent,
-    .notADatabase, .unknownBlock, .clockAhead,
+    .notADatabase, .unknownBlock, .clockAhead, .tooDeep,
   ]
 }

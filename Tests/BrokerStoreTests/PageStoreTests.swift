@@ -12,7 +12,7 @@ import Testing
 private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
 /// A page store on a fresh file, and helpers to push batches as a client would.
-private final class StoreFixture {
+final class StoreFixture {
   let file = TemporaryDatabase()
   let store: PageStore
   var nextID: [String: UInt64] = [:]
@@ -537,7 +537,7 @@ private final class StoreFixture {
     ) { output = $0.output.string }
     try loop.runUntilDone()
     try loop.close()
-    #expect(output == "4\nwal\nok\nP\n1\n")
+    #expect(output == "5\nwal\nok\nP\n1\n")
     var info = stat()
     #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
     connection.close()

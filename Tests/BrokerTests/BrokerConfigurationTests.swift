@@ -52,6 +52,8 @@ private func sampleConfig(file: String = #filePath) -> String {
       batch_mutations = 10
       page_bytes = 1048576
       answer_bytes = 65536
+      tree_depth = 50
+      batch_work = 5000
       """, file: "t.toml")
     #expect(configuration.listen == .inet(host: "0.0.0.0", port: 0))
     #expect(configuration.tokens.count == 1)
@@ -60,6 +62,7 @@ private func sampleConfig(file: String = #filePath) -> String {
     #expect(configuration.limits.batchMutations == 10)
     #expect(configuration.limits.pageBytes == 1 << 20 && configuration.limits.answerBytes == 1 << 16)
     #expect(configuration.readers == 0)
+    #expect(configuration.limits.treeDepth == 50 && configuration.limits.batchWork == 5000)
   }
 
   @Test(arguments: [
@@ -91,6 +94,8 @@ private func sampleConfig(file: String = #filePath) -> String {
     ("[limits]\nrequest_seconds = 3601\n", "t.toml:2: limits.request_seconds: must be from 1 to 3600"),
     ("[limits]\nwrite_stall_seconds = 0\n", "t.toml:2: limits.write_stall_seconds: must be from 1 to 3600"),
     ("[limits]\nconnections = \"many\"\n", "t.toml:2: limits.connections: must be an integer"),
+    ("[limits]\ntree_depth = 1\n", "t.toml:2: limits.tree_depth: must be from 2"),
+    ("[limits]\nbatch_work = 10\n", "t.toml:2: limits.batch_work: must be from 1000"),
     ("[logging]\nlevel = \"info\"\n", "t.toml:1: logging: unknown key"),
     ("[server]\nlisten = \"[::]:7700\"\n", "t.toml:2: server.listen: [::]:7700 is not a loopback address"),
     ("[server\n", "t.toml:1:"),

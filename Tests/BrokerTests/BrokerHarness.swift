@@ -148,12 +148,15 @@ final class BrokerHarness {
   /// A mutation of `pushBatch`.
   enum Edit {
     case create(String, title: String)
+    case createUnder(String, parent: String, title: String)
     case setTitle(String, String)
 
     func json(id: Int, time: String) -> String {
       switch self {
       case .create(let page, let title):
         #"{"id":\#(id),"page":"\#(page)","time":"\#(time)","type":"create_page","parent":null,"title":"\#(title)"}"#
+      case .createUnder(let page, let parent, let title):
+        #"{"id":\#(id),"page":"\#(page)","time":"\#(time)","type":"create_page","parent":"\#(parent)","title":"\#(title)"}"#
       case .setTitle(let page, let title):
         #"{"id":\#(id),"page":"\#(page)","time":"\#(time)","type":"set_title","title":"\#(title)"}"#
       }

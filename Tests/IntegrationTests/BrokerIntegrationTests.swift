@@ -13,6 +13,13 @@ import Testing
     try expectBrokerScriptPasses("broker_api.py", [TestTokens.alice, TestTokens.bob])
   }
 
+  /// Issue #16, item 2: a chain as deep as `[limits] tree_depth`, a page below it and moves that would make
+  /// cycles rejected, and a batch of 1,000 heavy moves cut by `[limits] batch_work` while another workspace's
+  /// batch and /healthz answer.
+  @Test func deepTreesAreBoundedAndABatchCannotStallTheWriter() throws {
+    try expectBrokerScriptPasses("broker_trees.py", [TestTokens.alice, TestTokens.bob], timeout: 180_000)
+  }
+
   @Test func subscriptionsStopAtTheConnectionLimit() throws {
     try expectBrokerScriptPasses(
       "broker_limits.py", [TestTokens.alice], extraConfig: "[limits]\nsubscriptions_per_connection = 5\n")

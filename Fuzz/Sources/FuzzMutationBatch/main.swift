@@ -168,6 +168,8 @@ private func check(_ batch: MutationBatch) {
     require(refused == refusedAgain, "refused for \(refused), then for \(refusedAgain)")
     require(!refused.description.isEmpty, "a refusal without a message")
   case (.success(let outcome), .success(let resent)):
+    // One result per mutation: these batches (4 KiB at most, a store of a few pages) stay far below the work
+    // budget, which could otherwise answer a batch in part (docs/protocol.md).
     require(outcome.results.count == batch.mutations.count, "not one result per mutation: \(outcome)")
     require(resent.sequence == nil, "the re-sent batch changed something: \(resent)")
     require(resent.lastMutationId == outcome.lastMutationId, "the re-send moved the last id: \(resent)")

@@ -1472,9 +1472,11 @@ def scenario_upgrade(s):
     old_sequence = int(broker.rows("SELECT value FROM meta WHERE key = 'sequence'")[0]["value"])
 
     broker.start()
-    check_equal(broker.rows("PRAGMA user_version"), [{"user_version": 4}], "the broker migrated its file to v4")
+    check_equal(broker.rows("PRAGMA user_version"), [{"user_version": 5}], "the broker migrated its file to v5")
     check_equal(broker.rows("SELECT id FROM page WHERE stored_bytes IS NULL"), [], "every broker page has its size")
     check_equal(broker.rows("PRAGMA integrity_check"), [{"integrity_check": "ok"}], "the broker's file is intact")
+    check_equal(broker.rows("SELECT count(*) AS n FROM page WHERE height < 0"), [{"n": 0}],
+                "every broker page has its height (v5)")
     check_equal(broker.rows("SELECT id FROM block WHERE crdt IS NULL"), [], "every broker block has a CRDT state")
     b.broker_url = broker.url
     b.start()
