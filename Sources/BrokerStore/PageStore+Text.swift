@@ -15,7 +15,9 @@ extension ApplyContext {
   /// the bytes its text, marks and state take now (`PageStore+Size.swift`). Unknown, deleted or elsewhere →
   /// `unknownBlock`. The state's and the text's bytes are the batch's work (`BatchWork.textBytesPerUnit`),
   /// charged before it is decoded.
-  mutating func text(of block: EntityID, on page: EntityID) throws -> (document: TextDocument, storedBytes: Int) {
+  mutating func text(of block: EntityID, on page: EntityID) throws -> (
+    document: TextDocument, storedBytes: Int
+  ) {
     guard
       let row = try connection.query(
         """
@@ -60,7 +62,9 @@ extension ApplyContext {
 
   /// A whole-text edit (`edit_block` with `text`) as the broker's own splices against the current text, checked
   /// and not written yet (`writeText`); nil when the text is unchanged.
-  func replacedText(of block: EntityID, on page: EntityID, with newText: String) throws -> CheckedText? {
+  mutating func replacedText(of block: EntityID, on page: EntityID, with newText: String) throws
+    -> CheckedText?
+  {
     let current = try text(of: block, on: page)
     var document = current.document
     if document.replaceText(with: newText, client: brokerTextClient, seq: seq).isEmpty { return nil }
