@@ -152,7 +152,7 @@ extension LocalStore {
     try connection.transaction(.immediate) {
       var listHolders: [EntityID] = []
       for result in outcome.results {
-        let id = SQLiteValue.integer(Int64(result.mutationId))
+        let id = try storedInteger(result.mutationId, "the broker's mutationId")
         if let data = try connection.query("SELECT data FROM mutation_queue WHERE id = ?", [id]).first?.first
         {
           let mutation = try decode(Mutation.self, data, table: "mutation_queue", column: "data")

@@ -161,6 +161,13 @@ public final class LocalStore {
 
   // MARK: Decoding helpers
 
+  /// `value` as an SQLite integer; `numberOutOfRange` (never a trap) above `Int64.max`: the broker's numbers
+  /// are checked when its answers are read, and this keeps any other way in from crashing the daemon.
+  func storedInteger(_ value: UInt64, _ what: @autoclosure () -> String) throws -> SQLiteValue {
+    guard let stored = Int64(exactly: value) else { throw LocalStoreError.numberOutOfRange(what(), value) }
+    return .integer(stored)
+  }
+
   func entityID(_ value: SQLiteValue, table: String, column: String) throws -> EntityID {
     guard case .text(let text) = value, let id = try? EntityID(validating: text) else {
       throw LocalStoreError.corruptValue(table: table, column: column, value: "\(value)")

@@ -1176,18 +1176,31 @@ def scenario_workspace(s):
 TRAP_NUMBER = b"9007199254740993" + b"9" * 300 + b"e-300"
 
 
+# Integers the strict reader takes into a UInt64 but no broker keeps (its store's integers are signed): a batch
+# answer's mutation id 2^63 and a fetched page's time 2^64-1 each trapped the daemon storing them, at every start.
+HUGE_MUTATION_ID = 9223372036854775808
+HUGE_TIME = 18446744073709551615
+
+
 class HostileBroker:
     """A fake broker on 127.0.0.1 (port 0) that speaks just enough of the protocol for a daemon to connect: the
     stream's WebSocket handshake, `subscribed` answers, then a `changed` frame whose time is TRAP_NUMBER; and a
-    catch-up answer whose `sequence` is TRAP_NUMBER. Counts what it sent."""
+    catch-up answer whose `sequence` is TRAP_NUMBER. Counts what it sent.
 
-    def __init__(self, scenario):
+    With `numbers`, its answers are well-formed but carry integers above 2^63-1 instead: the catch-up says each
+    page changed, the fetch answers each page with `lastUpdatedTime` HUGE_TIME, a batch is answered `applied`
+    with mutation id HUGE_MUTATION_ID, and `changed` frames carry HUGE_TIME."""
+
+    def __init__(self, scenario, numbers=False):
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(16)
         self.port = self.listener.getsockname()[1]
+        self.numbers = numbers
         self.lock = threading.Lock()
         self.catch_ups = 0
+        self.fetches = 0
+        self.batches = 0
         self.trap_frames = 0
         self.closed = False
         scenario.proxies.append(self)  # closed with the scenario
@@ -1199,7 +1212,39 @@ class HostileBroker:
 
     def counts(self):
         with self.lock:
-            return {"catchUps": self.catch_ups, "trapFrames": self.trap_frames}
+            return {"catchUps": self.catch_ups, "fetches": self.fetches, "batches": self.batches,
+                    "trapFrames": self.trap_frames}
+
+    def _answer(self, method, target, body):
+        """The status and JSON body answering one request."""
+        if method != "POST" or not any(target.endswith(path) for path in ("/v1/catchup", "/v1/fetch", "/v1/batch")):
+            return b"404 Not Found", b'{"error":404,"message":"not here"}'
+        request = json.loads(body) if body else {}
+        if target.endswith("/v1/catchup"):
+            with self.lock:
+                self.catch_ups += 1
+            if not self.numbers:
+                return b"200 OK", (b'{"epoch":"e","epochChanged":false,"sequence":' + TRAP_NUMBER
+                                   + b',"changed":{},"gone":[]}')
+            changed = {page: 7 for page in request.get("pages", {})}
+            return b"200 OK", json.dumps({"epoch": "e", "epochChanged": False, "sequence": 7, "changed": changed,
+                                          "gone": []}).encode()
+        if target.endswith("/v1/fetch"):
+            with self.lock:
+                self.fetches += 1
+            deltas = [{"id": page, "since": 0, "lastUpdatedTime": HUGE_TIME, "full": True, "properties": {},
+                       "blocks": [],
+                       "page": {"id": page, "workspace": "w1", "kind": "page", "title": "from a hostile broker",
+                                "deleted": False, "properties": {}, "blocks": [], "databases": [],
+                                "lastUpdatedTime": HUGE_TIME}}
+                      for page in sorted(request.get("pages", {}))]
+            return b"200 OK", json.dumps({"epoch": "e", "deltas": deltas, "gone": []}).encode()
+        with self.lock:
+            self.batches += 1
+        results = [{"mutationId": HUGE_MUTATION_ID, "page": m["page"], "status": "applied"}
+                   for m in request.get("mutations", [])]
+        return b"200 OK", json.dumps({"epoch": "e", "lastMutationId": HUGE_MUTATION_ID, "pages": {},
+                                      "results": results}).encode()
 
     def close(self):
         self.closed = True
@@ -1239,7 +1284,7 @@ class HostileBroker:
                 method, target = lines[0].split(" ")[:2]
                 headers = {line.split(":", 1)[0].strip().lower(): line.split(":", 1)[1].strip()
                            for line in lines[1:] if ":" in line}
-                _, buffer = self._read_exactly(connection, int(headers.get("content-length", "0")), buffer)
+                body, buffer = self._read_exactly(connection, int(headers.get("content-length", "0")), buffer)
                 if headers.get("upgrade", "").lower() == "websocket":
                     accept = base64.b64encode(hashlib.sha1(
                         (headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
@@ -1247,15 +1292,7 @@ class HostileBroker:
                                        b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n")
                     self._stream(connection, buffer)
                     return
-                if method == "POST" and target.endswith("/v1/catchup"):
-                    with self.lock:
-                        self.catch_ups += 1
-                    body = (b'{"epoch":"e","epochChanged":false,"sequence":' + TRAP_NUMBER
-                            + b',"changed":{},"gone":[]}')
-                    status = b"200 OK"
-                else:
-                    body = b'{"error":404,"message":"not here"}'
-                    status = b"404 Not Found"
+                status, body = self._answer(method, target, body)
                 connection.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
                                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         except (OSError, EOFError, ValueError, KeyError):
@@ -1288,7 +1325,8 @@ class HostileBroker:
             if opcode == 0x9:
                 send(0xA, payload)
             elif opcode == 0x1 and json.loads(payload).get("op") == "subscribe":
-                send(0x1, b'{"op":"changed","pages":{"home":' + TRAP_NUMBER + b'}}')
+                time_text = str(HUGE_TIME).encode() if self.numbers else TRAP_NUMBER
+                send(0x1, b'{"op":"changed","pages":{"home":' + time_text + b'}}')
                 send(0x1, b'{"op":"subscribed","added":0,"total":0,"denied":[]}')
                 with self.lock:
                     self.trap_frames += 1
@@ -1296,8 +1334,9 @@ class HostileBroker:
 
 def scenario_hostile_broker(s):
     """A broker whose answers carry the number JSONDecoder traps on (in a stream frame and in a catch-up
-    answer): the daemon refuses them as unreadable or not understood, keeps retrying and serving, and never
-    crashes."""
+    answer), or integers above 2^63-1 (a fetched page's time, a batch's mutation id): the daemon refuses them as
+    unreadable or not understood, keeps its queued edit, keeps retrying and serving, and never crashes, across a
+    restart too."""
     broker = HostileBroker(s)
     device = Device(s, "D", broker.url, "alice", "w1", {})
     device.start(wait_connected=False)
@@ -1321,6 +1360,36 @@ def scenario_hostile_broker(s):
     device.cli_fails(["sync"], "a sync against that broker", ["not understood"])
     check(device.process.poll() is None, "the daemon still runs after a sync", "running",
           f"exit {device.process.returncode}")
+
+    # Well-formed answers with integers above 2^63-1: a fetched page at time 2^64-1, a batch acknowledged with
+    # mutation id 2^63. Storing either trapped the daemon, and the same fetch and push at every start again.
+    numbers = HostileBroker(s, numbers=True)
+    before = numbers.counts()
+    other = Device(s, "E", numbers.url, "alice", "w1", {})
+    other.start(wait_connected=False)
+    other.cli("create", "page", "--id", "P", "--title", "mine")
+    other.cli("offline", "add", "P")
+    for start in (1, 2):
+        wait_until(f"start {start}: the daemon fetched P and pushed its edit against that broker",
+                   lambda: (lambda c: (c["fetches"] > before["fetches"] and c["batches"] > before["batches"], c))(
+                       numbers.counts()))
+        check(other.process.poll() is None, f"start {start}: the daemon runs on", "running",
+              f"exit {other.process.returncode}")
+        seen = {}
+
+        def says_out_of_range():
+            seen["error"] = other.status().get("lastError") or ""
+            return "above the largest the daemon accepts" in seen["error"], seen["error"]
+
+        wait_until(f"start {start}: the status names the number out of range", says_out_of_range)
+        ok(f"lastError: {seen['error'][:160]}")
+        check_equal([(m["type"], m["page_id"], m["status"]) for m in other.queue()],
+                    [("create_page", "P", "pending")], f"start {start}: the edit is still queued, not dropped")
+        check_equal(other.show("P")["title"], "mine", f"start {start}: P shows the local copy, not the broker's")
+        if start == 1:
+            check_equal(other.stop(), 0, "the daemon stops cleanly")
+            before = numbers.counts()
+            other.start(wait_connected=False)
 
 
 def scenario_text_merge(s):
