@@ -32,10 +32,16 @@ public struct RejectionReason: Hashable, Sendable, Codable, CustomStringConverti
   /// The mutation's time is further ahead of the broker's clock than `[limits] clock_ahead_seconds`: a time
   /// far in the future would win every last-writer-wins field it touches for as long.
   public static let clockAhead = RejectionReason(code: 10, name: "clock_ahead")
+  /// The mutation's id is at or below the client's last applied id, and the broker applied (or rejected) another
+  /// mutation under that id: two copies of one device's store (a backup restored, a cloned image) numbered
+  /// different edits alike. Nothing of it was applied and its id is not consumed; the client sends it again under
+  /// a new client id (docs/operations.md, "A restored or cloned device"). In a batch, every mutation after the
+  /// first such one is answered the same, but a re-send the broker has with the same content (`duplicate`).
+  public static let idReused = RejectionReason(code: 11, name: "id_reused")
 
   /// Every reason, by code.
   public static let all: [RejectionReason] = [
     .unknownPage, .forbidden, .invalidValue, .tooLarge, .pageDeleted, .alreadyExists, .invalidParent,
-    .notADatabase, .unknownBlock, .clockAhead,
+    .notADatabase, .unknownBlock, .clockAhead, .idReused,
   ]
 }

@@ -38,4 +38,50 @@ import Testing
     #expect(harness.machine.state == .live)
     try harness.shutdown()
   }
+
+  /// One `Pagesync-Clock: 18446744073709551615:4294967295` was merged and persisted: every later edit was stamped
+  /// after it and rejected `clock_ahead`, for good. Now a broker clock beyond `[sync] clock_ahead_seconds` is not
+  /// merged (a warning, once), and an edit through the local API is stamped from the wall clock.
+  @Test func aBrokerClockFarAheadIsNotMerged() throws {
+    let harness = try DaemonHarness(prepare: SyncDriverTests.threePages, api: true)
+    harness.goLive()
+    let hostile = HLCTimestamp(millis: .max, counter: .max)
+    harness.broker.onClock?(hostile)
+    harness.broker.onClock?(hostile)
+    #expect(harness.driver.observedClock == .zero)
+    #expect(harness.log.messages(atLeast: .warning).count { $0.contains("clock_ahead_seconds") } == 1)
+    let near = HLCTimestamp(millis: WallClock.millis() + 60_000)
+    harness.broker.onClock?(near)
+    #expect(harness.driver.observedClock == near, "a clock within the bound is merged")
+
+    let edit = try harness.answer(
+      harness.request(.PATCH, "/v1/pages/a", body: #"{"title": "stamped"}"#), "the edit")
+    #expect(edit.head.status.code == 200)
+    let queued = try #require(try harness.store.pendingMutations(limit: 10).first)
+    #expect(queued.time > near && queued.time.millis < WallClock.millis() + 120_000)
+    try harness.shutdown()
+  }
+
+  /// An edit stamped days ahead (by a clock poisoned before the bound existed, or a wall clock set right since)
+  /// is rejected `clock_ahead`: the daemon pushes it again at once with a fresh time and the next id, and it is
+  /// not a conflict.
+  @Test func aClockAheadRejectionIsPushedAgainWithAFreshTime() throws {
+    let harness = try DaemonHarness(prepare: SyncDriverTests.threePages)
+    harness.goLive()
+    let days = WallClock.millis() + 3 * 86_400_000
+    _ = try harness.store.recordEdits(page: id("a"), actions: [.setTitle("ahead")], nowMillis: days)
+    harness.driver.mutationsQueued()
+    let first = try #require(harness.broker.pushes.first)
+    #expect(first.request.mutations.map(\.time.millis) == [days])
+    first.succeed(Broker.outcome(of: first.request, rejected: [1: .clockAhead]))
+    try #require(harness.broker.pushes.count == 2)
+    let again = harness.broker.pushes[1].request
+    #expect(again.mutations.map(\.id) == [2] && again.mutations.map(\.action) == [.setTitle("ahead")])
+    #expect(again.mutations[0].time.millis <= WallClock.millis())
+    harness.broker.pushes[1].succeed(Broker.outcome(of: again))
+    #expect(try harness.store.conflicts().isEmpty && harness.store.status().pendingMutations == 0)
+    #expect(harness.log.messages(atLeast: .warning).contains { $0.contains("sent again with a fresh time") })
+    #expect(harness.driver.counters.mutationsRejected == 0)
+    try harness.shutdown()
+  }
 }

@@ -46,6 +46,10 @@ import Testing
 
   @Test func rejectedEditsLeaveTheLocalCopyAsTheBrokerHasIt() throws { try runScenario("rejected") }
 
+  /// An edit stamped days ahead (a clock poisoned by a broker's): rejected clock_ahead, sent again with a fresh
+  /// time, no conflict.
+  @Test func anEditStampedAheadIsSentAgainWithAFreshTime() throws { try runScenario("clock_ahead") }
+
   @Test func queuedEditsSurviveKill9AndArriveExactlyOnce() throws { try runScenario("kill9") }
 
   @Test func aDeviceOfAnotherWorkspaceIsRefused() throws { try runScenario("workspace") }

@@ -1080,6 +1080,45 @@ def scenario_rejected(s):
                expected=("original", True, [("b1", "original text")]))
 
 
+def scenario_clock_ahead(s):
+    """A device whose queued edit was stamped three days ahead, its clock stored so (as one Pagesync-Clock far
+    ahead left it before the daemon bounded what it merges): the broker rejects the edit clock_ahead, and the
+    daemon sends it again with a fresh time instead of keeping it as a conflict; its clock is the wall clock's
+    again and its next edits pass."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    a.cli("create", "page", "--id", "P", "--title", "before")
+    a.cli("offline", "add", "P")
+    a.sync()
+    a.wait_forest(tree("P", "toggled"), "P is offline on A")
+    broker.stop()
+    a.wait_connected(False)
+    a.cli("edit", "P", "--title", "stamped ahead")
+    check_equal(a.stop(), 0, "A stops cleanly with its edit queued")
+    ahead = f"{int(time.time() * 1000) + 3 * 86_400_000}:0"
+    a.rows(f"UPDATE mutation_queue SET data = json_set(data, '$.time', '{ahead}');"
+           f"UPDATE sync_meta SET value = '{ahead}' WHERE key = 'hlc'")
+    check_equal([json.loads(r["data"])["time"] for r in a.rows("SELECT data FROM mutation_queue")], [ahead],
+                "the queued edit is stamped three days ahead")
+    broker.start()
+    a.start()
+    wait_until("A's edit reached the broker", lambda: (
+        (lambda r: (r == [{"title": "stamped ahead"}], r))(broker.rows("SELECT title FROM page WHERE id = 'P'"))))
+    wait_until("A's queue is empty", lambda: (a.queue() == [], a.queue()), expected=[])
+    check_equal(a.cli("conflicts"), [], "no conflict: the clock_ahead rejection was sent again, not parked")
+    with open(a.log_path, errors="replace") as log:
+        text = log.read()
+    check("sent again with a fresh time" in text, "A says it sent the edit again with a fresh time", "the warning",
+          text[-2000:])
+    a.cli("edit", "P", "--title", "after")
+    wait_until("A's next edit reaches the broker", lambda: (
+        (lambda r: (r == [{"title": "after"}], r))(broker.rows("SELECT title FROM page WHERE id = 'P'"))))
+    clock = int(a.rows("SELECT value FROM sync_meta WHERE key = 'hlc'")[0]["value"].split(":")[0])
+    check(clock < time.time() * 1000 + 60_000, "A's clock is the wall clock's again", "within a minute",
+          clock - time.time() * 1000)
+    check_equal(a.cli("conflicts"), [], "still no conflict")
+
+
 def scenario_kill9(s):
     """Edits queued while the broker is down survive kill -9 of the daemon, keep their mutation ids, and reach
     the broker exactly once when it is back; B's queue ends empty."""
@@ -1293,8 +1332,10 @@ class HostileBroker:
                     self._stream(connection, buffer)
                     return
                 status, body = self._answer(method, target, body)
-                connection.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
-                                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                # The largest clock a header can carry: merged unbounded, it poisoned the device's clock for good.
+                clock = b"Pagesync-Clock: 18446744073709551615:4294967295\r\n" if self.numbers else b""
+                connection.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" + clock
+                                   + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         except (OSError, EOFError, ValueError, KeyError):
             pass
         finally:
@@ -1336,7 +1377,7 @@ def scenario_hostile_broker(s):
     """A broker whose answers carry the number JSONDecoder traps on (in a stream frame and in a catch-up
     answer), or integers above 2^63-1 (a fetched page's time, a batch's mutation id): the daemon refuses them as
     unreadable or not understood, keeps its queued edit, keeps retrying and serving, and never crashes, across a
-    restart too."""
+    restart too; and the clock it sends far ahead is not merged."""
     broker = HostileBroker(s)
     device = Device(s, "D", broker.url, "alice", "w1", {})
     device.start(wait_connected=False)
@@ -1386,6 +1427,13 @@ def scenario_hostile_broker(s):
         check_equal([(m["type"], m["page_id"], m["status"]) for m in other.queue()],
                     [("create_page", "P", "pending")], f"start {start}: the edit is still queued, not dropped")
         check_equal(other.show("P")["title"], "mine", f"start {start}: P shows the local copy, not the broker's")
+        if start == 2:
+            # Its answers carried Pagesync-Clock 2^64-1:2^32-1: not merged, so an edit now is stamped now.
+            other.cli("edit", "P", "--title", "after the hostile clock")
+            stamped = [int(json.loads(r["data"])["time"].split(":")[0])
+                       for r in other.rows("SELECT data FROM mutation_queue ORDER BY id")]
+            check(stamped[-1] < time.time() * 1000 + 60_000, "an edit after the hostile clock is stamped now",
+                  "within a minute of the wall clock", stamped)
         if start == 1:
             check_equal(other.stop(), 0, "the daemon stops cleanly")
             before = numbers.counts()
@@ -1657,6 +1705,7 @@ SCENARIOS = {
     "offline_edits": scenario_offline_edits,
     "lww": scenario_lww,
     "rejected": scenario_rejected,
+    "clock_ahead": scenario_clock_ahead,
     "kill9": scenario_kill9,
     "workspace": scenario_workspace,
     "hostile_broker": scenario_hostile_broker,
