@@ -97,6 +97,7 @@ public final class BrokerServer {
     let store = try PageStore(connection: connection, limits: limits)
     store.maxMutationsPerBatch = configuration.limits.batchMutations
     store.maxClockAheadMillis = UInt64(configuration.limits.clockAheadSeconds) * 1000
+    store.digestsPerClient = UInt64(configuration.limits.mutationDigestsPerClient)
     epoch = store.epoch
     publishedSequence = store.sequence
     storeBox = StoreBox(store)

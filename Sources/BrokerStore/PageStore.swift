@@ -23,6 +23,9 @@ public final class PageStore {
   public var maxMutationsPerBatch = 1000
   /// How far (ms) a mutation's time may be ahead of the broker's wall clock; beyond it, `clock_ahead`.
   public var maxClockAheadMillis: UInt64 = 86_400_000
+  /// How many of each client's newest mutation ids keep their digest (`[limits] mutation_digests_per_client`):
+  /// a re-send within them is checked against what the id carried before (`id_reused`); 0 records and checks none.
+  public var digestsPerClient: UInt64 = 10_000
 
   let encoder: JSONEncoder = {
     let encoder = JSONEncoder()

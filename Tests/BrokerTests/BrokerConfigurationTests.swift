@@ -48,12 +48,20 @@ private func sampleConfig(file: String = #filePath) -> String {
       workspaces = ["w1", "w2"]
       [limits]
       batch_mutations = 10
+      mutation_digests_per_client = 0
       """, file: "t.toml")
     #expect(configuration.listen == .inet(host: "0.0.0.0", port: 0))
     #expect(configuration.tokens.count == 1)
     #expect(
       configuration.tokens[0].workspaces == [try EntityID(validating: "w1"), try EntityID(validating: "w2")])
     #expect(configuration.limits.batchMutations == 10)
+    #expect(configuration.limits.mutationDigestsPerClient == 0)
+    #expect(
+      throws: ConfigError.self,
+      "a negative count of digests is refused",
+      performing: {
+        try BrokerConfiguration.parse("[limits]\nmutation_digests_per_client = -1\n", file: "t.toml")
+      })
   }
 
   @Test(arguments: [

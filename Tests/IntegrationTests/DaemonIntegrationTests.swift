@@ -69,6 +69,14 @@ import Testing
   /// blocks take splices and marks.
   @Test func storesOfThePreviousReleaseUpgradeWithoutLoss() throws { try runScenario("upgrade") }
 
+  /// A device's store restored from a copy taken before it pushed more edits: its new edits (offline, ids at and
+  /// past the broker's last) are answered `id_reused` and sent again under a new client id; nothing is lost.
+  @Test func aDeviceRestoredFromAnOlderStoreLosesNoEdit() throws { try runScenario("restored_device") }
+
+  /// Two clones of one device image, both online, editing the same page and block: every edit arrives, and they
+  /// end with different client ids.
+  @Test func twoClonesOfOneImageLoseNoEdit() throws { try runScenario("cloned_devices") }
+
   /// Runs `daemon_e2e.py BIN_DIR scenario` and expects it to end with `ALL OK`.
   private func runScenario(_ scenario: String) throws {
     let loop = try Loop()

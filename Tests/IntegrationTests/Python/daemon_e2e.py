@@ -1567,6 +1567,153 @@ EDITED_TEXTS = {
 }
 
 
+STORE_FILES = ("pagesyncd.sqlite", "pagesyncd.sqlite-wal", "pagesyncd.sqlite-shm")
+
+
+def copy_store(source_dir, target_dir):
+    """Copies a stopped daemon's store (the file and its -wal and -shm if there are) from one directory to another,
+    replacing what is there: a backup taken, or restored, or a device image cloned."""
+    os.makedirs(target_dir, exist_ok=True)
+    for name in STORE_FILES:
+        target = os.path.join(target_dir, name)
+        if os.path.exists(target):
+            os.unlink(target)
+        if os.path.exists(os.path.join(source_dir, name)):
+            shutil.copyfile(os.path.join(source_dir, name), target)
+
+
+def broker_page(broker, page):
+    """A page as the broker's store holds it: title, properties (name -> JSON value) and live block texts."""
+    rows = broker.rows(f"SELECT title FROM page WHERE id = '{page}'")
+    if not rows:
+        return None
+    properties = {r["name"]: json.loads(r["value"]) for r in
+                  broker.rows(f"SELECT name, value FROM property WHERE page_id = '{page}' AND value IS NOT NULL")}
+    blocks = [r["text"] for r in broker.rows(f"SELECT text FROM block WHERE page_id = '{page}' AND deleted = 0 "
+                                             "ORDER BY position")]
+    return {"title": rows[0]["title"], "properties": properties, "blocks": blocks}
+
+
+def scenario_restored_device(s):
+    """A's store is copied while it is stopped; A pushes edits; the copy is restored and A, offline, makes more
+    edits than the copy missed (ids both at and past the broker's last for A); reconnected, the broker answers
+    id_reused for the ids the copy reused, A takes a new client id and sends them again: every edit of both lives
+    arrives, text typed in both included, no conflict, and another device sees it all."""
+    broker = s.broker()
+    proxy = Proxy(s, broker.port)
+    a = s.device("A", proxy.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "page", "--id", "P", "--title", "before the copy")
+    a.cli("block", "add", "P", "--id", "b1", "--text", "base")
+    a.cli("offline", "add", "P")
+    a.sync()
+    a.wait_forest(tree("P", "toggled"), "P is offline on A")
+    b.cli("offline", "add", "P")
+    b.sync()
+    client = a.status()["clientId"]
+
+    check_equal(a.stop(), 0, "A stops")
+    backup = os.path.join(s.dir, "A-backup")
+    copy_store(a.dir, backup)
+    next_id = int(sqlite_rows(os.path.join(backup, "pagesyncd.sqlite"),
+                              "SELECT value FROM sync_meta WHERE key = 'next_mutation_id'")[0]["value"])
+    note(f"backup taken: next_mutation_id {next_id}")
+    a.start()
+    a.cli("edit", "P", "--title", "after the copy")
+    a.cli("edit", "P", "--set", "copy=1")
+    a.cli("block", "splice", "b1", "--at", "4", "--insert", " one more time")
+    a.cli("create", "page", "--id", "Q", "--title", "made after the copy")
+    a.sync()
+    last = broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{client}'")[0]["last_mutation_id"]
+    check_equal(last, next_id + 3, "the broker's last id for A covers the four edits made after the copy")
+    check_equal(a.stop(), 0, "A stops")
+
+    copy_store(backup, a.dir)
+    proxy.cut()
+    a.start(wait_connected=False)
+    check_equal(a.status()["clientId"], client, "the restored store has A's client id")
+    a.cli("edit", "P", "--title", "after the restore")
+    a.cli("edit", "P", "--set", "restored=1")
+    a.cli("block", "splice", "b1", "--at", "0", "--insert", "two ")
+    a.cli("create", "page", "--id", "R", "--title", "made after the restore")
+    a.cli("edit", "R", "--title", "made after the restore, then edited")
+    a.cli("create", "page", "--id", "S", "--title", "one more")
+    ids = [m["id"] for m in a.queue()]
+    check(ids == list(range(next_id, next_id + 6)) and ids[0] <= last < ids[-1],
+          "the restored store numbers its six new edits from the copy's next id, at and past the broker's last",
+          f"{next_id}..{next_id + 5} around {last}", ids)
+
+    proxy.restore()
+    wait_until("A pushed everything", lambda: (a.queue() == [], a.queue()), expected=[])
+    expected = {"title": "after the restore", "properties": {"copy": 1, "restored": 1},
+                "blocks": ["two base one more time"]}
+    wait_until("the broker has every edit of P from both lives of A",
+               lambda: (lambda p: (p == expected, p))(broker_page(broker, "P")), expected=expected)
+    for page, title in (("Q", "made after the copy"), ("R", "made after the restore, then edited"),
+                        ("S", "one more")):
+        check_equal(broker.rows(f"SELECT title FROM page WHERE id = '{page}'"), [{"title": title}],
+                    f"the broker has page {page}")
+    status = a.status()
+    check(status["clientId"] != client, "A sends under a new client id", f"not {client}", status["clientId"])
+    check_equal((a.cli("conflicts"), status["failedMutations"]), ([], 0), "A has no conflict")
+    with open(a.log_path, errors="replace") as log:
+        text = log.read()
+    check("another copy of this device's store used the same mutation ids" in text,
+          "A says why it took a new client id", "the warning", text[-2000:])
+    wait_until("A's own copy of P is the broker's again",
+               lambda: (lambda p: (p == ("after the restore", ["two base one more time"]), p))(
+                   (lambda shown: (shown["title"], [x["text"] for x in shown["blocks"]]))(a.show("P"))))
+    wait_until("B sees P with both lives' edits",
+               lambda: (lambda p: (p == ("after the restore", ["two base one more time"]), p))(
+                   (lambda shown: (shown["title"], [x["text"] for x in shown["blocks"]]))(b.show("P"))))
+    a.cli("edit", "P", "--title", "and on")
+    wait_until("A's next edit arrives", lambda: (
+        (lambda r: (r == [{"title": "and on"}], r))(broker.rows("SELECT title FROM page WHERE id = 'P'"))))
+
+
+def scenario_cloned_devices(s):
+    """A device image cloned: A and C start from the same store (one client id), both online, and edit the same
+    page and block at once: whichever pushes second under an id the other used gets id_reused and goes on under
+    a new client id. Every edit of both arrives, no conflict, and the two end with different client ids."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    a.cli("create", "page", "--id", "P", "--title", "the image")
+    a.cli("block", "add", "P", "--id", "b1", "--text", "base")
+    a.cli("offline", "add", "P")
+    a.sync()
+    a.wait_forest(tree("P", "toggled"), "P is offline on A")
+    check_equal(a.stop(), 0, "A stops")
+    c = Device(s, "C", broker.url, "alice", "w1", {})
+    copy_store(a.dir, c.dir)
+    a.start()
+    c.start()
+    check_equal(a.status()["clientId"], c.status()["clientId"], "A and C start with one client id")
+    for round_ in range(3):
+        a.cli("edit", "P", "--set", f"a{round_}=1")
+        c.cli("edit", "P", "--set", f"c{round_}=1")
+    # C first, at the end of "base" (A's insert at the start may reach C before C types, moving the end).
+    c.cli("block", "splice", "b1", "--at", "4", "--insert", " C")
+    a.cli("block", "splice", "b1", "--at", "0", "--insert", "A ")
+    a.cli("create", "page", "--id", "QA", "--title", "from A")
+    c.cli("create", "page", "--id", "QC", "--title", "from C")
+    wait_until("both pushed everything", lambda: (a.queue() == [] and c.queue() == [], (a.queue(), c.queue())))
+    expected = {"title": "the image", "properties": {f"{d}{n}": 1 for d in "ac" for n in range(3)},
+                "blocks": ["A base C"]}
+    wait_until("the broker has every edit of both clones",
+               lambda: (lambda p: (p == expected, p))(broker_page(broker, "P")), expected=expected)
+    for page, title in (("QA", "from A"), ("QC", "from C")):
+        check_equal(broker.rows(f"SELECT title FROM page WHERE id = '{page}'"), [{"title": title}],
+                    f"the broker has page {page}")
+    check_equal((a.cli("conflicts"), c.cli("conflicts")), ([], []), "no conflict on either")
+    check(a.status()["clientId"] != c.status()["clientId"], "A and C end with different client ids",
+          "different", (a.status()["clientId"], c.status()["clientId"]))
+    for device in (a, c):
+        wait_until(f"{device.name} shows P as the broker has it",
+                   lambda: (lambda shown: (sorted(shown["properties"]) == sorted(expected["properties"])
+                                           and [x["text"] for x in shown["blocks"]] == ["A base C"], shown))(
+                       device.show("P")))
+
+
 def scenario_upgrade(s):
     """Store files of the previous release (block text a plain string): the new broker and daemon open them, the
     device's queued old-style edit_block texts are pushed and applied once, every text is kept byte for byte,
@@ -1589,7 +1736,7 @@ def scenario_upgrade(s):
     old_sequence = int(broker.rows("SELECT value FROM meta WHERE key = 'sequence'")[0]["value"])
 
     broker.start()
-    check_equal(broker.rows("PRAGMA user_version"), [{"user_version": 3}], "the broker migrated its file to v3")
+    check_equal(broker.rows("PRAGMA user_version"), [{"user_version": 4}], "the broker migrated its file to v4")
     check_equal(broker.rows("PRAGMA integrity_check"), [{"integrity_check": "ok"}], "the broker's file is intact")
     check_equal(broker.rows("SELECT id FROM block WHERE crdt IS NULL"), [], "every broker block has a CRDT state")
     b.broker_url = broker.url
@@ -1712,6 +1859,8 @@ SCENARIOS = {
     "text_merge": scenario_text_merge,
     "text_three": scenario_text_three,
     "upgrade": scenario_upgrade,
+    "restored_device": scenario_restored_device,
+    "cloned_devices": scenario_cloned_devices,
 }
 
 
