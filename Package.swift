@@ -122,7 +122,7 @@ let package = Package(
 
     // The device daemon.
     // The offline forest (why each page is offline, and the minimal rows to write), without I/O.
-    .target(name: "DaemonCore", dependencies: ["SyncModel"]),
+    .target(name: "DaemonCore", dependencies: ["SyncModel", "RichText"]),
     // The daemon's local SQLite store: offline set, local pages and blocks, mutation queue, sync metadata.
     .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore", "RichText"]),
     // Wiring: configuration, the broker link (HTTP + the device stream), the sync driver, the local API.

@@ -75,6 +75,9 @@ public struct BrokerLimits: Sendable, Equatable {
   public var writeStallSeconds = 60
   /// Seconds a mutation's time may be ahead of the broker's wall clock (`clock_ahead` beyond).
   public var clockAheadSeconds = 86_400
+  /// Each client's newest mutation ids whose content digest is kept, to tell a re-send (`duplicate`) from an id
+  /// that another copy of the device's store used for another mutation (`id_reused`). 0 records and checks none.
+  public var mutationDigestsPerClient = 10_000
   /// Insert runs, deleted ranges and mark operations in one `splice_text` or `mark_text` (`too_large` beyond).
   public var textOpsPerMutation = 4096
   /// Characters one block's text may hold, deleted ones included (`too_large` beyond): a deleted character keeps
@@ -179,6 +182,9 @@ extension BrokerConfiguration {
       "write_stall_seconds", default: configuration.limits.writeStallSeconds, range: 1...3600)
     configuration.limits.clockAheadSeconds = try limits.int(
       "clock_ahead_seconds", default: configuration.limits.clockAheadSeconds, range: 1...315_360_000)
+    configuration.limits.mutationDigestsPerClient = try limits.int(
+      "mutation_digests_per_client", default: configuration.limits.mutationDigestsPerClient,
+      range: 0...10_000_000)
     configuration.limits.textOpsPerMutation = try limits.int(
       "text_ops_per_mutation", default: configuration.limits.textOpsPerMutation, range: 1...1_000_000)
     configuration.limits.textCharactersPerBlock = try limits.int(
@@ -227,6 +233,9 @@ extension BrokerConfiguration {
     plan.live("limits.connections", limits.connections, new.limits.connections)
     plan.live("limits.connections_per_peer", limits.connectionsPerPeer, new.limits.connectionsPerPeer)
     plan.live("limits.clock_ahead_seconds", limits.clockAheadSeconds, new.limits.clockAheadSeconds)
+    plan.live(
+      "limits.mutation_digests_per_client", limits.mutationDigestsPerClient,
+      new.limits.mutationDigestsPerClient)
     plan.live(
       "limits.subscriptions_per_connection", limits.subscriptionsPerConnection,
       new.limits.subscriptionsPerConnection)

@@ -31,6 +31,7 @@ extension BrokerServer {
     }
     if old.limits.batchMutations != configuration.limits.batchMutations
       || old.limits.clockAheadSeconds != configuration.limits.clockAheadSeconds
+      || old.limits.mutationDigestsPerClient != configuration.limits.mutationDigestsPerClient
       || old.limits.textOpsPerMutation != configuration.limits.textOpsPerMutation
       || old.limits.textCharactersPerBlock != configuration.limits.textCharactersPerBlock
       || old.limits.pageBytes != configuration.limits.pageBytes
@@ -40,6 +41,7 @@ extension BrokerServer {
       let box = storeBox
       let limit = configuration.limits.batchMutations
       let ahead = UInt64(configuration.limits.clockAheadSeconds) * 1000
+      let digests = UInt64(configuration.limits.mutationDigestsPerClient)
       let textOps = configuration.limits.textOpsPerMutation
       let textCharacters = configuration.limits.textCharactersPerBlock
       let pageBytes = configuration.limits.pageBytes
@@ -50,6 +52,7 @@ extension BrokerServer {
         { _ in
           box.store.maxMutationsPerBatch = limit
           box.store.maxClockAheadMillis = ahead
+          box.store.digestsPerClient = digests
           box.store.limits.maxTextOps = textOps
           box.store.limits.maxTextCharacters = textCharacters
           box.store.limits.maxPageBytes = pageBytes

@@ -109,6 +109,7 @@ public final class BrokerServer {
     store.maxClockAheadMillis = UInt64(configuration.limits.clockAheadSeconds) * 1000
     store.maxTreeDepth = configuration.limits.treeDepth
     store.maxBatchWork = configuration.limits.batchWork
+    store.digestsPerClient = UInt64(configuration.limits.mutationDigestsPerClient)
     epoch = store.epoch
     publishedSequence = store.sequence
     storeBox = StoreBox(store)

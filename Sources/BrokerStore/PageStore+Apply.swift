@@ -71,6 +71,11 @@ extension PageStore {
   /// mutation writes (as rejections are decided), so a mutation left out leaves nothing behind. The budget
   /// counts from the end of the batch's first mutation that does any work, which always runs: every batch makes
   /// progress, and a batch's work is at most its first mutation's plus the budget.
+  /// A re-send is told from a reused id by the digest kept of what the id carried (`mutation_digest`, the
+  /// client's newest `digestsPerClient`): a mutation at or below the last id whose content differs is
+  /// `id_reused` (two copies of one device's store numbered different edits alike; `duplicate` would make the
+  /// device drop an edit never applied), and so is every later one of the batch but a matching re-send, none
+  /// applied and none of their ids consumed: the device sends them again under a new client id.
   public func apply(
     _ batch: MutationBatch, user: EntityID, workspaces: Set<EntityID>, nowMillis: UInt64
   ) throws -> BatchOutcome {
@@ -80,7 +85,8 @@ extension PageStore {
     guard workspaces.contains(batch.workspace) else { throw BatchError.workspaceForbidden(batch.workspace) }
     guard batch.hasConsecutiveIDs else { throw BatchError.nonConsecutiveIDs }
     let client = try connection.query(
-      "SELECT user_id, last_mutation_id FROM client WHERE id = ?", [.text(batch.client.rawValue)]
+      "SELECT user_id, last_mutation_id, recent_digests FROM client WHERE id = ?",
+      [.text(batch.client.rawValue)]
     ).first
     if let client, client[0] != .text(user.rawValue) { throw BatchError.clientOfAnotherUser }
     let last: UInt64 = if case .integer(let value)? = client?[1] { UInt64(value) } else { 0 }
@@ -96,6 +102,8 @@ extension PageStore {
     var changes = ChangeSet()
     var context = ApplyContext(
       store: self, batch: batch, workspaces: workspaces, seq: seq, nowMillis: nowMillis)
+    var reused = false
+    var digests = ClientDigests(client: batch.client, last: last, recentDigests: client?[2])
     for mutation in batch.mutations {
       // Ids start at 1: an id 0 is not a re-send of anything (every client's last id is at least 0), so it is
       // rejected, never acknowledged as a duplicate that the client would then drop.
@@ -105,6 +113,16 @@ extension PageStore {
         continue
       }
       if mutation.id <= last {
+        // Another mutation under a used id: not a re-send. Without a digest (older than the kept ones) it is
+        // taken for one, as before digests were kept.
+        let known = digestsPerClient == 0 ? nil : try digests.digest(of: mutation.id, in: self)
+        if known.map({ $0 != ClientDigests.stored(mutation.contentDigest) }) ?? reused {
+          reused = true
+          results.append(
+            MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: .idReused)
+          )
+          continue
+        }
         // A re-sent rejection is rejected again, with its reason: `duplicate` would read as applied.
         if let rejected = try rejection(of: mutation.id, client: batch.client) {
           results.append(
@@ -116,6 +134,14 @@ extension PageStore {
         }
         continue
       }
+      if reused {
+        // After a reused id, the batch's new ids are that other copy's numbering too: none is consumed.
+        results.append(
+          MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: .idReused))
+        continue
+      }
+      // Every id consumed from here on (applied or rejected) keeps what it carried.
+      if digestsPerClient > 0 { try digests.record(mutation.contentDigest, of: mutation.id, in: self) }
       if mutation.time.millis > latest {
         try recordRejection(of: mutation.id, client: batch.client, reason: .clockAhead)
         results.append(
@@ -160,12 +186,19 @@ extension PageStore {
             message: rejection.message))
       }
     }
-    let newLast = max(last, results.last?.mutationId ?? last)
+    // A reused id consumes none; a batch answered in part (the work budget), only those it answered.
+    let newLast = reused ? last : max(last, results.last?.mutationId ?? last)
+    try digests.save(last: newLast, keep: digestsPerClient, in: self)
     try connection.execute(
       """
-      INSERT INTO client (id, user_id, last_mutation_id) VALUES (?, ?, ?)
-      ON CONFLICT (id) DO UPDATE SET last_mutation_id = excluded.last_mutation_id
-      """, [.text(batch.client.rawValue), .text(user.rawValue), .integer(Int64(newLast))])
+      INSERT INTO client (id, user_id, last_mutation_id, recent_digests) VALUES (?, ?, ?, ?)
+      ON CONFLICT (id) DO UPDATE SET last_mutation_id = excluded.last_mutation_id,
+        recent_digests = excluded.recent_digests
+      """,
+      [
+        .text(batch.client.rawValue), .text(user.rawValue), .integer(Int64(newLast)),
+        digests.recentDigests(last: newLast),
+      ])
 
     try writeGrowth(context.growth.batch)
     // A database whose rows in view changed changes too.

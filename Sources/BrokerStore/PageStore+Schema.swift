@@ -123,5 +123,23 @@ extension PageStore {
         DROP INDEX page_parent;
         CREATE INDEX page_parent_height ON page (parent_id, height);
         """),
+    // What each client's recent mutations said (`Mutation.contentDigest`), by id: a mutation sent under an id the
+    // client used for another one (two copies of one device's store: a backup restored, a cloned image) is
+    // answered `id_reused` instead of `duplicate`, which the device would drop. At least the newest
+    // `[limits] mutation_digests_per_client` ids of each client are kept, in chunks of 64 ids: the digests of
+    // ids `chunk * 64` to `chunk * 64 + 63`, 8 bytes each, little-endian, 0 for none (`ClientDigests`). The chunk
+    // of the client's last id is `client.recent_digests` (rewritten with the row at every batch), older ones rows
+    // of `mutation_digest`.
+    SQLiteMigration(
+      version: 6, name: "digests of each client's recent mutations, to tell a re-send from a reused id",
+      sql: """
+        ALTER TABLE client ADD COLUMN recent_digests BLOB;
+        CREATE TABLE mutation_digest (
+          client_id TEXT NOT NULL,
+          chunk INTEGER NOT NULL,
+          digests BLOB NOT NULL,
+          PRIMARY KEY (client_id, chunk)
+        ) WITHOUT ROWID;
+        """),
   ]
 }

@@ -30,6 +30,9 @@ public final class PageStore {
   /// the store takes none of its later mutations (the answer covers the first ones; the client sends the rest
   /// again), so one batch holds the writer thread for a bounded time.
   public var maxBatchWork = 100_000
+  /// How many of each client's newest mutation ids keep their digest (`[limits] mutation_digests_per_client`):
+  /// a re-send within them is checked against what the id carried before (`id_reused`); 0 records and checks none.
+  public var digestsPerClient: UInt64 = 10_000
 
   let encoder: JSONEncoder = {
     let encoder = JSONEncoder()

@@ -70,9 +70,9 @@ enum BrokerStreamFrame {
   case unreadable(String)
 
   /// A text frame, read with the strict decoder: a frame from the broker (or anyone on the path) must not be
-  /// able to make the daemon trap.
+  /// able to make the daemon trap. A frame with a time above 2^63-1 (`BrokerNumbers`) is unreadable too.
   init(text: String) {
-    if let message = try? BrokerProtocol.ServerMessage(strictJSON: text) {
+    if let message = try? BrokerProtocol.ServerMessage(strictJSON: text), message.numberOutOfRange == nil {
       self = .message(message)
     } else {
       self = .unreadable(String(text.prefix(200)))

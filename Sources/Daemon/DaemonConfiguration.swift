@@ -36,6 +36,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var pushBatch = 100
   /// `[sync] request_timeout`: seconds to wait for a broker answer before giving the connection up.
   public var requestTimeoutSeconds = 30
+  /// `[sync] clock_ahead_seconds`: how far ahead of the device's wall clock a broker's clock (`Pagesync-Clock`)
+  /// may be and still be merged, and the device's own clock be (`ClockBound`); the broker's
+  /// `[limits] clock_ahead_seconds`, a day by default, rejects mutation times further ahead of its wall clock.
+  public var clockAheadSeconds = 86_400
   /// `[log] level`.
   public var logLevel = "info"
 
@@ -117,6 +121,8 @@ extension DaemonConfiguration {
       "push_batch", default: configuration.pushBatch, range: 1...1_000_000)
     configuration.requestTimeoutSeconds = try sync.int(
       "request_timeout", default: configuration.requestTimeoutSeconds, range: 1...3600)
+    configuration.clockAheadSeconds = try sync.int(
+      "clock_ahead_seconds", default: configuration.clockAheadSeconds, range: 1...315_360_000)
     try sync.rejectUnknownKeys()
 
     let log = try document.table("log")
@@ -131,6 +137,11 @@ extension DaemonConfiguration {
   /// The reconnect policy of `[sync]`.
   public var backoff: ReconnectBackoff {
     ReconnectBackoff(base: backoffBase, cap: backoffCap, resetAfter: backoffReset)
+  }
+
+  /// The bound of `[sync] clock_ahead_seconds`.
+  public var clockBound: ClockBound {
+    ClockBound(aheadMillis: UInt64(clockAheadSeconds) * 1000)
   }
 }
 
@@ -153,6 +164,7 @@ extension DaemonConfiguration {
     plan.live("sync.fetch_batch", fetchBatch, new.fetchBatch)
     plan.live("sync.push_batch", pushBatch, new.pushBatch)
     plan.live("sync.request_timeout", requestTimeoutSeconds, new.requestTimeoutSeconds)
+    plan.live("sync.clock_ahead_seconds", clockAheadSeconds, new.clockAheadSeconds)
     plan.live("log.level", logLevel, new.logLevel)
     return plan
   }

@@ -132,8 +132,9 @@ final class HTTPBrokerLink: BrokerLink {
   }
 
   /// What an answer of `status` with `body` means: the decoded `Answer` (2xx), the broker's error message
-  /// (`ErrorBody`, or the body as text), or `invalidAnswer` when a 2xx body is not strict JSON of `Answer`.
-  /// Decoded with the strict decoder: no answer can make the daemon trap.
+  /// (`ErrorBody`, or the body as text), or `invalidAnswer` when a 2xx body is not strict JSON of `Answer` or
+  /// holds an integer above 2^63-1 (`BrokerNumbers`). Decoded with the strict decoder: no answer can make the
+  /// daemon trap.
   static func decodeAnswer<Answer: Decodable>(
     status: Int, body: [UInt8], as type: Answer.Type, with decoder: StrictJSONDecoder = StrictJSONDecoder()
   ) -> Result<Answer, BrokerLinkError> {
@@ -143,7 +144,11 @@ final class HTTPBrokerLink: BrokerLink {
       return .failure(.status(status, message))
     }
     do {
-      return .success(try decoder.decode(type, from: body))
+      let answer = try decoder.decode(type, from: body)
+      if let checked = answer as? any BrokerNumbersChecked, let problem = checked.numberOutOfRange {
+        return .failure(.invalidAnswer(problem))
+      }
+      return .success(answer)
     } catch let error as DecodingError {
       return .failure(.invalidAnswer(JSONBodies.describe(error)))
     } catch {

@@ -1,4 +1,5 @@
 import DaemonCore
+import DaemonStore
 import SyncModel
 
 /// Pushing the mutation queue, one batch in flight, and recording the broker's answer. Loop thread only.
@@ -31,7 +32,7 @@ extension SyncDriver {
         }
       }
       switch result {
-      case .success(let outcome): pushAnswered(outcome, generation: current)
+      case .success(let outcome): pushAnswered(outcome, sent: mutations.map(\.id), generation: current)
       case .failure(let error):
         counters.pushFailures += 1
         lastError = "push failed: \(error)"
@@ -43,29 +44,54 @@ extension SyncDriver {
     }
   }
 
-  /// Records the outcome (applied and duplicate mutations leave the queue, rejected ones stay as conflicts)
+  /// Records the outcome (applied and duplicate mutations leave the queue, rejected ones stay as conflicts, but
+  /// `clock_ahead` ones go again with a fresh time and `id_reused` ones under a new client id: `LocalStore.settle`)
   /// whatever connection it belongs to; tells the machine only if it is the current one's.
-  private func pushAnswered(_ outcome: BatchOutcome, generation current: Int) {
+  private func pushAnswered(_ outcome: BatchOutcome, sent: [UInt64], generation current: Int) {
     counters.batchesPushed += 1
     counters.mutationsPushed += outcome.results.count
-    counters.mutationsRejected += outcome.results.count { $0.status == .rejected }
     var more = false
-    var settled: [EntityID] = []
+    var settlement = Settlement()
     do {
-      settled = try store.acknowledge(outcome, nowMillis: WallClock.millis())
+      settlement = try store.settle(outcome, sent: sent, nowMillis: WallClock.millis())
       more = try store.status().pendingMutations > 0
     } catch {
       logger.error("cannot record the broker's answer", metadata: ["error": "\(error)"])
+    }
+    let settled = settlement.settled
+    if let change = settlement.clientChange {
+      logger.warning(
+        """
+        another copy of this device's store used the same mutation ids (a store restored from a backup, a cloned \
+        image): the queued edits go again under a new client id
+        """,
+        metadata: [
+          "previousClient": "\(change.previous)", "client": "\(change.current)",
+          "mutations": "\(change.renumbered)",
+        ])
+    }
+    if settlement.restamped > 0 {
+      logger.warning(
+        "the broker rejected mutations stamped too far ahead (clock_ahead): sent again with a fresh time",
+        metadata: ["count": "\(settlement.restamped)"])
     }
     // Edited pages with nothing left to push: their copy is ours, not the broker's. Download them whole (an
     // edit that lost or was rejected changed nothing there, so no notification would come); local copies of
     // pages not offline were kept only for their mutations.
     offlineSet.dropCopiesNotKept(settled)
-    let rejected = outcome.results.filter { $0.status == .rejected }
-    if !rejected.isEmpty {
+    let recovered =
+      settlement.restamped
+      + (settlement.clientChange == nil
+        ? 0
+        : outcome.results.count {
+          $0.reason == .idReused
+        })
+    let rejected = outcome.results.count { $0.status == .rejected } - recovered
+    counters.mutationsRejected += max(rejected, 0)
+    if rejected > 0 {
       logger.warning(
         "the broker rejected mutations; kept for recovery (pagesync conflicts)",
-        metadata: ["count": "\(rejected.count)"])
+        metadata: ["count": "\(rejected)"])
     }
     guard current == generation else { return }
     for page in settled where offlineSet.isOffline(page) {

@@ -25,6 +25,7 @@ extension SyncDriver {
       }
     }
     configuration = next
+    store.clockBound = next.clockBound
     logger.logLevel = Logger.Level(rawValue: next.logLevel) ?? .info
     reconfigureMachine(next)
     link.update(token: next.token, timeoutMillis: UInt64(next.requestTimeoutSeconds) * 1000)

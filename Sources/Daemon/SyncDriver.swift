@@ -49,8 +49,11 @@ final class SyncDriver {
   var closedStreamBytes = (received: 0, sent: 0)
   /// Why the last connection attempt or request failed, for `status` and `sync` errors.
   var lastError: String?
-  /// The newest broker clock seen (`Pagesync-Clock`): local edits are stamped after it.
+  /// The newest broker clock seen (`Pagesync-Clock`) within `[sync] clock_ahead_seconds` of the wall clock:
+  /// local edits are stamped after it.
   private(set) var observedClock = HLCTimestamp.zero
+  /// The last broker clock refused for being too far ahead (logged once, not at every answer).
+  private var refusedClock: HLCTimestamp?
   /// Called with each sync request's outcome (`answerSync`): the local API answers its `POST /v1/sync`.
   var onSyncAnswer: ((SyncRequestID, SyncOutcome) -> Void)?
   /// Whether a batch was sent and its answer not yet handled.
@@ -82,7 +85,24 @@ final class SyncDriver {
       heartbeatInterval: UInt64(configuration.heartbeatSeconds) * 1000,
       maxPagesPerFetch: configuration.fetchBatch, random: SystemRandomNumberGenerator(),
       clock: { [loop] in loop.now })
-    self.link.onClock = { [unowned self] time in observedClock = max(observedClock, time) }
+    store.clockBound = configuration.clockBound
+    self.link.onClock = { [unowned self] time in observe(brokerClock: time, nowMillis: WallClock.millis()) }
+  }
+
+  /// Merges a broker's clock (`Pagesync-Clock`) into `observedClock` if it is within `[sync]
+  /// clock_ahead_seconds` of the wall clock at `nowMillis`: one further ahead would stamp every later edit too
+  /// far ahead for the broker (`clock_ahead`), so it is refused and logged.
+  func observe(brokerClock time: HLCTimestamp, nowMillis: UInt64) {
+    guard configuration.clockBound.admits(time, at: nowMillis) else {
+      if refusedClock != time {
+        refusedClock = time
+        logger.warning(
+          "the broker's clock is further ahead than [sync] clock_ahead_seconds allows: not merged",
+          metadata: ["clock": "\(time)", "now": "\(nowMillis)"])
+      }
+      return
+    }
+    observedClock = max(observedClock, time)
   }
 
   /// Starts syncing. Mutations left in the queue by the last run (stopped, crashed or killed before they were

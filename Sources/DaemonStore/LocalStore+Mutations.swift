@@ -69,16 +69,25 @@ extension LocalStore {
     observed: HLCTimestamp
   ) throws -> [Mutation] {
     try connection.transaction(.immediate) {
-      var clock = HybridLogicalClock(last: try clockValue())
-      if observed > clock.last { clock.observe(observed, physicalMillis: nowMillis) }
+      // A clock (stored, or seen from the broker) further ahead than the broker accepts would only stamp edits
+      // it rejects `clock_ahead`: the wall clock instead (`ClockBound`).
+      var clock = HybridLogicalClock(last: clockBound.sane(try clockValue(), at: nowMillis))
+      if observed > clock.last, clockBound.admits(observed, at: nowMillis) {
+        clock.observe(observed, physicalMillis: nowMillis)
+      }
       guard var id = try metaNumber("next_mutation_id") else {
         throw LocalStoreError.missingMeta("next_mutation_id")
+      }
+      let base = try mutationIDBase()
+      guard id > base, id < UInt64(Int64.max) - UInt64(makers.count) else {
+        throw LocalStoreError.corruptValue(table: "sync_meta", column: "next_mutation_id", value: "\(id)")
       }
       var mutations: [Mutation] = []
       for maker in makers {
         let time = clock.now(physicalMillis: nowMillis)
         guard let action = try maker(time) else { continue }
-        let mutation = Mutation(id: id, page: page, time: time, action: action)
+        // The row's id goes on growing on this device; the broker's is counted from the client id's first.
+        let mutation = Mutation(id: id - base, page: page, time: time, action: action)
         if let reason = mutation.validate() { throw LocalStoreError.invalidMutation(reason) }
         switch action {
         case .createPage, .createDatabase, .createRow:
@@ -120,105 +129,20 @@ extension LocalStore {
   }
 
   /// Records a push that failed before the broker answered it (unreachable, 5xx, a refused batch): for each of
-  /// these still pending mutations, `retry_count` + 1 and `last_error = error`, in one transaction. They stay
-  /// pending and are sent again; the count and message are what `pagesync status` and the logs can show.
+  /// these still pending mutations (`ids`: the batch's, as sent), `retry_count` + 1 and `last_error = error`, in
+  /// one transaction. They stay pending and are sent again; the count and message are what `pagesync status` and
+  /// the logs can show.
   public func markPushFailed(ids: [UInt64], error: String) throws {
     try connection.transaction(.immediate) {
+      let base = try mutationIDBase()
       for id in ids {
+        let (row, overflow) = id.addingReportingOverflow(base)
+        guard !overflow else { continue }
         try connection.execute(
           """
           UPDATE mutation_queue SET retry_count = retry_count + 1, last_error = ? WHERE id = ? AND status = 'pending'
-          """, [.text(error), .integer(Int64(id))])
+          """, [.text(error), try storedInteger(row, "a mutation id")])
       }
-    }
-  }
-
-  /// Applies the broker's answer to a batch, in one transaction: applied and duplicate mutations leave the
-  /// queue; rejected ones stay, with status `rejected` and the reason (never dropped: they are the user's work,
-  /// kept for recovery). Pages with no pending mutation left become `synced`. `lastSuccessfulSync` and
-  /// `lastMutationAt` become `nowMillis`; the broker's `epoch` is stored if none was.
-  ///
-  /// Returns the pages whose local copy must be downloaded whole again: every page this device edited locally
-  /// that has no pending mutation left. Its copy is the broker's state plus local edits, and an edit that lost
-  /// (last writer wins) or was rejected changed nothing on the broker, so no notification would ever correct it.
-  /// Their `last_downloaded_timestamp` is reset to 0 in the same transaction, so the next catch-up fetches them
-  /// whole even if the daemon stops before it fetches them; they stay `complete` (showable) meanwhile.
-  ///
-  /// The same goes for the pages whose lists such an edit changed locally (a row's database's `rows`, a
-  /// database's parent's `databases`), when they have nothing pending of their own: a rejected create leaves
-  /// nothing on the broker, so nothing would ever take the row out of its database's local `rows`.
-  @discardableResult
-  public func acknowledge(_ outcome: BatchOutcome, nowMillis: UInt64) throws -> [EntityID] {
-    try connection.transaction(.immediate) {
-      var listHolders: [EntityID] = []
-      for result in outcome.results {
-        let id = SQLiteValue.integer(Int64(result.mutationId))
-        if let data = try connection.query("SELECT data FROM mutation_queue WHERE id = ?", [id]).first?.first
-        {
-          let mutation = try decode(Mutation.self, data, table: "mutation_queue", column: "data")
-          for page in try pagesListing(mutation) where !listHolders.contains(page) {
-            listHolders.append(page)
-          }
-        }
-        switch result.status {
-        case .applied, .duplicate:
-          // Kept (the newest `keptAcknowledged`) for a broker store restored from an older copy: see
-          // `requeueForRestoredBroker`.
-          try connection.execute(
-            """
-            INSERT OR REPLACE INTO sent_mutation (id, type, page_id, data, created_at_ms)
-            SELECT id, type, page_id, data, created_at_ms FROM mutation_queue WHERE id = ?
-            """, [id])
-          try connection.execute("DELETE FROM mutation_queue WHERE id = ?", [id])
-        case .rejected:
-          let reason = result.reason ?? .invalidValue
-          try connection.execute(
-            """
-            UPDATE mutation_queue SET status = 'rejected', rejection_code = ?, rejection_name = ?, last_error = ?
-            WHERE id = ?
-            """,
-            [
-              .integer(Int64(reason.code)), .text(reason.name),
-              // The broker's words when it gave some (the limit a `too_large` passed), after the reason.
-              .text(result.message.map { "\(reason.description): \($0)" } ?? reason.description), id,
-            ])
-        }
-      }
-      try connection.execute(
-        "DELETE FROM sent_mutation WHERE id <= (SELECT max(id) FROM sent_mutation) - ?",
-        [.integer(Int64(Self.keptAcknowledged))])
-      // A test hook: the queue rows settled, the pages' sync status and download times not yet.
-      TestCrashPoint.reach("acknowledge", inTransaction: true)
-      var settled = try connection.query(
-        """
-        SELECT id FROM local_page WHERE sync_status = 'pending'
-        AND NOT EXISTS (SELECT 1 FROM mutation_queue WHERE page_id = local_page.id AND status = 'pending')
-        ORDER BY id
-        """
-      ).map { try entityID($0[0], table: "local_page", column: "id") }
-      for page in listHolders where !settled.contains(page) {
-        let id = SQLiteValue.text(page.rawValue)
-        let settles = try !connection.query(
-          """
-          SELECT 1 FROM local_page WHERE id = ?1
-          AND NOT EXISTS (SELECT 1 FROM mutation_queue WHERE page_id = ?1 AND status = 'pending')
-          """, [id]
-        ).isEmpty
-        if settles { settled.append(page) }
-      }
-      for page in settled {
-        try connection.execute(
-          "UPDATE local_page SET sync_status = 'synced' WHERE id = ?", [.text(page.rawValue)])
-        try connection.execute(
-          "UPDATE offline_page SET last_downloaded_timestamp = 0 WHERE page_id = ?", [.text(page.rawValue)])
-      }
-      try setMeta("lastSuccessfulSync", String(nowMillis))
-      if !outcome.results.isEmpty { try setMeta("lastMutationAt", String(nowMillis)) }
-      // Only a first contact adopts the epoch here. A different one is adopted by the catch-up's full refetch once
-      // every page is fetched again: taken from a push answer, it would hide the change from the next catch-up
-      // and leave pages fetched as deltas from another store's times.
-      if try meta("epoch") == nil { try setMeta("epoch", outcome.epoch) }
-      return settled
     }
   }
 
@@ -234,15 +158,16 @@ extension LocalStore {
   /// by their original HLC times), so nothing this device still holds is lost. Returns how many went back.
   ///
   /// Idempotent (a restart before the new epoch is adopted calls it again). Only a restore older than the
-  /// kept window still loses edits: the push then gets a 409 (docs/operations.md, "What devices do").
+  /// kept window still loses edits: the push then gets a 409 (docs/operations.md, "What devices do"). Rejections
+  /// of an earlier client id of this device (see `settle`) stay: their ids are not this client's.
   @discardableResult
   public func requeueForRestoredBroker() throws -> Int {
     try connection.transaction(.immediate) {
       try connection.execute(
         """
         UPDATE mutation_queue SET status = 'pending', rejection_code = NULL, rejection_name = NULL
-        WHERE status = 'rejected'
-        """, [])
+        WHERE status = 'rejected' AND id > ?
+        """, [try storedInteger(try mutationIDBase(), "mutation_id_base")])
       let rejected = connection.changes
       try connection.execute(
         """
@@ -263,7 +188,7 @@ extension LocalStore {
 
   /// The pages whose lists (`rows`, `databases`) `mutation` may have changed locally: the parent it names and
   /// the local copy's parent.
-  private func pagesListing(_ mutation: Mutation) throws -> [EntityID] {
+  func pagesListing(_ mutation: Mutation) throws -> [EntityID] {
     var named: EntityID?
     switch mutation.action {
     case .createPage(let parent, _), .createDatabase(let parent, _), .movePage(let parent): named = parent

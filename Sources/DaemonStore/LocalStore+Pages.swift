@@ -43,6 +43,7 @@ extension LocalStore {
   private func store(_ delta: PageDelta) throws {
     do {
       let id = SQLiteValue.text(delta.id.rawValue)
+      let lastUpdated = try storedInteger(delta.lastUpdatedTime, "page \(delta.id)'s lastUpdatedTime")
       let snapshot = delta.page
       var properties: [String: PropertyValue]
       if delta.full {
@@ -81,7 +82,7 @@ extension LocalStore {
           .integer(snapshot.deleted ? 1 : 0), .text(try json(properties)),
           try optionalJSON(snapshot.databases),
           try optionalJSON(snapshot.view), try optionalJSON(snapshot.rows),
-          .integer(Int64(delta.lastUpdatedTime)),
+          lastUpdated,
         ])
       TestCrashPoint.reach("delta", inTransaction: true)  // a test hook: the page written, not its blocks
       for block in delta.full ? snapshot.blocks : delta.blocks {
@@ -114,7 +115,7 @@ extension LocalStore {
       try rebaseDerivedLists(of: delta.id)
       try connection.execute(
         "UPDATE offline_page SET last_downloaded_timestamp = ?, complete = 1 WHERE page_id = ?",
-        [.integer(Int64(delta.lastUpdatedTime)), id])
+        [lastUpdated, id])
     }
   }
 

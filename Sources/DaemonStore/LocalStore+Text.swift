@@ -107,7 +107,11 @@ extension LocalStore {
 
   private static func checkRange(at: Int, delete: Int, count: Int) throws(TextError) {
     guard at >= 0, at <= count else { throw .positionOutOfRange(at, count: count) }
-    guard delete >= 0, at + delete <= count else { throw .rangeOutOfRange(at, at + delete, count: count) }
+    // Both come from the local API: `at + delete` may overflow (`delete` 2^63-1 trapped the daemon).
+    let end = at.addingReportingOverflow(delete)
+    guard delete >= 0, !end.overflow, end.partialValue <= count else {
+      throw .rangeOutOfRange(at, end.overflow ? .max : end.partialValue, count: count)
+    }
   }
 
   /// The page and stored text of a live local block.

@@ -1,3 +1,4 @@
+import DaemonCore
 import FoundationEssentials
 import SQLiteStore
 import SyncModel
@@ -23,8 +24,13 @@ public final class LocalStore {
   /// `readingStructure` began; `readingStructure` throws it. See LocalStore+Structure.swift.
   var structureReadError: (any Error)?
 
-  /// This device's client id: random, made when the store file was created, kept for the file's life.
-  public let clientID: EntityID
+  /// This device's client id: random, made when the store file was created, and replaced by a new random one when
+  /// the broker answers that another copy of this store used its mutation ids (`id_reused`: a store restored
+  /// from a backup, a cloned image; see `settle`).
+  public internal(set) var clientID: EntityID
+  /// How far ahead of the wall clock the device's clock may be (`[sync] clock_ahead_seconds`): a broker's clock
+  /// beyond it is not merged, a stored clock beyond it is dropped for the wall clock (`ClockBound`).
+  public var clockBound = ClockBound.default
 
   /// Opens (creating it owner-only, 0600, if needed) and migrates the store at `path`.
   ///
@@ -83,6 +89,12 @@ public final class LocalStore {
     try connection.execute(
       "INSERT INTO sync_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
       [.text(key), .text(value)])
+  }
+
+  /// What the broker's mutation ids are below the queue's row ids (`mutation_id_base`, 0 until the client id is
+  /// replaced): the queue's ids go on growing on this device, and the new client's ids start at 1 on the broker.
+  func mutationIDBase() throws -> UInt64 {
+    try metaNumber("mutation_id_base") ?? 0
   }
 
   /// A `sync_meta` value that is a number, nil when absent.
@@ -160,6 +172,13 @@ public final class LocalStore {
   }
 
   // MARK: Decoding helpers
+
+  /// `value` as an SQLite integer; `numberOutOfRange` (never a trap) above `Int64.max`: the broker's numbers
+  /// are checked when its answers are read, and this keeps any other way in from crashing the daemon.
+  func storedInteger(_ value: UInt64, _ what: @autoclosure () -> String) throws -> SQLiteValue {
+    guard let stored = Int64(exactly: value) else { throw LocalStoreError.numberOutOfRange(what(), value) }
+    return .integer(stored)
+  }
 
   func entityID(_ value: SQLiteValue, table: String, column: String) throws -> EntityID {
     guard case .text(let text) = value, let id = try? EntityID(validating: text) else {

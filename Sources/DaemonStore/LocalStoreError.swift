@@ -26,6 +26,9 @@ public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible
   /// A mark on a block whose text state has not arrived since the upgrade to CRDT text (or whose text shows a
   /// whole-text edit from before it): it can be marked once the broker's state is here.
   case textNotMergeable(EntityID)
+  /// A number to store is above what SQLite's signed 64-bit integers hold (what, and the number): a broker's
+  /// time or mutation id that no real broker sends. Nothing of the call was stored.
+  case numberOutOfRange(String, UInt64)
 
   public var description: String {
     switch self {
@@ -40,6 +43,7 @@ public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible
     case .invalidTextEdit(let why): why
     case .textNotMergeable(let block):
       "block \(block) cannot be marked until its text state arrives from the broker (run `pagesync sync`)"
+    case .numberOutOfRange(let what, let value): "\(what) \(value) is above 2^63-1: it cannot be stored"
     }
   }
 }

@@ -134,8 +134,10 @@ public struct TextDocument: Sendable {
     at position: Int, delete: Int, insert: String, client: String, seq: UInt64 = 0
   ) throws(TextError) -> TextUpdate {
     guard position >= 0, position <= count else { throw .positionOutOfRange(position, count: count) }
-    guard delete >= 0, position + delete <= count else {
-      throw .rangeOutOfRange(position, position + delete, count: count)
+    // `position + delete` may overflow: an app (the daemon's local API) chooses both.
+    let end = position.addingReportingOverflow(delete)
+    guard delete >= 0, !end.overflow, end.partialValue <= count else {
+      throw .rangeOutOfRange(position, end.overflow ? .max : end.partialValue, count: count)
     }
     var update = TextUpdate()
     if delete > 0 { update.deletes = self.delete(at: position, count: delete, seq: seq) }

@@ -36,10 +36,16 @@ public struct RejectionReason: Hashable, Sendable, Codable, CustomStringConverti
   /// `[limits] tree_depth` pages from the top of its tree, counting itself: every walk up or down a tree stays
   /// bounded, and so does the work of a batch.
   public static let tooDeep = RejectionReason(code: 11, name: "too_deep")
+  /// The mutation's id is at or below the client's last applied id, and the broker applied (or rejected) another
+  /// mutation under that id: two copies of one device's store (a backup restored, a cloned image) numbered
+  /// different edits alike. Nothing of it was applied and its id is not consumed; the client sends it again under
+  /// a new client id (docs/operations.md, "A restored or cloned device"). In a batch, every mutation after the
+  /// first such one is answered the same, but a re-send the broker has with the same content (`duplicate`).
+  public static let idReused = RejectionReason(code: 12, name: "id_reused")
 
   /// Every reason, by code.
   public static let all: [RejectionReason] = [
     .unknownPage, .forbidden, .invalidValue, .tooLarge, .pageDeleted, .alreadyExists, .invalidParent,
-    .notADatabase, .unknownBlock, .clockAhead, .tooDeep,
+    .notADatabase, .unknownBlock, .clockAhead, .tooDeep, .idReused,
   ]
 }

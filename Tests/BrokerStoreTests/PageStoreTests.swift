@@ -537,7 +537,7 @@ final class StoreFixture {
     ) { output = $0.output.string }
     try loop.runUntilDone()
     try loop.close()
-    #expect(output == "5\nwal\nok\nP\n1\n")
+    #expect(output == "6\nwal\nok\nP\n1\n")
     var info = stat()
     #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
     connection.close()

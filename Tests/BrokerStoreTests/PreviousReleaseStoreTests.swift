@@ -87,8 +87,8 @@ private func scalars(_ text: String) -> [Unicode.Scalar] { Array(text.unicodeSca
 
   @Test func theOldFileMigratesToTheNewestVersionIntactKeepingEveryTextWithAStateOfIt() throws {
     let broker = try UpgradedBroker()
-    #expect(try sqlite3(broker.file.path, "PRAGMA user_version; PRAGMA integrity_check") == "5\nok")
-    // Every page got its height (version 5) and its size (version 4): none is left out.
+    #expect(try sqlite3(broker.file.path, "PRAGMA user_version; PRAGMA integrity_check") == "6\nok")
+    // Every page got its size (version 4) and its height (version 5): none is left out. 6: mutation digests.
     #expect(try sqlite3(broker.file.path, "SELECT count(*) FROM page WHERE stored_bytes IS NULL") == "0")
     #expect(try sqlite3(broker.file.path, "SELECT count(*) FROM page WHERE height < 0") == "0")
     // Byte for byte, as the sqlite3 command line reads them.

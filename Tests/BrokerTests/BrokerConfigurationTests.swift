@@ -54,6 +54,7 @@ private func sampleConfig(file: String = #filePath) -> String {
       answer_bytes = 65536
       tree_depth = 50
       batch_work = 5000
+      mutation_digests_per_client = 0
       """, file: "t.toml")
     #expect(configuration.listen == .inet(host: "0.0.0.0", port: 0))
     #expect(configuration.tokens.count == 1)
@@ -63,6 +64,13 @@ private func sampleConfig(file: String = #filePath) -> String {
     #expect(configuration.limits.pageBytes == 1 << 20 && configuration.limits.answerBytes == 1 << 16)
     #expect(configuration.readers == 0)
     #expect(configuration.limits.treeDepth == 50 && configuration.limits.batchWork == 5000)
+    #expect(configuration.limits.mutationDigestsPerClient == 0)
+    #expect(
+      throws: ConfigError.self,
+      "a negative count of digests is refused",
+      performing: {
+        try BrokerConfiguration.parse("[limits]\nmutation_digests_per_client = -1\n", file: "t.toml")
+      })
   }
 
   @Test(arguments: [

@@ -261,8 +261,13 @@ private enum RandomAnswer {
 
   /// `tree` with the integer at `path` (object keys, array indices as text) written as the trap number.
   static func withTrapNumber(_ tree: TestJSON, at path: [String]) -> [UInt8] {
+    withNumber(trapNumber, tree, at: path)
+  }
+
+  /// `tree` with the integer at `path` (object keys, array indices as text) written as `number`.
+  static func withNumber(_ number: String, _ tree: TestJSON, at path: [String]) -> [UInt8] {
     func replace(_ node: TestJSON, _ path: ArraySlice<String>) -> TestJSON {
-      guard let first = path.first else { return .number(trapNumber) }
+      guard let first = path.first else { return .number(number) }
       switch node {
       case .object(let members):
         return .object(
@@ -360,5 +365,87 @@ private enum RandomAnswer {
     #expect(
       HTTPBrokerLink.decodeAnswer(status: 502, body: Array("bad gateway".utf8), as: BatchOutcome.self)
         == .failure(.status(502, "bad gateway")))
+  }
+
+  /// Each integer field that the daemon stores or acts on, written as 2^63 or 2^64-1: values the strict reader
+  /// reads into a `UInt64` but that no broker keeps (SQLite integers are signed), and that trapped the daemon
+  /// where it stored them (`Int64(result.mutationId)`, `Int64(delta.lastUpdatedTime)`). Each answer is not
+  /// understood, naming the field; 2^63-1 is understood; a stream frame with one is unreadable.
+  @Test func refusesIntegersAbove2To63InEveryAnswer() throws {
+    var random = SplitMix64(seed: 0x5EED_0000_0000_0B08)
+    let home = TestJSON.object([.init("home", .number("1"))])
+    func set(_ tree: inout TestJSON, _ key: String, _ value: TestJSON) {
+      guard case .object(var members) = tree else { return }
+      members.removeAll { $0.key == key }
+      members.append(.init(key, value))
+      tree = .object(members)
+    }
+    // Every other integer small, so that the one written large is the only one out of range.
+    func small(_ tree: TestJSON) -> TestJSON {
+      switch tree {
+      case .number(let text) where UInt64(text) != nil: .number("1")
+      case .object(let members): .object(members.map { .init($0.key, small($0.value)) })
+      case .array(let elements): .array(elements.map(small))
+      default: tree
+      }
+    }
+    var catchUp = RandomAnswer.catchUp(&random)
+    set(&catchUp, "changed", home)
+    var fetch = RandomAnswer.fetch(&random)
+    set(&fetch, "deltas", .array([RandomAnswer.delta(&random)]))
+    var batch = RandomAnswer.batchOutcome(&random)
+    set(&batch, "pages", home)
+    set(&batch, "sequence", .number("1"))
+    set(
+      &batch, "results",
+      .array([
+        .object([
+          .init("mutationId", .number("1")), .init("page", .string("p")), .init("status", .string("applied")),
+        ])
+      ]))
+    let page = small(RandomAnswer.page(&random))
+    (catchUp, fetch, batch) = (small(catchUp), small(fetch), small(batch))
+
+    func expect<T: Decodable>(_ type: T.Type, _ tree: TestJSON, _ path: [String]) {
+      let field = path.joined(separator: ".")
+      for number in ["9223372036854775808", "18446744073709551615"] {
+        let answer = HTTPBrokerLink.decodeAnswer(
+          status: 200, body: Self.withNumber(number, tree, at: path), as: T.self)
+        guard case .failure(.invalidAnswer(let reason)) = answer else {
+          Issue.record("\(T.self) with \(field) = \(number): \(answer)")
+          continue
+        }
+        let named = field.replacing(".0.", with: "[0].")
+        #expect(reason.contains(named) && reason.contains(number) && reason.contains("2^63-1"), "\(reason)")
+      }
+      let largest = HTTPBrokerLink.decodeAnswer(
+        status: 200, body: Self.withNumber("9223372036854775807", tree, at: path), as: T.self)
+      if case .failure(let error) = largest { Issue.record("\(T.self) with \(field) = 2^63-1: \(error)") }
+    }
+    expect(BrokerProtocol.CatchUpResponse.self, catchUp, ["sequence"])
+    expect(BrokerProtocol.CatchUpResponse.self, catchUp, ["changed", "home"])
+    expect(BrokerProtocol.FetchResponse.self, fetch, ["deltas", "0", "since"])
+    expect(BrokerProtocol.FetchResponse.self, fetch, ["deltas", "0", "lastUpdatedTime"])
+    expect(BrokerProtocol.FetchResponse.self, fetch, ["deltas", "0", "page", "lastUpdatedTime"])
+    expect(BatchOutcome.self, batch, ["lastMutationId"])
+    expect(BatchOutcome.self, batch, ["sequence"])
+    expect(BatchOutcome.self, batch, ["pages", "home"])
+    expect(BatchOutcome.self, batch, ["results", "0", "mutationId"])
+    expect(PageSnapshot.self, page, ["lastUpdatedTime"])
+
+    for time in ["9223372036854775808", "18446744073709551615"] {
+      let frame = BrokerStreamFrame(text: #"{"op":"changed","pages":{"home":"# + time + "}}")
+      guard case .unreadable = frame else {
+        Issue.record("a changed frame with time \(time): \(frame)")
+        continue
+      }
+    }
+    guard
+      case .message(.changed) = BrokerStreamFrame(
+        text: #"{"op":"changed","pages":{"home":9223372036854775807}}"#)
+    else {
+      Issue.record("a changed frame with time 2^63-1 is unreadable")
+      return
+    }
   }
 }

@@ -64,6 +64,7 @@ private func readText(_ path: String) -> String {
       fetch_batch = 10
       push_batch = 20
       request_timeout = 7
+      clock_ahead_seconds = 600
       [log]
       level = "debug"
       """, file: "t.toml")
@@ -78,6 +79,7 @@ private func readText(_ path: String) -> String {
     #expect(configuration.backoff.resetAfter == 0)
     #expect(configuration.heartbeatSeconds == 5 && configuration.fetchBatch == 10)
     #expect(configuration.pushBatch == 20 && configuration.requestTimeoutSeconds == 7)
+    #expect(configuration.clockAheadSeconds == 600 && configuration.clockBound.aheadMillis == 600_000)
     #expect(configuration.logLevel == "debug")
   }
 
@@ -98,6 +100,7 @@ private func readText(_ path: String) -> String {
     ("[sync]\nheartbeat_interval = 0\n", "t.toml:2: sync.heartbeat_interval: must be from 1"),
     ("[sync]\nfetch_batch = 5000\n", "t.toml:2: sync.fetch_batch: must be from 1 to 1000"),
     ("[sync]\npoll = true\n", "t.toml:2: sync.poll: unknown key"),
+    ("[sync]\nclock_ahead_seconds = 0\n", "t.toml:2: sync.clock_ahead_seconds: must be from 1 to 315360000"),
     ("[log]\nlevel = \"loud\"\n", "t.toml:2: log.level: must be one of"),
     ("[daemon]\nx = 1\n", "t.toml:1: daemon: unknown key"),
   ])
@@ -132,6 +135,7 @@ private func readText(_ path: String) -> String {
       [sync]
       backoff_base_ms = 100
       heartbeat_interval = 5
+      clock_ahead_seconds = 3600
       [log]
       level = "debug"
       """, file: "new")
@@ -140,7 +144,7 @@ private func readText(_ path: String) -> String {
     #expect(
       plan.applied == [
         "broker.token", "offline.recent_limit", "sync.backoff_base_ms", "sync.heartbeat_interval",
-        "log.level",
+        "sync.clock_ahead_seconds", "log.level",
       ])
     let next = running.reloaded(from: file)
     #expect(next.brokerURL == running.brokerURL && next.socketPath == running.socketPath)

@@ -46,6 +46,10 @@ import Testing
 
   @Test func rejectedEditsLeaveTheLocalCopyAsTheBrokerHasIt() throws { try runScenario("rejected") }
 
+  /// An edit stamped days ahead (a clock poisoned by a broker's): rejected clock_ahead, sent again with a fresh
+  /// time, no conflict.
+  @Test func anEditStampedAheadIsSentAgainWithAFreshTime() throws { try runScenario("clock_ahead") }
+
   @Test func queuedEditsSurviveKill9AndArriveExactlyOnce() throws { try runScenario("kill9") }
 
   @Test func aDeviceOfAnotherWorkspaceIsRefused() throws { try runScenario("workspace") }
@@ -64,6 +68,14 @@ import Testing
   /// them; the device's queued old-style `edit_block` texts are applied once, every text is kept, and migrated
   /// blocks take splices and marks.
   @Test func storesOfThePreviousReleaseUpgradeWithoutLoss() throws { try runScenario("upgrade") }
+
+  /// A device's store restored from a copy taken before it pushed more edits: its new edits (offline, ids at and
+  /// past the broker's last) are answered `id_reused` and sent again under a new client id; nothing is lost.
+  @Test func aDeviceRestoredFromAnOlderStoreLosesNoEdit() throws { try runScenario("restored_device") }
+
+  /// Two clones of one device image, both online, editing the same page and block: every edit arrives, and they
+  /// end with different client ids.
+  @Test func twoClonesOfOneImageLoseNoEdit() throws { try runScenario("cloned_devices") }
 
   /// Runs `daemon_e2e.py BIN_DIR scenario` and expects it to end with `ALL OK`.
   private func runScenario(_ scenario: String) throws {

@@ -741,6 +741,10 @@ def table_local_api(s):
          "block nob is not stored on this device", False, None),
         ("a block edit whose text is a list", request("PATCH", "/v1/blocks/b1", {"text": ["x"]}, token=None), 400,
          "at text: Expected to decode String", False, None),
+        # `at + delete` overflowed and stopped the daemon (SIGILL).
+        ("a splice whose end overflows",
+         request("POST", "/v1/blocks/b1/splice", {"at": 1, "delete": 9223372036854775807}, token=None), 400,
+         "range 1..<9223372036854775807 is outside the text (0...3)", False, None),
         ("a view filter without its value",
          request("PUT", "/v1/pages/home/view", {"filter": {"property": "a"}}, token=None), 400,
          'at filter: missing field "value"', False, None),

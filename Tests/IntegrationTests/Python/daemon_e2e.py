@@ -1080,6 +1080,45 @@ def scenario_rejected(s):
                expected=("original", True, [("b1", "original text")]))
 
 
+def scenario_clock_ahead(s):
+    """A device whose queued edit was stamped three days ahead, its clock stored so (as one Pagesync-Clock far
+    ahead left it before the daemon bounded what it merges): the broker rejects the edit clock_ahead, and the
+    daemon sends it again with a fresh time instead of keeping it as a conflict; its clock is the wall clock's
+    again and its next edits pass."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    a.cli("create", "page", "--id", "P", "--title", "before")
+    a.cli("offline", "add", "P")
+    a.sync()
+    a.wait_forest(tree("P", "toggled"), "P is offline on A")
+    broker.stop()
+    a.wait_connected(False)
+    a.cli("edit", "P", "--title", "stamped ahead")
+    check_equal(a.stop(), 0, "A stops cleanly with its edit queued")
+    ahead = f"{int(time.time() * 1000) + 3 * 86_400_000}:0"
+    a.rows(f"UPDATE mutation_queue SET data = json_set(data, '$.time', '{ahead}');"
+           f"UPDATE sync_meta SET value = '{ahead}' WHERE key = 'hlc'")
+    check_equal([json.loads(r["data"])["time"] for r in a.rows("SELECT data FROM mutation_queue")], [ahead],
+                "the queued edit is stamped three days ahead")
+    broker.start()
+    a.start()
+    wait_until("A's edit reached the broker", lambda: (
+        (lambda r: (r == [{"title": "stamped ahead"}], r))(broker.rows("SELECT title FROM page WHERE id = 'P'"))))
+    wait_until("A's queue is empty", lambda: (a.queue() == [], a.queue()), expected=[])
+    check_equal(a.cli("conflicts"), [], "no conflict: the clock_ahead rejection was sent again, not parked")
+    with open(a.log_path, errors="replace") as log:
+        text = log.read()
+    check("sent again with a fresh time" in text, "A says it sent the edit again with a fresh time", "the warning",
+          text[-2000:])
+    a.cli("edit", "P", "--title", "after")
+    wait_until("A's next edit reaches the broker", lambda: (
+        (lambda r: (r == [{"title": "after"}], r))(broker.rows("SELECT title FROM page WHERE id = 'P'"))))
+    clock = int(a.rows("SELECT value FROM sync_meta WHERE key = 'hlc'")[0]["value"].split(":")[0])
+    check(clock < time.time() * 1000 + 60_000, "A's clock is the wall clock's again", "within a minute",
+          clock - time.time() * 1000)
+    check_equal(a.cli("conflicts"), [], "still no conflict")
+
+
 def scenario_kill9(s):
     """Edits queued while the broker is down survive kill -9 of the daemon, keep their mutation ids, and reach
     the broker exactly once when it is back; B's queue ends empty."""
@@ -1176,18 +1215,31 @@ def scenario_workspace(s):
 TRAP_NUMBER = b"9007199254740993" + b"9" * 300 + b"e-300"
 
 
+# Integers the strict reader takes into a UInt64 but no broker keeps (its store's integers are signed): a batch
+# answer's mutation id 2^63 and a fetched page's time 2^64-1 each trapped the daemon storing them, at every start.
+HUGE_MUTATION_ID = 9223372036854775808
+HUGE_TIME = 18446744073709551615
+
+
 class HostileBroker:
     """A fake broker on 127.0.0.1 (port 0) that speaks just enough of the protocol for a daemon to connect: the
     stream's WebSocket handshake, `subscribed` answers, then a `changed` frame whose time is TRAP_NUMBER; and a
-    catch-up answer whose `sequence` is TRAP_NUMBER. Counts what it sent."""
+    catch-up answer whose `sequence` is TRAP_NUMBER. Counts what it sent.
 
-    def __init__(self, scenario):
+    With `numbers`, its answers are well-formed but carry integers above 2^63-1 instead: the catch-up says each
+    page changed, the fetch answers each page with `lastUpdatedTime` HUGE_TIME, a batch is answered `applied`
+    with mutation id HUGE_MUTATION_ID, and `changed` frames carry HUGE_TIME."""
+
+    def __init__(self, scenario, numbers=False):
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(16)
         self.port = self.listener.getsockname()[1]
+        self.numbers = numbers
         self.lock = threading.Lock()
         self.catch_ups = 0
+        self.fetches = 0
+        self.batches = 0
         self.trap_frames = 0
         self.closed = False
         scenario.proxies.append(self)  # closed with the scenario
@@ -1199,7 +1251,39 @@ class HostileBroker:
 
     def counts(self):
         with self.lock:
-            return {"catchUps": self.catch_ups, "trapFrames": self.trap_frames}
+            return {"catchUps": self.catch_ups, "fetches": self.fetches, "batches": self.batches,
+                    "trapFrames": self.trap_frames}
+
+    def _answer(self, method, target, body):
+        """The status and JSON body answering one request."""
+        if method != "POST" or not any(target.endswith(path) for path in ("/v1/catchup", "/v1/fetch", "/v1/batch")):
+            return b"404 Not Found", b'{"error":404,"message":"not here"}'
+        request = json.loads(body) if body else {}
+        if target.endswith("/v1/catchup"):
+            with self.lock:
+                self.catch_ups += 1
+            if not self.numbers:
+                return b"200 OK", (b'{"epoch":"e","epochChanged":false,"sequence":' + TRAP_NUMBER
+                                   + b',"changed":{},"gone":[]}')
+            changed = {page: 7 for page in request.get("pages", {})}
+            return b"200 OK", json.dumps({"epoch": "e", "epochChanged": False, "sequence": 7, "changed": changed,
+                                          "gone": []}).encode()
+        if target.endswith("/v1/fetch"):
+            with self.lock:
+                self.fetches += 1
+            deltas = [{"id": page, "since": 0, "lastUpdatedTime": HUGE_TIME, "full": True, "properties": {},
+                       "blocks": [],
+                       "page": {"id": page, "workspace": "w1", "kind": "page", "title": "from a hostile broker",
+                                "deleted": False, "properties": {}, "blocks": [], "databases": [],
+                                "lastUpdatedTime": HUGE_TIME}}
+                      for page in sorted(request.get("pages", {}))]
+            return b"200 OK", json.dumps({"epoch": "e", "deltas": deltas, "gone": []}).encode()
+        with self.lock:
+            self.batches += 1
+        results = [{"mutationId": HUGE_MUTATION_ID, "page": m["page"], "status": "applied"}
+                   for m in request.get("mutations", [])]
+        return b"200 OK", json.dumps({"epoch": "e", "lastMutationId": HUGE_MUTATION_ID, "pages": {},
+                                      "results": results}).encode()
 
     def close(self):
         self.closed = True
@@ -1239,7 +1323,7 @@ class HostileBroker:
                 method, target = lines[0].split(" ")[:2]
                 headers = {line.split(":", 1)[0].strip().lower(): line.split(":", 1)[1].strip()
                            for line in lines[1:] if ":" in line}
-                _, buffer = self._read_exactly(connection, int(headers.get("content-length", "0")), buffer)
+                body, buffer = self._read_exactly(connection, int(headers.get("content-length", "0")), buffer)
                 if headers.get("upgrade", "").lower() == "websocket":
                     accept = base64.b64encode(hashlib.sha1(
                         (headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
@@ -1247,17 +1331,11 @@ class HostileBroker:
                                        b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n")
                     self._stream(connection, buffer)
                     return
-                if method == "POST" and target.endswith("/v1/catchup"):
-                    with self.lock:
-                        self.catch_ups += 1
-                    body = (b'{"epoch":"e","epochChanged":false,"sequence":' + TRAP_NUMBER
-                            + b',"changed":{},"gone":[]}')
-                    status = b"200 OK"
-                else:
-                    body = b'{"error":404,"message":"not here"}'
-                    status = b"404 Not Found"
-                connection.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
-                                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                status, body = self._answer(method, target, body)
+                # The largest clock a header can carry: merged unbounded, it poisoned the device's clock for good.
+                clock = b"Pagesync-Clock: 18446744073709551615:4294967295\r\n" if self.numbers else b""
+                connection.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" + clock
+                                   + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         except (OSError, EOFError, ValueError, KeyError):
             pass
         finally:
@@ -1288,7 +1366,8 @@ class HostileBroker:
             if opcode == 0x9:
                 send(0xA, payload)
             elif opcode == 0x1 and json.loads(payload).get("op") == "subscribe":
-                send(0x1, b'{"op":"changed","pages":{"home":' + TRAP_NUMBER + b'}}')
+                time_text = str(HUGE_TIME).encode() if self.numbers else TRAP_NUMBER
+                send(0x1, b'{"op":"changed","pages":{"home":' + time_text + b'}}')
                 send(0x1, b'{"op":"subscribed","added":0,"total":0,"denied":[]}')
                 with self.lock:
                     self.trap_frames += 1
@@ -1296,8 +1375,9 @@ class HostileBroker:
 
 def scenario_hostile_broker(s):
     """A broker whose answers carry the number JSONDecoder traps on (in a stream frame and in a catch-up
-    answer): the daemon refuses them as unreadable or not understood, keeps retrying and serving, and never
-    crashes."""
+    answer), or integers above 2^63-1 (a fetched page's time, a batch's mutation id): the daemon refuses them as
+    unreadable or not understood, keeps its queued edit, keeps retrying and serving, and never crashes, across a
+    restart too; and the clock it sends far ahead is not merged."""
     broker = HostileBroker(s)
     device = Device(s, "D", broker.url, "alice", "w1", {})
     device.start(wait_connected=False)
@@ -1321,6 +1401,43 @@ def scenario_hostile_broker(s):
     device.cli_fails(["sync"], "a sync against that broker", ["not understood"])
     check(device.process.poll() is None, "the daemon still runs after a sync", "running",
           f"exit {device.process.returncode}")
+
+    # Well-formed answers with integers above 2^63-1: a fetched page at time 2^64-1, a batch acknowledged with
+    # mutation id 2^63. Storing either trapped the daemon, and the same fetch and push at every start again.
+    numbers = HostileBroker(s, numbers=True)
+    before = numbers.counts()
+    other = Device(s, "E", numbers.url, "alice", "w1", {})
+    other.start(wait_connected=False)
+    other.cli("create", "page", "--id", "P", "--title", "mine")
+    other.cli("offline", "add", "P")
+    for start in (1, 2):
+        wait_until(f"start {start}: the daemon fetched P and pushed its edit against that broker",
+                   lambda: (lambda c: (c["fetches"] > before["fetches"] and c["batches"] > before["batches"], c))(
+                       numbers.counts()))
+        check(other.process.poll() is None, f"start {start}: the daemon runs on", "running",
+              f"exit {other.process.returncode}")
+        seen = {}
+
+        def says_out_of_range():
+            seen["error"] = other.status().get("lastError") or ""
+            return "above the largest the daemon accepts" in seen["error"], seen["error"]
+
+        wait_until(f"start {start}: the status names the number out of range", says_out_of_range)
+        ok(f"lastError: {seen['error'][:160]}")
+        check_equal([(m["type"], m["page_id"], m["status"]) for m in other.queue()],
+                    [("create_page", "P", "pending")], f"start {start}: the edit is still queued, not dropped")
+        check_equal(other.show("P")["title"], "mine", f"start {start}: P shows the local copy, not the broker's")
+        if start == 2:
+            # Its answers carried Pagesync-Clock 2^64-1:2^32-1: not merged, so an edit now is stamped now.
+            other.cli("edit", "P", "--title", "after the hostile clock")
+            stamped = [int(json.loads(r["data"])["time"].split(":")[0])
+                       for r in other.rows("SELECT data FROM mutation_queue ORDER BY id")]
+            check(stamped[-1] < time.time() * 1000 + 60_000, "an edit after the hostile clock is stamped now",
+                  "within a minute of the wall clock", stamped)
+        if start == 1:
+            check_equal(other.stop(), 0, "the daemon stops cleanly")
+            before = numbers.counts()
+            other.start(wait_connected=False)
 
 
 def scenario_text_merge(s):
@@ -1450,6 +1567,153 @@ EDITED_TEXTS = {
 }
 
 
+STORE_FILES = ("pagesyncd.sqlite", "pagesyncd.sqlite-wal", "pagesyncd.sqlite-shm")
+
+
+def copy_store(source_dir, target_dir):
+    """Copies a stopped daemon's store (the file and its -wal and -shm if there are) from one directory to another,
+    replacing what is there: a backup taken, or restored, or a device image cloned."""
+    os.makedirs(target_dir, exist_ok=True)
+    for name in STORE_FILES:
+        target = os.path.join(target_dir, name)
+        if os.path.exists(target):
+            os.unlink(target)
+        if os.path.exists(os.path.join(source_dir, name)):
+            shutil.copyfile(os.path.join(source_dir, name), target)
+
+
+def broker_page(broker, page):
+    """A page as the broker's store holds it: title, properties (name -> JSON value) and live block texts."""
+    rows = broker.rows(f"SELECT title FROM page WHERE id = '{page}'")
+    if not rows:
+        return None
+    properties = {r["name"]: json.loads(r["value"]) for r in
+                  broker.rows(f"SELECT name, value FROM property WHERE page_id = '{page}' AND value IS NOT NULL")}
+    blocks = [r["text"] for r in broker.rows(f"SELECT text FROM block WHERE page_id = '{page}' AND deleted = 0 "
+                                             "ORDER BY position")]
+    return {"title": rows[0]["title"], "properties": properties, "blocks": blocks}
+
+
+def scenario_restored_device(s):
+    """A's store is copied while it is stopped; A pushes edits; the copy is restored and A, offline, makes more
+    edits than the copy missed (ids both at and past the broker's last for A); reconnected, the broker answers
+    id_reused for the ids the copy reused, A takes a new client id and sends them again: every edit of both lives
+    arrives, text typed in both included, no conflict, and another device sees it all."""
+    broker = s.broker()
+    proxy = Proxy(s, broker.port)
+    a = s.device("A", proxy.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "page", "--id", "P", "--title", "before the copy")
+    a.cli("block", "add", "P", "--id", "b1", "--text", "base")
+    a.cli("offline", "add", "P")
+    a.sync()
+    a.wait_forest(tree("P", "toggled"), "P is offline on A")
+    b.cli("offline", "add", "P")
+    b.sync()
+    client = a.status()["clientId"]
+
+    check_equal(a.stop(), 0, "A stops")
+    backup = os.path.join(s.dir, "A-backup")
+    copy_store(a.dir, backup)
+    next_id = int(sqlite_rows(os.path.join(backup, "pagesyncd.sqlite"),
+                              "SELECT value FROM sync_meta WHERE key = 'next_mutation_id'")[0]["value"])
+    note(f"backup taken: next_mutation_id {next_id}")
+    a.start()
+    a.cli("edit", "P", "--title", "after the copy")
+    a.cli("edit", "P", "--set", "copy=1")
+    a.cli("block", "splice", "b1", "--at", "4", "--insert", " one more time")
+    a.cli("create", "page", "--id", "Q", "--title", "made after the copy")
+    a.sync()
+    last = broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{client}'")[0]["last_mutation_id"]
+    check_equal(last, next_id + 3, "the broker's last id for A covers the four edits made after the copy")
+    check_equal(a.stop(), 0, "A stops")
+
+    copy_store(backup, a.dir)
+    proxy.cut()
+    a.start(wait_connected=False)
+    check_equal(a.status()["clientId"], client, "the restored store has A's client id")
+    a.cli("edit", "P", "--title", "after the restore")
+    a.cli("edit", "P", "--set", "restored=1")
+    a.cli("block", "splice", "b1", "--at", "0", "--insert", "two ")
+    a.cli("create", "page", "--id", "R", "--title", "made after the restore")
+    a.cli("edit", "R", "--title", "made after the restore, then edited")
+    a.cli("create", "page", "--id", "S", "--title", "one more")
+    ids = [m["id"] for m in a.queue()]
+    check(ids == list(range(next_id, next_id + 6)) and ids[0] <= last < ids[-1],
+          "the restored store numbers its six new edits from the copy's next id, at and past the broker's last",
+          f"{next_id}..{next_id + 5} around {last}", ids)
+
+    proxy.restore()
+    wait_until("A pushed everything", lambda: (a.queue() == [], a.queue()), expected=[])
+    expected = {"title": "after the restore", "properties": {"copy": 1, "restored": 1},
+                "blocks": ["two base one more time"]}
+    wait_until("the broker has every edit of P from both lives of A",
+               lambda: (lambda p: (p == expected, p))(broker_page(broker, "P")), expected=expected)
+    for page, title in (("Q", "made after the copy"), ("R", "made after the restore, then edited"),
+                        ("S", "one more")):
+        check_equal(broker.rows(f"SELECT title FROM page WHERE id = '{page}'"), [{"title": title}],
+                    f"the broker has page {page}")
+    status = a.status()
+    check(status["clientId"] != client, "A sends under a new client id", f"not {client}", status["clientId"])
+    check_equal((a.cli("conflicts"), status["failedMutations"]), ([], 0), "A has no conflict")
+    with open(a.log_path, errors="replace") as log:
+        text = log.read()
+    check("another copy of this device's store used the same mutation ids" in text,
+          "A says why it took a new client id", "the warning", text[-2000:])
+    wait_until("A's own copy of P is the broker's again",
+               lambda: (lambda p: (p == ("after the restore", ["two base one more time"]), p))(
+                   (lambda shown: (shown["title"], [x["text"] for x in shown["blocks"]]))(a.show("P"))))
+    wait_until("B sees P with both lives' edits",
+               lambda: (lambda p: (p == ("after the restore", ["two base one more time"]), p))(
+                   (lambda shown: (shown["title"], [x["text"] for x in shown["blocks"]]))(b.show("P"))))
+    a.cli("edit", "P", "--title", "and on")
+    wait_until("A's next edit arrives", lambda: (
+        (lambda r: (r == [{"title": "and on"}], r))(broker.rows("SELECT title FROM page WHERE id = 'P'"))))
+
+
+def scenario_cloned_devices(s):
+    """A device image cloned: A and C start from the same store (one client id), both online, and edit the same
+    page and block at once: whichever pushes second under an id the other used gets id_reused and goes on under
+    a new client id. Every edit of both arrives, no conflict, and the two end with different client ids."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    a.cli("create", "page", "--id", "P", "--title", "the image")
+    a.cli("block", "add", "P", "--id", "b1", "--text", "base")
+    a.cli("offline", "add", "P")
+    a.sync()
+    a.wait_forest(tree("P", "toggled"), "P is offline on A")
+    check_equal(a.stop(), 0, "A stops")
+    c = Device(s, "C", broker.url, "alice", "w1", {})
+    copy_store(a.dir, c.dir)
+    a.start()
+    c.start()
+    check_equal(a.status()["clientId"], c.status()["clientId"], "A and C start with one client id")
+    for round_ in range(3):
+        a.cli("edit", "P", "--set", f"a{round_}=1")
+        c.cli("edit", "P", "--set", f"c{round_}=1")
+    # C first, at the end of "base" (A's insert at the start may reach C before C types, moving the end).
+    c.cli("block", "splice", "b1", "--at", "4", "--insert", " C")
+    a.cli("block", "splice", "b1", "--at", "0", "--insert", "A ")
+    a.cli("create", "page", "--id", "QA", "--title", "from A")
+    c.cli("create", "page", "--id", "QC", "--title", "from C")
+    wait_until("both pushed everything", lambda: (a.queue() == [] and c.queue() == [], (a.queue(), c.queue())))
+    expected = {"title": "the image", "properties": {f"{d}{n}": 1 for d in "ac" for n in range(3)},
+                "blocks": ["A base C"]}
+    wait_until("the broker has every edit of both clones",
+               lambda: (lambda p: (p == expected, p))(broker_page(broker, "P")), expected=expected)
+    for page, title in (("QA", "from A"), ("QC", "from C")):
+        check_equal(broker.rows(f"SELECT title FROM page WHERE id = '{page}'"), [{"title": title}],
+                    f"the broker has page {page}")
+    check_equal((a.cli("conflicts"), c.cli("conflicts")), ([], []), "no conflict on either")
+    check(a.status()["clientId"] != c.status()["clientId"], "A and C end with different client ids",
+          "different", (a.status()["clientId"], c.status()["clientId"]))
+    for device in (a, c):
+        wait_until(f"{device.name} shows P as the broker has it",
+                   lambda: (lambda shown: (sorted(shown["properties"]) == sorted(expected["properties"])
+                                           and [x["text"] for x in shown["blocks"]] == ["A base C"], shown))(
+                       device.show("P")))
+
+
 def scenario_upgrade(s):
     """Store files of the previous release (block text a plain string): the new broker and daemon open them, the
     device's queued old-style edit_block texts are pushed and applied once, every text is kept byte for byte,
@@ -1472,7 +1736,7 @@ def scenario_upgrade(s):
     old_sequence = int(broker.rows("SELECT value FROM meta WHERE key = 'sequence'")[0]["value"])
 
     broker.start()
-    check_equal(broker.rows("PRAGMA user_version"), [{"user_version": 5}], "the broker migrated its file to v5")
+    check_equal(broker.rows("PRAGMA user_version"), [{"user_version": 6}], "the broker migrated its file to v6")
     check_equal(broker.rows("SELECT id FROM page WHERE stored_bytes IS NULL"), [], "every broker page has its size")
     check_equal(broker.rows("PRAGMA integrity_check"), [{"integrity_check": "ok"}], "the broker's file is intact")
     check_equal(broker.rows("SELECT count(*) AS n FROM page WHERE height < 0"), [{"n": 0}],
@@ -1591,12 +1855,15 @@ SCENARIOS = {
     "offline_edits": scenario_offline_edits,
     "lww": scenario_lww,
     "rejected": scenario_rejected,
+    "clock_ahead": scenario_clock_ahead,
     "kill9": scenario_kill9,
     "workspace": scenario_workspace,
     "hostile_broker": scenario_hostile_broker,
     "text_merge": scenario_text_merge,
     "text_three": scenario_text_three,
     "upgrade": scenario_upgrade,
+    "restored_device": scenario_restored_device,
+    "cloned_devices": scenario_cloned_devices,
 }
 
 
