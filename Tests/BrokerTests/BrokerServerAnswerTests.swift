@@ -260,7 +260,11 @@ private let encoder = JSONBodies().encoder
       }
       #expect(batch.response?.status == .ok)
       #expect(order.first == "batch", "the batch did not wait for the reads: \(order)")
-      #expect(longestStall < 250, "the loop stood still for \(longestStall) ms")
+      // What stays on the loop is handing each answer's bytes to its connection (a copy of 22 MB), which takes
+      // tens of milliseconds, several hundred under AddressSanitizer (468 ms measured in CI). The defect stood the
+      // loop still for each whole encoding: 3,184 ms in a debug build, more under the sanitizers. The bound sits
+      // between them, with room for a shared machine.
+      #expect(longestStall < 1_200, "the loop stood still for \(longestStall) ms")
     }
   }
 
