@@ -203,7 +203,7 @@ let package = Package(
       ]),
     .testTarget(
       name: "DaemonCoreTests",
-      dependencies: ["DaemonCore", "DaemonCoreTestKit", "SyncModel", "EventLoopTestKit"]),
+      dependencies: ["DaemonCore", "DaemonCoreTestKit", "SyncModel", "EventLoopTestKit", "SeededRandom"]),
     .testTarget(
       name: "DaemonStoreTests",
       dependencies: [

@@ -19,6 +19,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var socketPath = "var/pagesyncd.sock"
   /// `[api] socket_mode`: the socket file's permissions (0600: only the owner may use the API).
   public var socketMode: UInt32 = 0o600
+  /// `[api] events_kept`: the change stream's window, in events: a reader resumes (`Last-Event-ID`) from any of
+  /// them.
+  public var eventsKept = 10_000
+  /// `[api] event_streams`: change streams (`GET /v1/events`) open at once.
+  public var eventStreams = 64
   /// `[offline] database_row_limit`: rows in view of an offline database that are kept offline with it.
   public var databaseRowLimit = 50
   /// `[offline] recent_limit`: recently visited pages kept offline.
@@ -95,6 +100,11 @@ extension DaemonConfiguration {
       throw api.error("socket_mode", "must be an octal mode such as \"0600\" (got \"\(mode)\")")
     }
     configuration.socketMode = value
+    configuration.eventsKept = try api.int(
+      "events_kept", default: configuration.eventsKept, range: 100...1_000_000)
+    // The local API takes 256 connections: some must stay for requests.
+    configuration.eventStreams = try api.int(
+      "event_streams", default: configuration.eventStreams, range: 1...200)
     try api.rejectUnknownKeys()
 
     let offline = try document.table("offline")
@@ -155,6 +165,8 @@ extension DaemonConfiguration {
     plan.restart("store.path", storePath, new.storePath)
     plan.restart("api.socket", socketPath, new.socketPath)
     plan.restart("api.socket_mode", socketMode, new.socketMode)
+    plan.restart("api.events_kept", eventsKept, new.eventsKept)
+    plan.live("api.event_streams", eventStreams, new.eventStreams)
     plan.live("offline.database_row_limit", databaseRowLimit, new.databaseRowLimit)
     plan.live("offline.recent_limit", recentLimit, new.recentLimit)
     plan.live("sync.backoff_base_ms", backoffBase, new.backoffBase)
@@ -176,6 +188,7 @@ extension DaemonConfiguration {
     next.storePath = storePath
     next.socketPath = socketPath
     next.socketMode = socketMode
+    next.eventsKept = eventsKept
     return next
   }
 }

@@ -168,7 +168,7 @@ extension LocalAPI {
       try requireAvailable(page)
       let mutation = try store.recordTextEdit(
         block: block, edit: edit, nowMillis: WallClock.millis(), observed: driver.observedClock)
-      if mutation != nil { driver.mutationsQueued() }
+      if mutation != nil { driver.editCommitted(page, deleted: false) }
       answer = EditAnswer(id: page.rawValue, page: nil, mutationIds: mutation.map { [$0.id] } ?? [])
     } else {
       answer = try self.edit(page, [.deleteBlock(block: block)])
@@ -189,7 +189,10 @@ extension LocalAPI {
     if !isCreate { try requireAvailable(page) }
     let mutations = try store.recordEdits(
       page: page, actions: actions, nowMillis: WallClock.millis(), observed: driver.observedClock)
-    driver.mutationsQueued()
+    let deleted = actions.contains {
+      if case .deletePage = $0 { true } else { false }
+    }
+    driver.editCommitted(page, deleted: deleted)
     return EditAnswer(id: page.rawValue, page: nil, mutationIds: mutations.map(\.id))
   }
 

@@ -49,6 +49,8 @@ final class LocalAPI {
 
   /// Stops accepting and answers waiting syncs 503.
   func close() {
+    // The change streams first: an open stream is an answer never finished, which would hold its connection.
+    driver.changes.close()
     // The server first: it then closes each connection once its answers are written. Answered first, a waiting
     // sync's connection had nothing pending and was closed at once, its 503 unsent.
     server.close()
@@ -93,6 +95,9 @@ final class LocalAPI {
       respond(responder) { try store.conflicts().map(ConflictJSON.init) }
     }
     router.add(.POST, "/v1/sync") { [unowned self] _, responder in startSync(responder) }
+    router.add(.GET, "/v1/events") { [unowned self] request, responder in
+      driver.changes.open(request, responder)
+    }
   }
 
   /// Answers with `body()`'s value as JSON, or with the error it throws.

@@ -53,7 +53,7 @@ extension SyncDriver {
       record { try store.setEpoch(answer.epoch) }
     }
     handle(.catchUpAnswered(changed: answer.changed, gone: answer.gone, epochChanged: answer.epochChanged))
-    if requeued > 0 { handle(.mutationsQueued) }
+    if requeued > 0 { mutationsQueued() }
   }
 
   /// A sync request's check: one catch-up outside the connection's, whose changed pages the machine fetches.
@@ -127,7 +127,7 @@ extension SyncDriver {
       }
     }
     func finish(failed: [EntityID]) {
-      if !gone.isEmpty { record { _ = try store.purge(gone) } }
+      if !gone.isEmpty { record { publishGone(try store.purge(gone)) } }
       if refetchAll, failed.isEmpty, let epoch = epochToAdopt {
         record { try store.setEpoch(epoch) }
         epochToAdopt = nil
@@ -155,6 +155,10 @@ extension SyncDriver {
       } else {
         fetchedPages += 1
         stored.append(delta.id)
+        changes.publish(
+          .page(
+            id: delta.id, lastDownloadedTimestamp: delta.lastUpdatedTime, source: .remote,
+            deleted: delta.page.deleted))
       }
     }
     return stored

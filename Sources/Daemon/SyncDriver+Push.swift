@@ -59,6 +59,7 @@ extension SyncDriver {
       logger.error("cannot record the broker's answer", metadata: ["error": "\(error)"])
     }
     let settled = settlement.settled
+    publishedPending = nil
     if let change = settlement.clientChange {
       logger.warning(
         """
@@ -92,8 +93,12 @@ extension SyncDriver {
       logger.warning(
         "the broker rejected mutations; kept for recovery (pagesync conflicts)",
         metadata: ["count": "\(rejected)"])
+      publishConflicts(among: sent)
     }
-    guard current == generation else { return }
+    guard current == generation else {
+      publishSyncState()
+      return
+    }
     for page in settled where offlineSet.isOffline(page) {
       handle(.poked(page: page, lastUpdatedTime: max(outcome.pages[page] ?? 1, 1)))
     }

@@ -25,6 +25,7 @@ extension SyncDriver {
       }
     }
     configuration = next
+    changes.maxStreams = next.eventStreams
     store.clockBound = next.clockBound
     logger.logLevel = Logger.Level(rawValue: next.logLevel) ?? .info
     reconfigureMachine(next)

@@ -60,6 +60,10 @@ final class SyncDriver {
   var pushInFlight = false
   /// Set by `stop` while it waits for the push in flight.
   var onPushSettled: (() -> Void)?
+  /// The change stream (`GET /v1/events`): what changed, published after each commit (SyncDriver+Changes.swift).
+  let changes: ChangeStream
+  /// The queue's length as last published, nil when an edit or an answer may have changed it.
+  var publishedPending: Int?
 
   /// Opens the store at `configuration.storePath` and restores the offline set. `link` defaults to the broker
   /// at `configuration.brokerURL`; tests pass a scripted one.
@@ -80,6 +84,9 @@ final class SyncDriver {
         loop: loop, url: configuration.brokerURL, token: configuration.token,
         timeoutMillis: UInt64(configuration.requestTimeoutSeconds) * 1000)
     timer = LoopTimer(loop: loop)
+    changes = ChangeStream(
+      loop: loop, eventsKept: configuration.eventsKept, maxStreams: configuration.eventStreams,
+      firstID: WallClock.millis() * 1000)
     machine = SyncStateMachine(
       offlinePages: offlineSet.offlinePages, backoff: configuration.backoff,
       heartbeatInterval: UInt64(configuration.heartbeatSeconds) * 1000,
@@ -125,6 +132,7 @@ final class SyncDriver {
   func stop(drainMillis: UInt64 = 5_000, then: @escaping () -> Void = {}) {
     handle(.stop)
     timer.close()
+    changes.close()
     let finish = { [self] in
       link.close()
       store.close()
@@ -163,6 +171,7 @@ final class SyncDriver {
       for action in machine.handle(next) { perform(action) }
     }
     handlingEvent = false
+    publishSyncState()
   }
 
   private func perform(_ action: SyncAction) {
@@ -185,7 +194,7 @@ final class SyncDriver {
       record { try store.markSynced(nowMillis: WallClock.millis()) }
     case .purge(let pages):
       logger.info("pages gone from the broker's reach", metadata: ["pages": "\(pages.count)"])
-      record { _ = try store.purge(pages) }
+      record { publishGone(try store.purge(pages)) }
     case .checkForChanges(let request): checkForChanges(request)
     case .answerSync(let request, let outcome): onSyncAnswer?(request, outcome)
     }
@@ -209,13 +218,17 @@ final class SyncDriver {
   /// Tells the machine which pages entered and left the offline set.
   func offlineSetChanged(_ change: ForestChange) {
     guard !change.addedPages.isEmpty || !change.removedPages.isEmpty else { return }
+    publishOfflineChange(change)
     handle(.offlineSetChanged(added: change.addedPages, removed: change.removedPages))
   }
 
   // MARK: For the local API
 
   /// A local edit was committed: push it when the machine says.
-  func mutationsQueued() { handle(.mutationsQueued) }
+  func mutationsQueued() {
+    publishedPending = nil
+    handle(.mutationsQueued)
+  }
 
   /// Whether the device stream is open.
   var isConnected: Bool { machine.isConnected }

@@ -156,6 +156,16 @@ public final class LocalStore {
     public var lastMutationAt: UInt64?
   }
 
+  /// Queued mutations not yet acknowledged (what `status` counts as `pendingMutations`).
+  public func pendingMutationCount() throws -> Int {
+    guard
+      case .integer(let value)? = try connection.query(
+        "SELECT count(*) FROM mutation_queue WHERE status = 'pending'"
+      ).first?.first
+    else { return 0 }
+    return Int(value)
+  }
+
   /// The current `Status`, from the queue, the offline set and `sync_meta`.
   public func status() throws -> Status {
     func count(_ sql: String) throws -> Int {
@@ -163,7 +173,7 @@ public final class LocalStore {
       return Int(value)
     }
     return Status(
-      pendingMutations: try count("SELECT count(*) FROM mutation_queue WHERE status = 'pending'"),
+      pendingMutations: try pendingMutationCount(),
       failedMutations: try count("SELECT count(*) FROM mutation_queue WHERE status = 'rejected'"),
       offlinePages: try count("SELECT count(*) FROM offline_page"),
       lastSuccessfulSync: try metaNumber("lastSuccessfulSync"),

@@ -93,10 +93,12 @@ public final class HTTPResponder {
   }
 
   /// Sends the head of a response whose body follows in chunks (`Transfer-Encoding: chunked`; for an HTTP/1.0
-  /// client the body is delimited by closing the connection instead).
-  public func startStreaming(_ head: HTTPResponseHead) {
+  /// client the body is delimited by closing the connection instead). `endsWithPeer`: a stream with no end of
+  /// its own (Server-Sent Events), closed as soon as the client closes its side rather than at the next write.
+  public func startStreaming(_ head: HTTPResponseHead, endsWithPeer: Bool = false) {
     guard state == .waiting else { return }
     state = .streaming
+    slot.endsWithPeer = endsWithPeer
     var head = head
     head.headers.remove(name: "Content-Length")
     head.headers.remove(name: "Transfer-Encoding")
@@ -163,6 +165,8 @@ final class ResponseSlot {
   var finished = false
   var closesConnection = false
   var switchesProtocols = false
+  /// A stream to be cut when the client ends its side (`startStreaming(_:endsWithPeer:)`).
+  var endsWithPeer = false
 
   /// Output produced since the last call, if any.
   func takeOutput() -> ByteBuffer? {

@@ -155,7 +155,14 @@ final class HTTPServerConnection {
     // The client will send nothing more. Finish the responses it is waiting for (it may have half-closed
     // after pipelining), write them, then close.
     acceptingRequests = false
-    if pendingCount == 0 { finishAndClose() }
+    if pendingCount == 0 {
+      finishAndClose()
+    }
+    // A stream that only the peer's going ends (Server-Sent Events) would otherwise hold the connection until
+    // a write to the gone peer failed.
+    else if inFlight[inFlightHead...].contains(where: \.endsWithPeer) {
+      closeNow()
+    }
   }
 
   // MARK: Requests

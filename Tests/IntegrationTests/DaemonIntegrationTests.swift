@@ -78,6 +78,10 @@ import Testing
   @Test func twoClonesOfOneImageLoseNoEdit() throws { try runScenario("cloned_devices") }
 
   /// Runs `daemon_e2e.py BIN_DIR scenario` and expects it to end with `ALL OK`.
+  /// The change stream read by curl: remote and local page events after their commits, offline and sync events,
+  /// a resume with Last-Event-ID.
+  @Test func theChangeStreamTellsCurlOfEveryChangeAndResumes() throws { try runScenario("events") }
+
   private func runScenario(_ scenario: String) throws {
     let loop = try Loop()
     // The directory of the built programs: `builtProgram` of an empty name ends with the separator.
