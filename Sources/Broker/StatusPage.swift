@@ -124,6 +124,7 @@ enum StatusPage {
     let recent = snapshot.rates?.commits
     if let recent, let mean = recent.mean {
       page.element("p", [("class", "big"), ("data-commit", "mean")], StatusFormat.duration(mean))
+      page.markup("<p>")
       page.text("mean of ")
       page.element("span", [("data-commit", "count")], StatusFormat.count(recent.count))
       page.text(" \(recent.count == 1 ? "commit" : "commits"), \(window) · p99 ")
@@ -134,6 +135,7 @@ enum StatusPage {
       }
     } else {
       page.element("p", [("class", "big"), ("data-commit", "mean")], "–")
+      page.markup("<p>")
       page.text("no commit, \(window)")
     }
     page.markup("<br>since start: ")

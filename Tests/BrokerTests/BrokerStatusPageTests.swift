@@ -244,6 +244,38 @@ import Web
     #expect(page.contains("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&#39;&amp;&lt;!--"))
   }
 
+  /// Every element the page opens it closes, in order (the void ones aside), with rates and without.
+  @Test func theMarkupIsBalanced() throws {
+    var commits = CommitTally()
+    commits.record(.milliseconds(2))
+    var figures = BrokerMetrics.Figures()
+    figures.responses.record(503)
+    let rates = StatusRates(
+      seconds: 9.5, batchesPerSecond: 3, notificationsPerSecond: 7, coalescedPerSecond: 1, commits: commits)
+    for rates in [rates, nil] {
+      let page = StatusPage.render(
+        StatusPage.Snapshot(
+          figures: figures, commits: commits, rates: rates, windowSeconds: 10, epoch: "e", address: "a",
+          uptimeMilliseconds: 1, nowSeconds: 1, refreshSeconds: 5,
+          configuration: BrokerConfiguration().displayedKeys))
+      var open: [String] = []
+      var rest = page[...]
+      while let start = rest.firstIndex(of: "<") {
+        rest = rest[rest.index(after: start)...]
+        let closing = rest.first == "/"
+        let name = String(rest.drop { $0 == "/" }.prefix { $0.isLetter || $0.isNumber || $0 == "!" })
+        if ["!DOCTYPE", "meta", "br"].contains(name) { continue }
+        if closing {
+          try #require(open.last == name, "</\(name)> closes <\(open.last ?? "nothing")>")
+          open.removeLast()
+        } else {
+          open.append(name)
+        }
+      }
+      #expect(open.isEmpty, "left open: \(open)")
+    }
+  }
+
   @Test func itNeedsNoTokenAnswersHeadAndIsNeverCached() throws {
     try withBroker { harness in
       let response = try harness.request(.GET, "/status", token: nil)
