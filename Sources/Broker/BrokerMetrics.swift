@@ -31,6 +31,14 @@ public final class BrokerMetrics {
     public var bytesReceived = 0
     public var bytesSent = 0
     public var responses = HTTPStatusCounts()
+    /// Jobs submitted to the SQLite writer whose answer has not reached the loop yet (`SQLiteWriter`
+    /// `pendingCompletions`): waiting, in the group being committed, or committed and on their way back.
+    public var writerJobs = 0
+    /// The store's database file and its write-ahead log, in bytes (0 for an in-memory store).
+    public var storeBytes = 0
+    public var storeWALBytes = 0
+    /// When the broker started, in seconds since 1970.
+    public var startTimeSeconds = 0.0
 
     public init() {}
   }
@@ -61,6 +69,12 @@ public final class BrokerMetrics {
   private var streamCloses: [UInt16: Counter] = [:]
   private let bytesReceived: Counter
   private let bytesSent: Counter
+  private let writerJobs: Gauge
+  private let storeBytes: Gauge
+  private let storeWALBytes: Gauge
+  private let startTime: Gauge
+  /// Every commit `commitDuration` recorded, in numbers the loop can read (the status page's commit latency).
+  public private(set) var commits = CommitTally()
   /// The figures as of the last scrape: counters advance by the difference.
   private var exported = Figures()
 
@@ -140,6 +154,16 @@ public final class BrokerMetrics {
       descriptor: Self.name("received", "bytes_total", "Bytes read from client connections."))
     bytesSent = registry.makeCounter(
       descriptor: Self.name("sent", "bytes_total", "Bytes written to client connections."))
+    writerJobs = registry.makeGauge(
+      descriptor: Self.name(
+        "writer_jobs", "",
+        "Jobs submitted to the SQLite writer (batches, reads between groups) not answered yet."))
+    storeBytes = registry.makeGauge(
+      descriptor: Self.name("store", "bytes", "Size of the store's SQLite database file."))
+    storeWALBytes = registry.makeGauge(
+      descriptor: Self.name("store_wal", "bytes", "Size of the store's write-ahead log (the -wal file)."))
+    startTime = registry.makeGauge(
+      descriptor: Self.name("start_time", "seconds", "When the broker started, in seconds since 1970 (UTC)."))
     // Every known reason and code from the start, so that rates work before the first of each.
     for reason in RejectionReason.all { _ = rejectionCounter(reason.name) }
     for code in BrokerProtocol.StreamErrorCode.allCases {
@@ -159,7 +183,10 @@ public final class BrokerMetrics {
   }
 
   /// A batch's group commit completed, `duration` after its submission.
-  public func batchCommitted(after duration: Duration) { commitDuration.record(duration) }
+  public func batchCommitted(after duration: Duration) {
+    commitDuration.record(duration)
+    commits.record(duration)
+  }
 
   public func catchUpRequested() { catchUpRequests.increment() }
 
@@ -185,6 +212,10 @@ public final class BrokerMetrics {
     connections.set(Int64(figures.connections))
     deviceStreams.set(Int64(figures.deviceStreams))
     subscriptions.set(Int64(figures.subscriptions))
+    writerJobs.set(Int64(figures.writerJobs))
+    storeBytes.set(Int64(figures.storeBytes))
+    storeWALBytes.set(Int64(figures.storeWALBytes))
+    startTime.set(figures.startTimeSeconds)
     advance(batchesApplied, exported.batchesApplied, figures.batchesApplied)
     advance(notificationsSent, exported.notificationsSent, figures.notificationsSent)
     advance(notificationsCoalesced, exported.notificationsCoalesced, figures.notificationsCoalesced)

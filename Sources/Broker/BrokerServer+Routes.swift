@@ -17,6 +17,8 @@ extension BrokerServer {
         HTTPResponse(
           status: .ok, headers: ["Content-Type": BrokerMetrics.contentType], body: ByteBuffer(bytes: body)))
     }
+    // The same rule as /metrics: the same figures, for people (docs/operations.md, "Status page").
+    router.add(.GET, "/status") { [unowned self] _, responder in responder.respond(self.statusResponse()) }
     router.add(.POST, "/v1/batch") { [unowned self] request, responder in
       self.authorized(request, responder) { grant in
         self.pushBatch(request, grant, responder, mustPullAfter: nil)

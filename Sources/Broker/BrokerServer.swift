@@ -86,6 +86,16 @@ public final class BrokerServer {
   public var notificationsCoalesced: Int { fanOut.coalescedCount }
   /// `GET /metrics`.
   public let metrics: BrokerMetrics
+  /// When the server was made: wall clock (seconds since 1970) for `/metrics` and the status page, the loop's
+  /// monotonic clock (ms) for the uptime.
+  let startTimeSeconds = Date().timeIntervalSince1970
+  let startedAtLoopTime: UInt64
+  /// Where `start` listens (the real port when 0 was asked for); nil until then.
+  public private(set) var boundAddress: SocketAddress?
+  /// `GET /status`'s rates: samples of the counters, one a second (BrokerServer+Status.swift).
+  var statusWindow = CounterWindow(
+    span: BrokerServer.statusWindowSpan, capacity: Int(BrokerServer.statusWindowSpan / 1000) + 2)
+  var statusTimer: LoopTimer?
 
   /// Opens (and migrates) the store and prepares the server; nothing listens until `start`.
   /// `metricsRegistry`: where the broker's metrics go (a registry of its own unless given one).
@@ -94,6 +104,7 @@ public final class BrokerServer {
     metricsRegistry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()
   ) throws {
     self.loop = loop
+    startedAtLoopTime = loop.now
     metrics = BrokerMetrics(registry: metricsRegistry)
     self.configuration = configuration
     self.logger = logger
@@ -139,6 +150,7 @@ public final class BrokerServer {
   @discardableResult
   public func start() throws -> SocketAddress {
     let address = try http.listen(on: configuration.listen)
+    boundAddress = address
     startServices()
     logger.info(
       "listening",
@@ -158,6 +170,7 @@ public final class BrokerServer {
     timer.keepsLoopAlive = false
     timer.start(after: 60_000, repeatEvery: 60_000) { [unowned self] in self.pruneLog() }
     pruneTimer = timer
+    startStatusSampling()
     http.onEvent = { [unowned self] event in self.log(event) }
   }
 
@@ -171,6 +184,8 @@ public final class BrokerServer {
       metadata: ["broker.connections": "\(http.connectionCount)", "broker.streams": "\(streamCount)"])
     pruneTimer?.close()
     pruneTimer = nil
+    statusTimer?.close()
+    statusTimer = nil
     for case let session? in sessions {
       flush(session)
       session.close(.shuttingDown)
@@ -206,6 +221,9 @@ public final class BrokerServer {
     figures.bytesReceived = loop.streamBytesRead
     figures.bytesSent = loop.streamBytesWritten
     figures.responses = http.responseCounts
+    figures.writerJobs = writer.pendingCompletions
+    (figures.storeBytes, figures.storeWALBytes) = storeFileSizes()
+    figures.startTimeSeconds = startTimeSeconds
     return figures
   }
 

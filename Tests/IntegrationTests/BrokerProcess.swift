@@ -56,15 +56,18 @@ final class BrokerProcess {
   private(set) var exitStatus: (status: Int64, signal: Int32)?
   private var openParts = 3
 
-  /// Writes the configuration (port 0, two tokens) unless one exists, and starts the broker.
-  init(loop: Loop, directory: ScratchDirectory, extraConfig: String = "") throws {
+  /// Writes the configuration (port 0, two tokens) unless one exists, and starts the broker. `storeFile`: the
+  /// store's name in `directory` (no quote or backslash: it goes in a TOML string as it is).
+  init(loop: Loop, directory: ScratchDirectory, extraConfig: String = "", storeFile: String = "broker.sqlite")
+    throws
+  {
     directory.write(
       "broker.toml",
       """
       [server]
       listen = "127.0.0.1:0"
       [store]
-      path = "\(directory.path)/broker.sqlite"
+      path = "\(directory.path)/\(storeFile)"
       [[auth.tokens]]
       token = "\(TestTokens.alice)"
       user = "alice"
@@ -127,13 +130,14 @@ final class BrokerProcess {
 /// base URL and `arguments`, then stops the broker with SIGTERM, and checks what every such script promises:
 /// exit 0, "ALL OK" last, and a broker that drained and exited 0.
 func expectBrokerScriptPasses(
-  _ script: String, _ arguments: [String], extraConfig: String = "", timeout: UInt64 = 60_000,
-  sourceLocation: SourceLocation = #_sourceLocation
+  _ script: String, _ arguments: [String], extraConfig: String = "", storeFile: String = "broker.sqlite",
+  timeout: UInt64 = 60_000, sourceLocation: SourceLocation = #_sourceLocation
 ) throws {
   let loop = try Loop()
   let directory = ScratchDirectory()
   defer { directory.remove() }
-  let broker = try BrokerProcess(loop: loop, directory: directory, extraConfig: extraConfig)
+  let broker = try BrokerProcess(
+    loop: loop, directory: directory, extraConfig: extraConfig, storeFile: storeFile)
   var run: ProcessRun?
   var stopped: (Int64, Int32)?
   broker.whenListening { base in

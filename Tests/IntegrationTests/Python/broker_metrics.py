@@ -10,6 +10,7 @@ import json
 import math
 import re
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -102,11 +103,14 @@ async def main():
         "batch_commit_seconds": "histogram", "catchup_requests_total": "counter",
         "fetch_requests_total": "counter", "received_bytes_total": "counter", "sent_bytes_total": "counter",
         "catchups_from_index_total": "counter", "subscribe_store_reads_pages_total": "counter",
+        "writer_jobs": "gauge", "store_bytes": "gauge", "store_wal_bytes": "gauge", "start_time_seconds": "gauge",
     }
     for name, kind in expected_types.items():
         check(types.get(P + name) == kind, f"{P}{name} is a {kind}")
     check(value(before, "mutations_rejected_total", reason="unknown_page") == 0, "every rejection reason starts at 0")
     check(value(before, "connections") == 1, "the scrape's own connection is the only one open")
+    check(value(before, "store_bytes") > 0, "the store's database file has a size")
+    check(1.5e9 < value(before, "start_time_seconds") <= time.time(), "the start time is a time since 1970, past")
 
     async with websockets.connect(WS, additional_headers={"Authorization": "Bearer " + ALICE}) as ws:
         await ws.send(json.dumps({"op": "subscribe", "pages": ["home", "other"]}))

@@ -286,8 +286,8 @@ def conforming(what, method, target, key, answer):
     media = answer.headers.get("content-type", "").split(";")[0]
     if media not in response["content"]:
         fail(f"{what}: Content-Type {answer.headers.get('content-type')} is not documented for {status}")
-    if media == "text/plain":
-        conforms(f"{pointer}/content/text~1plain/schema", answer.body.decode(), f"{what}: the {status} body")
+    if media in ("text/plain", "text/html"):
+        conforms(f"{pointer}/content/{escape(media)}/schema", answer.body.decode(), f"{what}: the {status} body")
         return None
     try:
         body = json.loads(answer.body)
@@ -330,6 +330,7 @@ def http_scenario():
     step("a header section over 32 KiB", "GET", "/healthz", 431, token=None, headers={"X-Big": "a" * 33_000})
     step("an unknown path", "GET", "/v1/nope", 404)
     step("metrics need no token", "GET", "/metrics", 200, token=None)
+    step("the status page needs no token", "GET", "/status", 200, token=None)
     for template, item in DOC["paths"].items():
         listed = {m.upper() for m in METHODS if m in item}
         other = next(m for m in ["DELETE", "PUT", "PATCH"] if m not in listed)

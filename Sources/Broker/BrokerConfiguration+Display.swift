@@ -1,0 +1,47 @@
+extension BrokerConfiguration {
+  /// Every key of the configuration with its value as the file would write it, for the status page
+  /// (`GET /status`), which anyone who reaches the port may read: no token appears, nor which users and
+  /// workspaces the tokens stand for (as `/metrics`, the page names none); `auth.tokens` says only how many.
+  ///
+  /// One line per key of config/pagesync-broker.toml, in its order (`BrokerStatusPageTests` checks that none is
+  /// missing).
+  public var displayedKeys: [(key: String, value: String)] {
+    func quoted(_ text: String) -> String { "\"\(text)\"" }
+    let users = Set(tokens.map(\.user)).count
+    let auth =
+      tokens.isEmpty
+      ? "none: loopback only, every request as user local"
+      : "\(tokens.count) \(tokens.count == 1 ? "token" : "tokens") for \(users) "
+        + "\(users == 1 ? "user" : "users") (tokens, users and workspaces not shown)"
+    return [
+      ("server.listen", quoted(listen.description)),
+      ("store.path", quoted(storePath)),
+      ("store.synchronous", quoted(synchronous)),
+      ("store.log_retention", "\(logRetention)"),
+      ("store.readers", "\(readers)"),
+      ("auth.tokens", auth),
+      ("limits.connections", "\(limits.connections)"),
+      ("limits.connections_per_peer", "\(limits.connectionsPerPeer)"),
+      ("limits.subscriptions_per_connection", "\(limits.subscriptionsPerConnection)"),
+      ("limits.subscriptions_per_user", "\(limits.subscriptionsPerUser)"),
+      ("limits.frame_bytes", "\(limits.frameBytes)"),
+      ("limits.body_bytes", "\(limits.bodyBytes)"),
+      ("limits.batch_mutations", "\(limits.batchMutations)"),
+      ("limits.pending_bytes_per_connection", "\(limits.pendingBytesPerConnection)"),
+      ("limits.queued_bytes_per_connection", "\(limits.queuedBytesPerConnection)"),
+      ("limits.request_seconds", "\(limits.requestSeconds)"),
+      ("limits.frame_seconds", "\(limits.frameSeconds)"),
+      ("limits.write_stall_seconds", "\(limits.writeStallSeconds)"),
+      ("limits.clock_ahead_seconds", "\(limits.clockAheadSeconds)"),
+      ("limits.mutation_digests_per_client", "\(limits.mutationDigestsPerClient)"),
+      ("limits.text_ops_per_mutation", "\(limits.textOpsPerMutation)"),
+      ("limits.text_characters_per_block", "\(limits.textCharactersPerBlock)"),
+      ("limits.page_bytes", "\(limits.pageBytes)"),
+      ("limits.answer_bytes", "\(limits.answerBytes)"),
+      ("limits.tree_depth", "\(limits.treeDepth)"),
+      ("limits.batch_work", "\(limits.batchWork)"),
+      ("log.level", quoted(logLevel)),
+      ("stream.ping_interval", "\(pingIntervalSeconds)"),
+    ]
+  }
+}
