@@ -51,7 +51,8 @@ DATADIR ?= $(PREFIX)/share/pagesync
 # The units read /etc/pagesync (ConfigurationDirectory=, %E): not under PREFIX.
 CONFDIR := /etc/pagesync
 RELEASE_BUILD := .build-release
-PROGRAMS := pagesync-broker pagesyncd pagesync
+# The four programs: the load harness is a user-facing tool too (as redis-benchmark is installed with Redis).
+PROGRAMS := pagesync-broker pagesyncd pagesync pagesync-load
 # Where install-files takes the programs from: set by install (the release build) and verify-units (this build).
 PROGRAM_DIR ?=
 # Extra `swift build` flags for verify-units and faults, e.g. BUILD_FLAGS="--scratch-path .build-x".
