@@ -85,7 +85,8 @@ demo: build
 
 # Every test: unit, loopback and interoperability (curl, Python websockets); the module graph's rules the
 # compiler cannot see (scripts/check-layering.sh: the device's programs link nothing of the broker); and the
-# README's `make demo`, every claim it prints checked (about 7 s; in a temporary directory, quiet unless it fails).
+# README's `make demo`, every claim it prints checked (4 to 8 s on two cores; in a temporary directory, quiet
+# unless it fails).
 test: deps lint
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory verify-units
