@@ -10,13 +10,14 @@
 #
 # The installed configurations must pass --check-config and put each store where its unit lets it write; the
 # path in ExecStart's --config must be the file the install wrote; the sysusers.d file must create the units'
-# users and groups.
+# users and groups. The four programs must be installed in the bin directory and answer --help.
 #
-#   scripts/verify-units.sh BIN_DIR      (BIN_DIR: where pagesync-broker, pagesyncd and pagesync were built)
+#   scripts/verify-units.sh BIN_DIR      (BIN_DIR: where the four programs were built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$1
-for program in pagesync-broker pagesyncd pagesync; do
+programs=(pagesync-broker pagesyncd pagesync pagesync-load)
+for program in "${programs[@]}"; do
   [ -x "$bin/$program" ] || { echo "verify-units: $bin/$program is missing: build first" >&2; exit 1; }
 done
 if ! command -v systemd-analyze >/dev/null; then
@@ -38,6 +39,13 @@ mkdir -p "$root/usr/lib/systemd" "$root/usr/bin"
 cp -r /usr/lib/systemd/system "$root/usr/lib/systemd/"
 cp /bin/kill "$root/usr/bin/kill"
 [ -e "$root/bin" ] || ln -s usr/bin "$root/bin"
+
+# Every program installed, and each runs (the Swift runtime it links, the libraries it needs).
+for program in "${programs[@]}"; do
+  installed=$root/usr/local/bin/$program
+  if [ ! -x "$installed" ]; then fail "$program was not installed in /usr/local/bin"; continue; fi
+  "$installed" --help >/dev/null 2>&1 || fail "$program --help failed as installed"
+done
 
 units=(pagesync-broker.service pagesyncd.service)
 output=$(systemd-analyze verify --root="$root" "${units[@]}" 2>&1) || fail "systemd-analyze verify failed"
@@ -84,4 +92,4 @@ check pagesyncd pagesyncd.toml "store /var/lib/pagesyncd/pagesyncd.sqlite, socke
 
 if [ "$failed" -ne 0 ]; then exit 1; fi
 version=$(systemd-analyze --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')
-echo "units verified: ${units[*]}, user/pagesyncd.service (systemd $version)"
+echo "units verified: ${units[*]}, user/pagesyncd.service (systemd $version); programs installed: ${programs[*]}"

@@ -47,7 +47,7 @@ extension LocalAPI {
     var text: String
     var type: String?
     var after: String?
-    /// Put the block first (without `after` it goes last, as in every editor).
+    /// Put the block first (with neither, it goes last, as in every editor).
     var first: Bool?
     var attributes: [String: String]?
   }
@@ -83,8 +83,7 @@ extension LocalAPI {
         respond(responder, status: .created) {
           let body = try json.decode(BlockBody.self, request).get()
           let block = try pageID(body.id, field: "id")
-          var after = try body.after.map { try pageID($0, field: "after") }
-          if after == nil && body.first != true { after = try store.lastBlock(of: page) }
+          let after = try Self.placement(of: block, after: body.after, first: body.first == true)
           var answer = try edit(
             page,
             [
@@ -113,6 +112,22 @@ extension LocalAPI {
       }
     } catch {
       responder.respond(errorResponse(error))
+    }
+  }
+
+  /// The `after` of a new block's `add_block`: the block named, nil (first) for `first`, and with neither the
+  /// block itself, which the placement rule puts last (`BlockPlacement`: an id that is no block of the page, the
+  /// block being placed among them). "Last" is then decided where the mutation applies — by the broker against
+  /// the page as it is then, by this device against its copy — so the block is appended whether or not this
+  /// device stores the page (without a copy there is no last block to name) and after blocks other devices
+  /// appended meanwhile, as in every editor.
+  static func placement(of block: EntityID, after: String?, first: Bool) throws -> EntityID? {
+    switch (after, first) {
+    case (.some, true):
+      throw HTTPResponseError(.badRequest, "give \"after\" or \"first\", not both")
+    case (.some(let name), false): return try pageID(name, field: "after")
+    case (nil, true): return nil
+    case (nil, false): return block
     }
   }
 

@@ -78,12 +78,12 @@ final class LocalAPI {
     for (path, reason) in [("/v1/offline/*", OfflineReason.toggled), ("/v1/favorites/*", .favorite)] {
       for method in [HTTPMethod.PUT, .DELETE] {
         router.add(method, path) { [unowned self] request, responder in
-          respond(responder) { try changeReason(reason, request) }
+          changeReason(reason, request, responder)
         }
       }
     }
     router.add(.POST, "/v1/visits/*") { [unowned self] request, responder in
-      respond(responder) { try changeReason(.recent, request) }
+      changeReason(.recent, request, responder)
     }
     router.add(.GET, "/v1/why/*") { [unowned self] request, responder in
       respond(responder) {
@@ -165,6 +165,7 @@ final class LocalAPI {
       connected: driver.isConnected, state: "\(driver.machine.state)",
       pendingMutations: counts.pendingMutations,
       failedMutations: counts.failedMutations, offlinePages: counts.offlinePages,
+      missingPages: counts.missingPages,
       lastSuccessfulSync: counts.lastSuccessfulSync, lastSyncAttempt: counts.lastSyncAttempt,
       fetchedPages: driver.fetchedPages, clientId: store.clientID.rawValue,
       workspace: driver.configuration.workspace.rawValue, broker: driver.configuration.brokerURL.description,
@@ -174,14 +175,37 @@ final class LocalAPI {
 
   // MARK: The offline set
 
-  private func changeReason(_ reason: OfflineReason, _ request: HTTPRequest) throws -> ReasonAnswer {
+  /// Adds or removes a reason. A reason is added only for a page that may exist: while the broker is reachable,
+  /// one it says this device may not see (never existed, another workspace's) is refused 404 with nothing
+  /// recorded. Unreachable, the reason is taken as asked; if the broker later says the page is missing, it
+  /// stays in the offline set marked `missing` until its reason is removed (SyncDriver+Missing.swift).
+  private func changeReason(_ reason: OfflineReason, _ request: HTTPRequest, _ responder: HTTPResponder) {
     let prefix = reason == .toggled ? "/v1/offline/" : reason == .favorite ? "/v1/favorites/" : "/v1/visits/"
-    let page = try pageID(request.path.dropFirst(prefix.count))
-    let add = request.method != .DELETE
-    if !add && !driver.offlineSet.hasReason(reason, origin: page) {
-      let what = reason == .toggled ? "toggled offline" : "a favorite"
-      throw HTTPResponseError(.notFound, "page \(page) is not \(what)")
+    let page: EntityID
+    do {
+      page = try pageID(request.path.dropFirst(prefix.count))
+    } catch {
+      return responder.respond(errorResponse(error))
     }
+    guard request.method != .DELETE else {
+      return respond(responder) {
+        if !driver.offlineSet.hasReason(reason, origin: page) {
+          let what = reason == .toggled ? "toggled offline" : "a favorite"
+          throw HTTPResponseError(.notFound, "page \(page) is not \(what)")
+        }
+        return try addOrRemove(reason, page, add: false)
+      }
+    }
+    driver.checkPageExists(page) { [weak self] existence in
+      guard let self else { return }
+      respond(responder) {
+        if existence == .missing { throw HTTPResponseError(.notFound, "page \(page) not found") }
+        return try addOrRemove(reason, page, add: true)
+      }
+    }
+  }
+
+  private func addOrRemove(_ reason: OfflineReason, _ page: EntityID, add: Bool) throws -> ReasonAnswer {
     try driver.changeReason(reason, origin: page, add: add)
     return ReasonAnswer(id: page.rawValue, offlinePages: driver.offlineSet.offlinePageCount)
   }

@@ -14,6 +14,8 @@ struct StatusJSON: Encodable {
   var pendingMutations: Int
   var failedMutations: Int
   var offlinePages: Int
+  /// Offline pages the broker said this device may not see.
+  var missingPages: Int
   var lastSuccessfulSync: UInt64?
   var lastSyncAttempt: UInt64?
   var fetchedPages: Int
@@ -27,7 +29,7 @@ struct StatusJSON: Encodable {
   var bytesSent: Int
 
   private enum CodingKeys: String, CodingKey {
-    case connected, state, pendingMutations, failedMutations, offlinePages, lastSuccessfulSync,
+    case connected, state, pendingMutations, failedMutations, offlinePages, missingPages, lastSuccessfulSync,
       lastSyncAttempt
     case fetchedPages, clientId, workspace, broker, lastError
     case batchesPushed, mutationsPushed, mutationsRejected, pushFailures, catchUpRequests, fetchRequests
@@ -41,6 +43,7 @@ struct StatusJSON: Encodable {
     try container.encode(pendingMutations, forKey: .pendingMutations)
     try container.encode(failedMutations, forKey: .failedMutations)
     try container.encode(offlinePages, forKey: .offlinePages)
+    try container.encode(missingPages, forKey: .missingPages)
     try container.encode(lastSuccessfulSync, forKey: .lastSuccessfulSync)
     try container.encode(lastSyncAttempt, forKey: .lastSyncAttempt)
     try container.encode(fetchedPages, forKey: .fetchedPages)
@@ -104,12 +107,15 @@ struct OfflineEntryJSON: Encodable {
   var reasons: [ReasonJSON]
   var lastDownloadedTimestamp: UInt64
   var complete: Bool
+  /// The broker said this device may not see it (it does not exist, or is another workspace's).
+  var missing: Bool
 
   init(_ entry: OfflineEntry) {
     id = entry.id.rawValue
     reasons = entry.reasons.map(ReasonJSON.init)
     lastDownloadedTimestamp = entry.lastDownloadedTimestamp
     complete = entry.complete
+    missing = entry.missing
   }
 }
 

@@ -127,7 +127,7 @@ extension SyncDriver {
       }
     }
     func finish(failed: [EntityID]) {
-      if !gone.isEmpty { record { publishGone(try store.purge(gone)) } }
+      pagesGone(gone)
       if refetchAll, failed.isEmpty, let epoch = epochToAdopt {
         record { try store.setEpoch(epoch) }
         epochToAdopt = nil
@@ -140,8 +140,11 @@ extension SyncDriver {
     page(cursor: nil)
   }
 
-  /// Stores one answer's deltas in one transaction, a savepoint per delta; returns the pages stored.
+  /// Stores one answer's deltas in one transaction, a savepoint per delta; returns the pages stored. Pages that
+  /// were marked missing and are stored now lose the mark in that transaction (`missingPagesFound`).
   private func storeDeltas(_ deltas: [PageDelta]) -> [EntityID] {
+    var missing: Set<EntityID> = []
+    record { missing = Set(try store.missingPages()) }
     let outcomes: [(any Error)?]
     do {
       outcomes = try store.applyDeltas(deltas)
@@ -161,6 +164,7 @@ extension SyncDriver {
             deleted: delta.page.deleted))
       }
     }
+    if !missing.isEmpty { missingPagesFound(stored.filter { missing.contains($0) }) }
     return stored
   }
 }

@@ -115,14 +115,14 @@ extension SyncDriver {
     case .message(.unsubscribed): break
     case .message(.revoked(let revoked)):
       // The token may no longer see these pages (a reload on the broker narrowed it): the broker stopped
-      // notifying them. Their local copies go, as for pages gone at a catch-up; edits still queued for them are
-      // kept (and will be refused, then kept as conflicts), and their reasons stay, so access given back brings
-      // them again at the next connection.
+      // notifying them. Their local copies go and the offline ones are marked missing, as for pages gone at a
+      // catch-up; edits still queued for them are kept (and will be refused, then kept as conflicts), and their
+      // reasons stay, so access given back brings them again at the next connection.
       let pages = revoked.revokedPages.compactMap { try? EntityID(validating: $0) }
       logger.warning(
         "the broker revoked subscriptions: the token may no longer see these pages",
         metadata: ["count": "\(pages.count)", "first": "\(pages.first?.rawValue ?? "")"])
-      record { _ = try store.purge(pages) }
+      pagesGone(pages)
     case .message(.error(let error)):
       logger.warning(
         "the broker reported a stream error",

@@ -17,7 +17,8 @@ import TOMLConfig
 ///   the machine always sees one event at a time.
 ///
 /// The aspects: the device stream (SyncDriver+Stream.swift), catch-up and fetches (SyncDriver+Fetch.swift), pushes
-/// (SyncDriver+Push.swift), reloading (SyncDriver+Reload.swift).
+/// (SyncDriver+Push.swift), reloading (SyncDriver+Reload.swift), pages the broker says are missing
+/// (SyncDriver+Missing.swift).
 final class SyncDriver {
   let loop: Loop
   var configuration: DaemonConfiguration
@@ -194,7 +195,7 @@ final class SyncDriver {
       record { try store.markSynced(nowMillis: WallClock.millis()) }
     case .purge(let pages):
       logger.info("pages gone from the broker's reach", metadata: ["pages": "\(pages.count)"])
-      record { publishGone(try store.purge(pages)) }
+      pagesGone(pages)
     case .checkForChanges(let request): checkForChanges(request)
     case .answerSync(let request, let outcome): onSyncAnswer?(request, outcome)
     }

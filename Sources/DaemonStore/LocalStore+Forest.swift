@@ -11,12 +11,19 @@ public struct OfflineEntry: Hashable, Sendable {
   public var lastDownloadedTimestamp: UInt64
   /// Whether a download of it is stored: a page is shown offline only when complete, never half a page.
   public var complete: Bool
+  /// Whether the broker said this device may not see it (it does not exist, or is another workspace's): it
+  /// stays in the set, incomplete, until the user removes its reason or the broker has it after all.
+  public var missing: Bool
 
-  public init(id: EntityID, reasons: [OfflineAction], lastDownloadedTimestamp: UInt64, complete: Bool) {
+  public init(
+    id: EntityID, reasons: [OfflineAction], lastDownloadedTimestamp: UInt64, complete: Bool,
+    missing: Bool = false
+  ) {
     self.id = id
     self.reasons = reasons
     self.lastDownloadedTimestamp = lastDownloadedTimestamp
     self.complete = complete
+    self.missing = missing
   }
 }
 
@@ -107,7 +114,11 @@ extension LocalStore {
       }
       // SQLite's text order (BINARY: by bytes) is `EntityID`'s: no re-sort needed.
       return try connection.query(
-        "SELECT page_id, last_downloaded_timestamp, complete FROM offline_page ORDER BY page_id"
+        """
+        SELECT page_id, last_downloaded_timestamp, complete,
+          EXISTS (SELECT 1 FROM missing_page WHERE missing_page.page_id = offline_page.page_id)
+        FROM offline_page ORDER BY page_id
+        """
       ).map { row in
         let page = try entityID(row[0], table: "offline_page", column: "page_id")
         return try offlineEntry(page, row, reasons: reasons[page] ?? [])
@@ -120,8 +131,11 @@ extension LocalStore {
     try connection.transaction(.deferred) {
       guard
         let row = try connection.query(
-          "SELECT page_id, last_downloaded_timestamp, complete FROM offline_page WHERE page_id = ?",
-          [.text(page.rawValue)]
+          """
+          SELECT page_id, last_downloaded_timestamp, complete,
+            EXISTS (SELECT 1 FROM missing_page WHERE missing_page.page_id = offline_page.page_id)
+          FROM offline_page WHERE page_id = ?
+          """, [.text(page.rawValue)]
         ).first
       else { return nil }
       return try offlineEntry(page, row, reasons: try offlineActions(impacting: page))
@@ -137,12 +151,15 @@ extension LocalStore {
   private func offlineEntry(_ page: EntityID, _ row: [SQLiteValue], reasons: [OfflineAction]) throws
     -> OfflineEntry
   {
-    guard case .integer(let time) = row[1], time >= 0, case .integer(let complete) = row[2] else {
+    guard case .integer(let time) = row[1], time >= 0, case .integer(let complete) = row[2],
+      case .integer(let missing) = row[3]
+    else {
       throw LocalStoreError.corruptValue(
         table: "offline_page", column: "last_downloaded_timestamp, complete", value: "\(row)")
     }
     return OfflineEntry(
-      id: page, reasons: reasons, lastDownloadedTimestamp: UInt64(time), complete: complete != 0)
+      id: page, reasons: reasons, lastDownloadedTimestamp: UInt64(time), complete: complete != 0,
+      missing: missing != 0)
   }
 
   /// `offline_action` rows impacting `page` (every row when nil), sorted by impacted page, origin, then reason.

@@ -4,8 +4,8 @@ import SyncModel
 
 extension LocalStore {
   /// Stores a downloaded delta, in one transaction with the page's `offline_page` bookkeeping
-  /// (`last_downloaded_timestamp = delta.lastUpdatedTime`, `complete = 1`; a page not in the offline set has
-  /// no such row and only its copy is stored).
+  /// (`last_downloaded_timestamp = delta.lastUpdatedTime`, `complete = 1`, no longer missing; a page not in the
+  /// offline set has no such row and only its copy is stored).
   ///
   /// `full`: the local page and its blocks are replaced. Otherwise the header (kind, parent, title, deleted,
   /// and databases, view and rows when the delta carries them) is overwritten, properties merged (nil removes),
@@ -116,6 +116,8 @@ extension LocalStore {
       try connection.execute(
         "UPDATE offline_page SET last_downloaded_timestamp = ?, complete = 1 WHERE page_id = ?",
         [lastUpdated, id])
+      // The broker has it (again: made since, or access given back): no longer missing.
+      try connection.execute("DELETE FROM missing_page WHERE page_id = ?", [id])
     }
   }
 
@@ -140,24 +142,57 @@ extension LocalStore {
     }
   }
 
-  /// For pages the broker says are gone (`gone` in a catch-up or fetch answer: pages this device may not see,
-  /// never existed or no longer reachable; a deleted page is a delta, not gone), in one transaction: their local
-  /// copies are dropped unless they hold pending mutations (the user's work; the broker decides on them), and
-  /// their `offline_page`
-  /// rows become `complete = 0, last_downloaded_timestamp = 0`: not shown offline, downloaded whole if they come
-  /// back. Their `offline_action` rows stay: the user asked for them, and only the user removes a reason.
-  /// Returns the pages whose copy was dropped.
-  public func purge(_ pages: [EntityID]) throws -> [EntityID] {
-    try connection.transaction(.immediate) {
-      try pages.filter { page in
+  /// What `purge` did.
+  public struct Purge: Equatable, Sendable {
+    /// The pages whose local copy was dropped, in the order given.
+    public var dropped: [EntityID] = []
+    /// The offline pages marked missing that were not before, in the order given.
+    public var foundMissing: [EntityID] = []
+
+    public init(dropped: [EntityID] = [], foundMissing: [EntityID] = []) {
+      self.dropped = dropped
+      self.foundMissing = foundMissing
+    }
+  }
+
+  /// For pages the broker says are gone (`gone` in a catch-up or fetch answer, or `revoked`: pages this device
+  /// may not see, never existed or no longer reachable; a deleted page is a delta, not gone), in one
+  /// transaction: their local copies are dropped unless they hold pending mutations (the user's work; the broker
+  /// decides on them), and their `offline_page` rows become `complete = 0, last_downloaded_timestamp = 0`: not
+  /// shown offline, downloaded whole if they come back. Their `offline_action` rows stay: the user asked for
+  /// them, and only the user removes a reason.
+  ///
+  /// Those in the offline set are marked missing (`missing_page`, at `nowMillis`) unless they hold pending
+  /// mutations (a page made here whose create is not pushed yet is not missing, only not there yet). The mark
+  /// goes when a download of the page is stored (`applyDeltas`) or when it leaves the offline set.
+  public func purge(_ pages: [EntityID], nowMillis: UInt64) throws -> Purge {
+    let now = try storedInteger(nowMillis, "the time a page was found missing")
+    return try connection.transaction(.immediate) {
+      var purge = Purge()
+      for page in pages {
         let id = SQLiteValue.text(page.rawValue)
         try connection.execute(
           "UPDATE offline_page SET complete = 0, last_downloaded_timestamp = 0 WHERE page_id = ?", [id])
         let pending = try !connection.query(
           "SELECT 1 FROM mutation_queue WHERE page_id = ? AND status = 'pending' LIMIT 1", [id]
         ).isEmpty
-        return try !pending && dropCopy(id)
+        if pending { continue }
+        if try dropCopy(id) { purge.dropped.append(page) }
+        try connection.execute(
+          """
+          INSERT INTO missing_page (page_id, found_at_ms) SELECT page_id, ?2 FROM offline_page WHERE page_id = ?1
+          ON CONFLICT (page_id) DO NOTHING
+          """, [id, now])
+        if connection.changes > 0 { purge.foundMissing.append(page) }
       }
+      return purge
+    }
+  }
+
+  /// The offline pages marked missing (`purge`), by id.
+  public func missingPages() throws -> [EntityID] {
+    try connection.query("SELECT page_id FROM missing_page ORDER BY page_id").map {
+      try entityID($0[0], table: "missing_page", column: "page_id")
     }
   }
 

@@ -149,17 +149,6 @@ extension LocalStore {
     return try entityID(value, table: "local_block", column: "page_id")
   }
 
-  /// The last live block of a local page (nil: none): where a block added without `after` goes.
-  public func lastBlock(of page: EntityID) throws -> EntityID? {
-    guard
-      let value = try connection.query(
-        "SELECT id FROM local_block WHERE page_id = ? AND deleted = 0 ORDER BY position DESC, id DESC LIMIT 1",
-        [.text(page.rawValue)]
-      ).first?.first
-    else { return nil }
-    return try entityID(value, table: "local_block", column: "id")
-  }
-
   /// Whether a local copy of the page is stored (downloaded, or made or edited here), deleted or not: offline,
   /// only such pages can be edited (docs/protocol.md, "Availability").
   public func hasLocalCopy(_ page: EntityID) throws -> Bool {

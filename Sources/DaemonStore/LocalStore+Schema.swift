@@ -10,7 +10,9 @@ extension LocalStore {
   /// first download is stored (a page is shown offline only when complete). `mutation_queue.id` is the client
   /// mutation id; `data` is the mutation's JSON. `sent_mutation` keeps the newest acknowledged mutations (the
   /// same columns), so that a broker store restored from an older copy can be given them again. `sync_meta` holds `client_id`, `next_mutation_id`, `hlc`,
-  /// `epoch`, `lastMutationAt`, `lastSyncAttempt`, `lastSuccessfulSync` as text.
+  /// `epoch`, `lastMutationAt`, `lastSyncAttempt`, `lastSuccessfulSync` as text. `missing_page` marks the offline
+  /// pages the broker said this device may not see (`LocalStore.purge`): a table of its own, so that
+  /// `offline_page` keeps DESIGN.md's columns, and a row only while its page is offline (`ON DELETE CASCADE`).
   static let migrations: [SQLiteMigration] = [
     SQLiteMigration(
       version: 1, name: "offline set, local pages and blocks, mutation queue, sync metadata",
@@ -100,6 +102,15 @@ extension LocalStore {
         ALTER TABLE local_block ADD COLUMN legacy_text INTEGER NOT NULL DEFAULT 0;
         UPDATE offline_page SET last_downloaded_timestamp = 0
           WHERE page_id IN (SELECT DISTINCT page_id FROM local_block);
+        """),
+    // `found_at_ms`: when the broker first said so (this device's wall clock, for display only).
+    SQLiteMigration(
+      version: 4, name: "offline pages the broker says do not exist for this device",
+      sql: """
+        CREATE TABLE missing_page (
+          page_id TEXT PRIMARY KEY REFERENCES offline_page (page_id) ON DELETE CASCADE,
+          found_at_ms INTEGER NOT NULL
+        );
         """),
   ]
 }

@@ -148,6 +148,8 @@ public final class LocalStore {
     public var failedMutations: Int
     /// Pages and databases in the offline set.
     public var offlinePages: Int
+    /// Offline pages the broker said this device may not see (`OfflineEntry.missing`).
+    public var missingPages: Int
     /// When the last batch was acknowledged or the last sync completed (milliseconds), nil if never.
     public var lastSuccessfulSync: UInt64?
     /// When the last sync attempt started (milliseconds), nil if never.
@@ -176,6 +178,7 @@ public final class LocalStore {
       pendingMutations: try pendingMutationCount(),
       failedMutations: try count("SELECT count(*) FROM mutation_queue WHERE status = 'rejected'"),
       offlinePages: try count("SELECT count(*) FROM offline_page"),
+      missingPages: try count("SELECT count(*) FROM missing_page"),
       lastSuccessfulSync: try metaNumber("lastSuccessfulSync"),
       lastSyncAttempt: try metaNumber("lastSyncAttempt"),
       lastMutationAt: try metaNumber("lastMutationAt"))

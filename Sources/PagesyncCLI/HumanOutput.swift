@@ -36,7 +36,7 @@ public enum HumanOutput {
     if let connected = answer["connected"]?.boolValue { lines.append("connected", connected ? "yes" : "no") }
     let fields: [(key: String, label: String)] = [
       ("state", "state"), ("pendingMutations", "pending mutations"), ("failedMutations", "failed mutations"),
-      ("offlinePages", "offline pages"), ("fetchedPages", "fetched pages"),
+      ("offlinePages", "offline pages"), ("missingPages", "missing pages"), ("fetchedPages", "fetched pages"),
       // Since the daemon started; shown when the daemon reports them.
       ("fetchRequests", "fetch requests"), ("catchUpRequests", "catch-ups"),
       ("batchesPushed", "batches pushed"), ("mutationsPushed", "mutations pushed"),
@@ -59,21 +59,29 @@ public enum HumanOutput {
   }
 
   /// `offline list`: ID, REASONS (`type:origin`, comma-separated), DOWNLOADED (the broker sequence the local
-  /// copy is at), COMPLETE.
+  /// copy is at), COMPLETE (`missing` for a page the broker says this device may not see, explained below the
+  /// table).
   public static func offlineList(_ answer: JSONValue) throws(CLIFailure) -> String {
     guard let pages = answer.arrayValue else { throw wrongShape("a list", answer) }
     if pages.isEmpty { return "no page is offline" }
     var table = TextTable(["ID", "REASONS", "DOWNLOADED", "COMPLETE"])
+    var missing = 0
     for page in pages {
       let reasons = (page["reasons"]?.arrayValue ?? []).map { reason in
         "\(display(reason["type"])):\(display(reason["origin"]))"
       }
+      let isMissing = page["missing"]?.boolValue == true
+      if isMissing { missing += 1 }
       table.append([
         display(page["id"]), reasons.isEmpty ? "-" : reasons.joined(separator: ", "),
-        display(page["lastDownloadedTimestamp"]), yesNo(page["complete"]),
+        display(page["lastDownloadedTimestamp"]), isMissing ? "missing" : yesNo(page["complete"]),
       ])
     }
+    guard missing > 0 else { return table.text }
     return table.text
+      + "\n\nmissing: the broker says this device may not see \(missing == 1 ? "this page" : "these pages") (no such"
+      + " page, or another workspace's). Kept as you asked until you remove the reason (offline remove, favorite"
+      + " remove); downloaded if the broker has it later."
   }
 
   /// `why ID`: ORIGIN, FROM (`-` for the origin's own row), TYPE.

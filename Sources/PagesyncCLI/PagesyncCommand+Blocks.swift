@@ -12,7 +12,7 @@ extension PagesyncCommand {
       subcommands: [BlockAdd.self, BlockEdit.self, BlockSplice.self, BlockMark.self, BlockDelete.self])
   }
 
-  /// `block add PAGE --id BLOCK --text T [--after BLOCK] [--type TYPE]`: `POST /v1/pages/PAGE/blocks`.
+  /// `block add PAGE --id BLOCK --text T [--after BLOCK | --first] [--type TYPE]`: `POST /v1/pages/PAGE/blocks`.
   struct BlockAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
       commandName: "add", abstract: "Add a block to a page (at the end without --after).")
@@ -28,6 +28,10 @@ extension PagesyncCommand {
       transform: parseBlockType)
     var type: String?
     @OptionGroup var connection: ConnectionOptions
+
+    func validate() throws {
+      if after != nil && first { throw ValidationError("give --after or --first, not both") }
+    }
 
     func run() throws {
       var body: [String: JSONValue] = ["id": .string(id.rawValue), "text": .string(text)]

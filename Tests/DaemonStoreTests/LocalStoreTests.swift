@@ -15,7 +15,7 @@ import Testing
     #expect(try store.synchronousSetting() == .integer(2))  // FULL
     store.close()
     #expect(permissions(file.path) == 0o600)
-    #expect(try sqlite3(file.path, "PRAGMA user_version") == "3")
+    #expect(try sqlite3(file.path, "PRAGMA user_version") == "4")
     #expect(try sqlite3(file.path, "PRAGMA journal_mode") == "wal")
     #expect(try sqlite3(file.path, "PRAGMA integrity_check") == "ok")
     #expect(
@@ -27,8 +27,8 @@ import Testing
     #expect(
       try sqlite3(file.path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         .split(separator: "\n") == [
-          "local_block", "local_page", "mutation_queue", "offline_action", "offline_page", "sent_mutation",
-          "sync_meta",
+          "local_block", "local_page", "missing_page", "mutation_queue", "offline_action", "offline_page",
+          "sent_mutation", "sync_meta",
         ])
     // Owner-only, and a client id made once: reopening keeps it.
     #expect(try sqlite3(file.path, "SELECT count(*) FROM sync_meta WHERE key = 'client_id'") == "1")
@@ -36,7 +36,7 @@ import Testing
     let again = try LocalStore(path: file.path)
     #expect(again.clientID.rawValue == first)
     again.close()
-    #expect(try sqlite3(file.path, "PRAGMA user_version") == "3")
+    #expect(try sqlite3(file.path, "PRAGMA user_version") == "4")
   }
 
   @Test func forestRowsRoundTripThroughRestore() throws {

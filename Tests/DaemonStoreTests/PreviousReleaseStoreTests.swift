@@ -127,7 +127,7 @@ private func upgradedBrokerPage(
   @Test func theOldFileMigratesKeepingEveryTextItsQueueAndCompletePagesToDownloadOnce() throws {
     let device = try UpgradedDevice()
     let path = device.file.path
-    #expect(try sqlite3(path, "PRAGMA user_version; PRAGMA integrity_check") == "3\nok")
+    #expect(try sqlite3(path, "PRAGMA user_version; PRAGMA integrity_check") == "4\nok")
     #expect(
       try sqlite3(path, "SELECT id || ' ' || hex(text) FROM local_block ORDER BY id") == device.textsBefore)
     for (page, texts) in Self.deviceTexts { try expectBlocks(device.store, page, texts) }

@@ -54,6 +54,15 @@ import Testing
 
   @Test func aDeviceOfAnotherWorkspaceIsRefused() throws { try runScenario("workspace") }
 
+  /// `offline add`, `favorite add`, `visit` of a page the broker does not have: refused while it is reachable
+  /// (nothing in the store), taken while it is not and then listed `missing`; found when made.
+  @Test func aReasonForAPageTheBrokerDoesNotHaveIsRefusedOrShownMissing() throws {
+    try runScenario("missing")
+  }
+
+  /// `block add` without `--after` appends, whether or not the device stores the page.
+  @Test func aBlockAddedWithoutAfterGoesLast() throws { try runScenario("append") }
+
   /// A fake broker answers with the number `JSONDecoder` trapped on (a catch-up answer, a stream frame): the
   /// daemon says the answer is not understood and runs on (it died of SIGILL before the strict decoder).
   @Test func aHostileBrokerCannotStopTheDaemon() throws { try runScenario("hostile_broker") }

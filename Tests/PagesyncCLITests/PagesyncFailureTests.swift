@@ -147,6 +147,10 @@ import Testing
     (["show", String(repeating: "x", count: 65)], "'<id>'", "ids are 1 to 64"),
     (["create", "row", "--id", "t1"], "Missing expected argument '--database <database>'", "Usage:"),
     (["block", "add", "home", "--id", "b1"], "Missing expected argument '--text <text>'", "Usage:"),
+    (
+      ["block", "add", "home", "--id", "b1", "--text", "x", "--after", "b0", "--first"],
+      "give --after or --first, not both", "Usage:"
+    ),
     (["edit", "home"], "nothing to change", "--unset"),
     (["edit", "home", "--set", "A=1", "--set", "A=2"], #"property "A" is given twice"#, "Usage:"),
     (["edit", "home", "--set", "A=1", "--unset", "A"], #"property "A" is both set and unset"#, "Usage:"),

@@ -91,6 +91,38 @@ import Testing
         """)
   }
 
+  @Test func offlineListShowsAPageTheBrokerSaysIsMissingAndWhatBecomesOfIt() throws {
+    let answer = #"""
+      [{"id": "D", "reasons": [{"origin": "D", "from": null, "type": "toggled"}],
+        "lastDownloadedTimestamp": 17, "complete": true, "missing": false},
+       {"id": "NOPE", "reasons": [{"origin": "NOPE", "from": null, "type": "toggled"}],
+        "lastDownloadedTimestamp": 0, "complete": false, "missing": true}]
+      """#
+    let run = try runPagesync(["offline", "list"], answer: .ok(answer))
+    #expect(run.status == 0, "\(run.errorOutput)")
+    #expect(
+      run.output == """
+        ID    REASONS       DOWNLOADED  COMPLETE
+        D     toggled:D     17          yes
+        NOPE  toggled:NOPE  0           missing
+
+        missing: the broker says this device may not see this page (no such page, or another workspace's). \
+        Kept as you asked until you remove the reason (offline remove, favorite remove); downloaded if the \
+        broker has it later.
+
+        """)
+  }
+
+  @Test func statusCountsMissingPages() throws {
+    let answer = #"""
+      {"connected": true, "state": "live", "pendingMutations": 0, "failedMutations": 0, "offlinePages": 2,
+       "missingPages": 1, "lastSuccessfulSync": null, "lastSyncAttempt": null, "fetchedPages": 1}
+      """#
+    let run = try runPagesync(["status"], answer: .ok(answer))
+    #expect(run.status == 0, "\(run.errorOutput)")
+    #expect(run.output.contains("offline pages:        2\nmissing pages:        1\n"), "\(run.output)")
+  }
+
   @Test func offlineListOfNothingSaysSo() throws {
     let run = try runPagesync(["offline", "list"], answer: .ok("[]"))
     #expect(run.status == 0, "\(run.errorOutput)")

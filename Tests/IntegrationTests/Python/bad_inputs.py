@@ -737,6 +737,9 @@ def table_local_api(s):
         ("a block with a bad after", request("POST", "/v1/pages/home/blocks", {"id": "b2", "text": "t",
                                                                                "after": "no such"}, token=None),
          400, 'invalid after "no such"', False, None),
+        ("a block both after another and first",
+         request("POST", "/v1/pages/home/blocks", {"id": "b2", "text": "t", "after": "b1", "first": True},
+                 token=None), 400, 'give "after" or "first", not both', False, None),
         ("an edit of a block not stored here", request("PATCH", "/v1/blocks/nob", {"text": "x"}, token=None), 404,
          "block nob is not stored on this device", False, None),
         ("a block edit whose text is a list", request("PATCH", "/v1/blocks/b1", {"text": ["x"]}, token=None), 400,
@@ -756,6 +759,12 @@ def table_local_api(s):
          None),
         ("a page nobody has", request("GET", "/v1/pages/nowhere", token=None), 404, "page nowhere not found",
          False, None),
+        ("toggling offline a page nobody has", request("PUT", "/v1/offline/nowhere", token=None), 404,
+         "page nowhere not found", False, None),
+        ("a favorite nobody has", request("PUT", "/v1/favorites/nowhere", token=None), 404,
+         "page nowhere not found", False, None),
+        ("a visit of a page nobody has", request("POST", "/v1/visits/nowhere", token=None), 404,
+         "page nowhere not found", False, None),
     ]
     before = daemon_fingerprint(device)
     for what, data, status, fragment, writes, header in connected:

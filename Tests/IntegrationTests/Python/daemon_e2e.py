@@ -1186,10 +1186,8 @@ def scenario_workspace(s):
     a.sync()
 
     c.cli_fails(["show", "P"], "reading another workspace's page through the broker", ["P"])
-    c.cli("offline", "add", "P")
-    c.sync()
-    complete = [row["complete"] for row in c.rows("SELECT complete FROM offline_page WHERE page_id = 'P'")]
-    check(complete in ([], [0]), "C's offline add of a w1 page does not end complete", "[] or [0]", complete)
+    c.cli_fails(["offline", "add", "P"], "keeping another workspace's page offline", ["page P not found"])
+    check_equal(c.rows("SELECT page_id FROM offline_page"), [], "nothing is offline on C")
     check_equal(c.rows("SELECT id FROM local_page WHERE id = 'P'"), [], "nothing of P is stored on C")
     c.cli_fails(["show", "P"], "showing it", ["P"])
 
@@ -1209,6 +1207,86 @@ def scenario_workspace(s):
     check_equal(broker.rows("SELECT workspace_id FROM page WHERE id = 'Cpage'"), [{"workspace_id": "w2"}],
                 "C's own page lands in w2")
     a.cli_fails(["show", "Cpage"], "A reading w2's page", ["Cpage"])
+
+
+def scenario_missing(s):
+    """offline add, favorite add and visit of a page the broker does not have: refused while it is reachable,
+    nothing recorded; taken while it is not, then listed missing and counted once it says so; found when made."""
+    broker = s.broker()
+    proxy = Proxy(s, broker.port)
+    a = s.device("A", proxy.url)
+    b = s.device("B", broker.url)
+    b.cli("create", "page", "--id", "P", "--title", "exists")
+    b.sync()
+
+    for args in (["offline", "add", "NOPE"], ["favorite", "add", "NOPE"], ["visit", "NOPE"]):
+        run = a.run(*args)
+        check_equal((run.returncode, run.stdout, run.stderr.strip()),
+                    (1, "", "pagesync: page NOPE not found (HTTP 404)"), f"A: pagesync {' '.join(args)} is refused")
+    check_equal(a.rows("SELECT (SELECT count(*) FROM offline_page) AS pages, "
+                       "(SELECT count(*) FROM offline_action) AS reasons, "
+                       "(SELECT count(*) FROM missing_page) AS missing"),
+                [{"pages": 0, "reasons": 0, "missing": 0}], "nothing recorded in A's store")
+
+    proxy.cut()
+    a.wait_connected(False)
+    a.cli("offline", "add", "NOPE")
+    a.cli("favorite", "add", "LATER")
+    a.cli("visit", "P")
+    listed = {e["id"]: (e["complete"], e["missing"]) for e in a.cli("offline", "list")}
+    check_equal(listed, {"NOPE": (False, False), "LATER": (False, False), "P": (False, False)},
+                "taken while the broker is unreachable, none known missing yet")
+
+    proxy.restore()
+    a.wait_connected()
+    a.sync()
+    wait_until("A lists NOPE and LATER missing, P complete",
+               lambda: (lambda l: (l == {"NOPE": (False, True), "LATER": (False, True), "P": (True, False)}, l))(
+                   {e["id"]: (e["complete"], e["missing"]) for e in a.cli("offline", "list", quiet=True)}),
+               expected="NOPE and LATER missing")
+    status = a.status()
+    check_equal((status["offlinePages"], status["missingPages"]), (3, 2), "status counts 2 missing of 3 offline")
+    check_equal(a.rows("SELECT page_id FROM missing_page ORDER BY page_id"),
+                [{"page_id": "LATER"}, {"page_id": "NOPE"}], "missing_page holds them (sqlite3)")
+    human = subprocess.run([CLI_PROGRAM, "offline", "list", "--socket", a.socket], capture_output=True, text=True)
+    check("NOPE   toggled:NOPE" in human.stdout and "missing: the broker says" in human.stdout,
+          "offline list says missing and what becomes of it", "a missing row and its note", human.stdout)
+
+    # Made later on another device: A is subscribed to it, is notified, downloads it; it is missing no more.
+    b.cli("create", "page", "--id", "LATER", "--title", "made after all")
+    b.sync()
+    wait_until("A has LATER complete and not missing",
+               lambda: (lambda l: (l.get("LATER") == (True, False), l))(
+                   {e["id"]: (e["complete"], e["missing"]) for e in a.cli("offline", "list", quiet=True)}),
+               expected="LATER complete")
+    # What stays missing goes when the user removes its reason.
+    a.cli("offline", "remove", "NOPE")
+    check_equal(a.status()["missingPages"], 0, "nothing missing once NOPE's toggle is removed")
+    check_equal(sorted(e["id"] for e in a.cli("offline", "list")), ["LATER", "P"], "A keeps LATER and P")
+
+
+def scenario_append(s):
+    """block add without --after appends, on a page this device stores and on one it does not."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url)
+    a.cli("create", "page", "--id", "P", "--title", "not kept on A")
+    for block in ("b1", "b2"):
+        a.cli("block", "add", "P", "--id", block, "--text", block)
+        a.sync()  # acknowledged: A drops its copy (P is not offline there)
+    check_equal(a.rows("SELECT id FROM local_page"), [], "A stores no copy of P")
+    b.cli("offline", "add", "P")
+    b.sync()
+    b.cli("block", "add", "P", "--id", "b3", "--text", "b3")
+    a.cli("block", "add", "P", "--id", "b4", "--text", "b4")
+    a.cli("block", "add", "P", "--id", "b0", "--text", "b0", "--first")
+    b.sync()
+    a.sync()
+    check_equal(broker.rows("SELECT id FROM block WHERE page_id = 'P' ORDER BY position, id"),
+                [{"id": i} for i in ("b0", "b1", "b2", "b3", "b4")], "the broker's order: each appended, b0 first")
+    wait_until("B shows the same order",
+               lambda: (lambda o: (o == ["b0", "b1", "b2", "b3", "b4"], o))([x["id"] for x in b.show("P")["blocks"]]),
+               expected=["b0", "b1", "b2", "b3", "b4"])
 
 
 # The number JSONDecoder trapped on (SIGILL) in an integer field: one answer carrying it stopped the daemon.
@@ -1744,7 +1822,7 @@ def scenario_upgrade(s):
     check_equal(broker.rows("SELECT id FROM block WHERE crdt IS NULL"), [], "every broker block has a CRDT state")
     b.broker_url = broker.url
     b.start()
-    check_equal(b.rows("PRAGMA user_version"), [{"user_version": 3}], "the daemon migrated its file to v3")
+    check_equal(b.rows("PRAGMA user_version"), [{"user_version": 4}], "the daemon migrated its file to v4")
     status = b.status()
     check_equal(status["clientId"], client, "the daemon kept the client id of its old file")
     with open(b.log_path, errors="replace") as log:
@@ -1966,6 +2044,8 @@ SCENARIOS = {
     "clock_ahead": scenario_clock_ahead,
     "kill9": scenario_kill9,
     "workspace": scenario_workspace,
+    "missing": scenario_missing,
+    "append": scenario_append,
     "hostile_broker": scenario_hostile_broker,
     "text_merge": scenario_text_merge,
     "text_three": scenario_text_three,
