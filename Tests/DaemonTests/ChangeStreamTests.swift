@@ -232,7 +232,10 @@ import Web
     let harness = try DaemonHarness(prepare: SyncDriverTests.threePages, api: true)
     let stream = harness.goLive()
     let reader = try Reader.open(harness)
-    #expect(try harness.answer(harness.request(.PUT, "/v1/offline/x"), "offline add").head.status.code == 200)
+    let add = harness.request(.PUT, "/v1/offline/x")
+    try harness.run(until: "the existence check") { harness.broker.catchUps.count == 2 }
+    harness.broker.catchUps[1].succeed(Broker.caughtUp(changed: ["x": 4]))
+    #expect(try harness.answer(add, "offline add").head.status.code == 200)
     stream.answerSubscribe(total: 4)
     try harness.run(until: "the offline event") { reader.events.contains { $0.type == "offline" } }
     let added = try #require(reader.events.first { $0.type == "offline" })
@@ -255,6 +258,38 @@ import Web
         "type": .string("conflict"), "mutationId": .number(Double(mutation.id)), "page": .string("b"),
         "reason": .string("forbidden"),
       ])
+    reader.close()
+    try harness.shutdown()
+  }
+
+  @Test func aPageTheBrokerSaysIsGoneIsAMissingEventAndItsReturnAnAvailableOne() throws {
+    let harness = try DaemonHarness(api: true)
+    let stream = harness.goLive()
+    let reader = try Reader.open(harness)
+    let add = harness.request(.PUT, "/v1/offline/P")
+    try harness.run(until: "the existence check") { harness.broker.catchUps.count == 2 }
+    harness.broker.catchUps[1].succeed(Broker.caughtUp(changed: ["P": 4]))
+    _ = try harness.answer(add, "the add")
+    stream.answerSubscribe(total: 1)
+    try #require(harness.broker.fetches.count == 1)
+    harness.broker.fetches[0].succeed(Broker.fetched([], gone: ["P"]))
+    try harness.run(until: "the missing event") {
+      reader.events.contains { $0.type == "offline" && $0.data.contains("missing") }
+    }
+    let missing = try #require(reader.events.last { $0.type == "offline" })
+    #expect(
+      try missing.json() == [
+        "type": .string("offline"), "id": .string("P"), "available": .bool(false), "missing": .bool(true),
+      ])
+    // It was marked before it was told.
+    #expect(try harness.store.offlineList().first { $0.id == id("P") } != nil)
+
+    stream.send(Broker.changed(["P": 9]))
+    try #require(harness.broker.fetches.count == 2)
+    harness.broker.fetches[1].succeed(Broker.fetched([Broker.page("P", time: 9)]))
+    try harness.run(until: "the page's return") {
+      reader.events.last { $0.type == "offline" }.map { (try? $0.json()["available"]) == .bool(true) } == true
+    }
     reader.close()
     try harness.shutdown()
   }
