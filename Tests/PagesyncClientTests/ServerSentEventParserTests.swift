@@ -222,7 +222,8 @@ import Testing
   /// types, ids (one with NUL), retry, multi-byte characters, an unfinished event at the end.
   static let mixed: [UInt8] = Array(
     ("\u{FEFF}retry: 1500\r\n: hello\r\n\r\nevent: page\rid: 1\rdata: é€😀\rdata:  two\r\r"
-      + "id: 2\u{0}x\ndata: {\"type\":\"sync\"}\n\n:c\r\n\r\nid: 9\n\nevent: x\ndata\n\nretry: 77\ndata: tail")
+      + "id: 2\u{0}x\ndata: {\"type\":\"sync\"}\n\ndata: x\r\ndata: y\r\n\r\n:c\r\n\r\nid: 9\n\nevent: x\ndata\n\n"
+      + "retry: 77\ndata: tail")
       .utf8)
 
   @Test func theMixedStreamReadsAsTheRulesSay() {
@@ -231,6 +232,7 @@ import Testing
       run.events == [
         Self.event("é€😀\n two", type: "page", last: "1", id: "1"),
         Self.event(#"{"type":"sync"}"#, last: "1"),
+        Self.event("x\ny", last: "1"),
         Self.event("", type: "x", last: "9"),
       ])
     #expect(run.lastEventID == "9")
