@@ -186,7 +186,9 @@ public enum HumanOutput {
     switch event.change {
     case .page(let page):
       var detail = page.source
-      if let sequence = page.lastDownloadedTimestamp, page.source != "local" { detail += ", sequence \(sequence)" }
+      if let sequence = page.lastDownloadedTimestamp, page.source != "local" {
+        detail += ", sequence \(sequence)"
+      }
       line = "page \(page.id): \(page.deleted ? "deleted" : "changed") (\(detail))"
     case .offline(let offline):
       if offline.available {

@@ -167,7 +167,8 @@ extension PagesyncCommand {
     func run() throws {
       // Both members are always sent: null clears (the contract's `{"filter": …|null, "sort": …|null}`).
       let call = LocalAPICall.setView(
-        of: database.rawValue, filter: filter.map { ViewFilter(property: $0.name, value: JSONValue($0.value)) },
+        of: database.rawValue,
+        filter: filter.map { ViewFilter(property: $0.name, value: JSONValue($0.value)) },
         sort: sort.map { ViewSort(property: $0.property, descending: $0.descending) })
       try connection.perform(call) {
         answer throws(CLIFailure) in

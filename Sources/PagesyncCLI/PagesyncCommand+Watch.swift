@@ -11,7 +11,8 @@ extension PagesyncCommand {
   /// `watch`: one line per event of `GET /v1/events` until interrupted.
   struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
-      abstract: "Print the daemon's changes as they happen: one line per event (with --json, its JSON object).",
+      abstract:
+        "Print the daemon's changes as they happen: one line per event (with --json, its JSON object).",
       discussion: """
         Starts with the sync state, then a line each time a page's local copy changes, a page enters or \
         leaves the offline set, the sync state changes or a mutation is rejected. If the daemon goes away, \

@@ -81,7 +81,8 @@ final class EventStreamBuffer: @unchecked Sendable {
 
   /// The stream is over: with `error`, the consumer gets it after the events still held; without, the end.
   func finish(_ error: PagesyncClientError?) {
-    let waiting = lock.withLock { () -> CheckedContinuation<Result<PagesyncEvent?, PagesyncClientError>, Never>? in
+    let waiting = lock.withLock {
+      () -> CheckedContinuation<Result<PagesyncEvent?, PagesyncClientError>, Never>? in
       guard ending == nil else { return nil }
       guard count == 0, let waiting = waiter else {
         ending = .some(error)
@@ -140,7 +141,8 @@ final class EventStreamBuffer: @unchecked Sendable {
 
   /// The consumer has gone: the waiting `next` returns nil, held events are dropped, the reader stops.
   func cancel() {
-    let waiting = lock.withLock { () -> CheckedContinuation<Result<PagesyncEvent?, PagesyncClientError>, Never>? in
+    let waiting = lock.withLock {
+      () -> CheckedContinuation<Result<PagesyncEvent?, PagesyncClientError>, Never>? in
       guard !cancelled else { return nil }
       cancelled = true
       events = []

@@ -31,7 +31,8 @@ final class EventStreamReader: @unchecked Sendable {
   /// The most bytes of a refusal's body read for its message.
   private static let maxRefusalBytes = 16 * 1024
 
-  init(socketPath: String, options: EventStreamOptions, buffer: EventStreamBuffer) throws(PagesyncClientError) {
+  init(socketPath: String, options: EventStreamOptions, buffer: EventStreamBuffer) throws(PagesyncClientError)
+  {
     self.socketPath = socketPath
     self.options = options
     self.buffer = buffer

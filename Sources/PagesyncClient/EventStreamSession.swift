@@ -78,8 +78,9 @@ struct EventStreamSession: Sendable {
     if status == 200 {
       guard let contentType, EventStreamSession.isEventStream(contentType) else {
         return fail(
-          .invalidAnswer("GET /v1/events answered \(contentType.map { "\"\($0)\"" } ?? "no Content-Type"), "
-            + "not text/event-stream"))
+          .invalidAnswer(
+            "GET /v1/events answered \(contentType.map { "\"\($0)\"" } ?? "no Content-Type"), "
+              + "not text/event-stream"))
       }
       state = .streaming
       failures = 0

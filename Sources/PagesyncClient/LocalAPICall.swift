@@ -97,7 +97,9 @@ extension LocalAPICall where Answer == [Conflict] {
 extension LocalAPICall where Answer == Page {
   /// `GET /v1/pages/ID`: the page as stored locally, or read through from the broker while connected. Offline,
   /// a page that is not complete offline is a 503.
-  public static func page(_ id: String) -> Self { Self(LocalAPIRequest(.GET, "/v1/pages/\(pathSegment(id))")) }
+  public static func page(_ id: String) -> Self {
+    Self(LocalAPIRequest(.GET, "/v1/pages/\(pathSegment(id))"))
+  }
 }
 
 extension LocalAPICall where Answer == EditResult {
@@ -115,7 +117,9 @@ extension LocalAPICall where Answer == EditResult {
   public static func createRow(
     database: String, id: String, title: String? = nil, properties: [String: JSONValue] = [:]
   ) -> Self {
-    var body: [String: JSONValue] = ["kind": .string("row"), "id": .string(id), "database": .string(database)]
+    var body: [String: JSONValue] = [
+      "kind": .string("row"), "id": .string(id), "database": .string(database),
+    ]
     if let title { body["title"] = .string(title) }
     if !properties.isEmpty { body["properties"] = .object(properties) }
     return Self(LocalAPIRequest(.POST, "/v1/pages", body: .object(body)))
@@ -123,7 +127,9 @@ extension LocalAPICall where Answer == EditResult {
 
   /// `PATCH /v1/pages/ID`: a new title and/or properties; a property set to `.null` is removed. Give at least
   /// one change (the daemon answers 400 to none).
-  public static func editPage(_ id: String, title: String? = nil, properties: [String: JSONValue] = [:]) -> Self {
+  public static func editPage(_ id: String, title: String? = nil, properties: [String: JSONValue] = [:])
+    -> Self
+  {
     var body: [String: JSONValue] = [:]
     if let title { body["title"] = .string(title) }
     if !properties.isEmpty { body["properties"] = .object(properties) }
@@ -143,7 +149,8 @@ extension LocalAPICall where Answer == EditResult {
       sort.map { .object(["property": .string($0.property), "descending": .bool($0.descending)]) } ?? .null
     return Self(
       LocalAPIRequest(
-        .PUT, "/v1/pages/\(pathSegment(database))/view", body: .object(["filter": filterValue, "sort": sortValue])))
+        .PUT, "/v1/pages/\(pathSegment(database))/view",
+        body: .object(["filter": filterValue, "sort": sortValue])))
   }
 
   private static func create(kind: String, id: String, parent: String?, title: String?) -> Self {
@@ -194,7 +201,8 @@ extension LocalAPICall where Answer == EditResult {
     _ id: String, from: Int, to: Int, type: String, value: String? = nil, remove: Bool = false
   ) -> Self {
     var body: [String: JSONValue] = [
-      "from": .integer(Int64(from)), "to": .integer(Int64(to)), "type": .string(type), "remove": .bool(remove),
+      "from": .integer(Int64(from)), "to": .integer(Int64(to)), "type": .string(type),
+      "remove": .bool(remove),
     ]
     if let value { body["value"] = .string(value) }
     return Self(LocalAPIRequest(.POST, "/v1/blocks/\(pathSegment(id))/marks", body: .object(body)))
@@ -240,7 +248,9 @@ extension LocalAPICall where Answer == OfflineSetResult {
   }
 
   /// `POST /v1/visits/ID`: the most recently visited pages are kept offline.
-  public static func visit(_ id: String) -> Self { Self(LocalAPIRequest(.POST, "/v1/visits/\(pathSegment(id))")) }
+  public static func visit(_ id: String) -> Self {
+    Self(LocalAPIRequest(.POST, "/v1/visits/\(pathSegment(id))"))
+  }
 }
 
 /// `id` as one path segment: the bytes an id may hold (`A-Z a-z 0-9 _ -`) as they are, any other

@@ -156,7 +156,8 @@ final class WatchDaemon {
     server = HTTPServer(loop: loop, router: router)
     router.add(.GET, "/v1/events") { [unowned self] _, responder in
       responder.startStreaming(
-        HTTPResponseHead(status: .ok, headers: ["Content-Type": "text/event-stream", "Cache-Control": "no-store"]))
+        HTTPResponseHead(
+          status: .ok, headers: ["Content-Type": "text/event-stream", "Cache-Control": "no-store"]))
       responder.writeChunk(ByteBuffer(string: PagesyncWatchTests.events))
       self.streams.append(responder)
     }
@@ -169,7 +170,8 @@ final class WatchDaemon {
         for stream in self.streams {
           stream.writeChunk(
             ByteBuffer(
-              string: "id: \(id)\nevent: page\ndata: {\"type\":\"page\",\"id\":\"p\(id)\",\"source\":\"remote\","
+              string:
+                "id: \(id)\nevent: page\ndata: {\"type\":\"page\",\"id\":\"p\(id)\",\"source\":\"remote\","
                 + "\"lastDownloadedTimestamp\":\(id)}\n\n"))
         }
       }

@@ -58,7 +58,8 @@ import Testing
     #expect(session.connectFailed(reason: "refused", using: &random) == .wait(2000))
     #expect(session.timerFired() == .connect)
     #expect(
-      session.answered(status: 200, contentType: "text/event-stream; charset=utf-8", message: "", using: &random)
+      session.answered(
+        status: 200, contentType: "text/event-stream; charset=utf-8", message: "", using: &random)
         == .none)
     #expect(session.state == .streaming)
     session.reconnectionTimeChanged(300)
@@ -72,7 +73,8 @@ import Testing
     var session = Self.session()
     var random = FixedRandom(value: 1)
     #expect(session.start() == .connect)
-    #expect(session.answered(status: 200, contentType: "text/event-stream", message: "", using: &random) == .none)
+    #expect(
+      session.answered(status: 200, contentType: "text/event-stream", message: "", using: &random) == .none)
     #expect(session.dropped(using: &random) == .wait(500))
     #expect(session.timerFired() == .connect)
     // The daemon is restarting: its socket is gone for a while.
@@ -81,7 +83,8 @@ import Testing
     #expect(session.timedOutWaiting(seconds: 30, using: &random) == .wait(2000))
     #expect(session.timerFired() == .connect)
     // Too many streams just now: another app is restarting too.
-    #expect(session.answered(status: 503, contentType: nil, message: "too many", using: &random) == .wait(4000))
+    #expect(
+      session.answered(status: 503, contentType: nil, message: "too many", using: &random) == .wait(4000))
   }
 
   @Test func refusalsEndTheStream() {

@@ -35,16 +35,20 @@ import Web
       id: nil, change: .sync(.init(state: "live", connected: true, pendingMutations: 0)), json: snapshot),
     PagesyncEvent(
       id: 1_764_072_000_000_001,
-      change: .page(.init(id: "home", lastDownloadedTimestamp: 1_764_072_000_123, source: "local")), json: page1),
+      change: .page(.init(id: "home", lastDownloadedTimestamp: 1_764_072_000_123, source: "local")),
+      json: page1),
     PagesyncEvent(
       id: 1_764_072_000_000_003, change: .offline(.init(id: "home", available: true)),
       json: #"{"type":"offline","id":"home","available":true}"#),
     PagesyncEvent(
       id: 1_764_072_000_000_004,
       change: .page(.init(id: "old", lastDownloadedTimestamp: nil, source: "remote", deleted: true)),
-      json: #"{"type":"page","id":"old","lastDownloadedTimestamp":null,"source":"remote","deleted":true,"extra":[1]}"#),
+      json:
+        #"{"type":"page","id":"old","lastDownloadedTimestamp":null,"source":"remote","deleted":true,"extra":[1]}"#
+    ),
     PagesyncEvent(
-      id: 1_764_072_000_000_005, change: .conflict(.init(mutationId: 41, page: "home", reason: "page_deleted")),
+      id: 1_764_072_000_000_005,
+      change: .conflict(.init(mutationId: 41, page: "home", reason: "page_deleted")),
       json: #"{"type":"conflict","mutationId":41,"page":"home","reason":"page_deleted"}"#),
     PagesyncEvent(
       id: 1_764_072_000_000_006, change: .offline(.init(id: "NOPE", available: false, missing: true)),
@@ -192,7 +196,8 @@ import Web
   @Test func aDaemonThatIsNotThereFailsAtOnceUnlessWaitedFor() async throws {
     let path = temporarySocketPath("absent")
     var events = LocalAPIClient(socketPath: path).events().makeAsyncIterator()
-    await #expect(throws: PagesyncClientError.unreachable(socket: path, reason: "no such file or directory")) {
+    await #expect(throws: PagesyncClientError.unreachable(socket: path, reason: "no such file or directory"))
+    {
       try await events.next()
     }
     #expect(try await events.next() == nil)
@@ -234,7 +239,8 @@ import Web
     defer { daemon.shutdown() }
     daemon.onEvents { call in
       let responder = call.responder
-      responder.respond(HTTPResponse(status: .ok, headers: ["Content-Type": "application/json"], body: chunk("{}")))
+      responder.respond(
+        HTTPResponse(status: .ok, headers: ["Content-Type": "application/json"], body: chunk("{}")))
     }
     var events = LocalAPIClient(socketPath: daemon.path).events().makeAsyncIterator()
     await #expect(
@@ -244,7 +250,10 @@ import Web
   }
 
   @Test(arguments: [
-    ("id: 7\nevent: page\ndata: {\"type\":\"page\",\"id\":\"home\"}\n\n", "event 7 (page): \"source\" is missing"),
+    (
+      "id: 7\nevent: page\ndata: {\"type\":\"page\",\"id\":\"home\"}\n\n",
+      "event 7 (page): \"source\" is missing"
+    ),
     ("id: x7\nevent: page\ndata: \(EventStreamTests.page1)\n\n", "event x7: its id is not a decimal number"),
     ("event: sync\ndata: [1]\n\n", "the unnumbered event: its data is not a JSON object with a \"type\""),
     ("data: " + String(repeating: "x", count: 5000) + "\n\n", "an event of the stream exceeds 4096 bytes"),
@@ -281,7 +290,8 @@ import Web
       responder.startStreaming(eventStreamHead)
       var text = ""
       for id in 1...total {
-        text += "id: \(id)\nevent: page\ndata: {\"type\":\"page\",\"id\":\"p\(id)\",\"source\":\"remote\","
+        text +=
+          "id: \(id)\nevent: page\ndata: {\"type\":\"page\",\"id\":\"p\(id)\",\"source\":\"remote\","
           + "\"lastDownloadedTimestamp\":\(id)}\n\n"
         if id % 1000 == 0 {
           responder.writeChunk(chunk(text))

@@ -53,7 +53,8 @@ import Web
     #expect(throws: PagesyncClientError.unreachable(socket: path, reason: "no such file or directory")) {
       try client.send(.status)
     }
-    await #expect(throws: PagesyncClientError.unreachable(socket: path, reason: "no such file or directory")) {
+    await #expect(throws: PagesyncClientError.unreachable(socket: path, reason: "no such file or directory"))
+    {
       try await client.send(.status)
     }
   }
@@ -100,7 +101,8 @@ import Web
     let page = try await client.send(.page("home"))
     #expect(page.blocks.first?.marks == [Page.Mark(type: "bold", start: 0, end: 2, value: nil)])
     #expect(page.properties["Points"] == .integer(3))
-    #expect(daemon.requests.map(\.target) == ["/v1/status", "/v1/pages/home", "/v1/offline", "/v1/pages/home"])
+    #expect(
+      daemon.requests.map(\.target) == ["/v1/status", "/v1/pages/home", "/v1/offline", "/v1/pages/home"])
     #expect(daemon.requests[1].body == #"{"title":"Home"}"#)
   }
 
@@ -110,7 +112,9 @@ import Web
     daemon.answer(.GET, "/v1/status", #"{"connected": true, "state": "live"}"#)
     daemon.answer(.GET, "/v1/offline", #"[{"id": "home", "reasons": "toggled", "complete": true}]"#)
     let client = LocalAPIClient(socketPath: daemon.path)
-    await #expect(throws: PagesyncClientError.invalidAnswer("GET /v1/status: \"pendingMutations\" is missing")) {
+    await #expect(
+      throws: PagesyncClientError.invalidAnswer("GET /v1/status: \"pendingMutations\" is missing")
+    ) {
       try await client.send(.status)
     }
     do {
@@ -126,7 +130,8 @@ import Web
     let daemon = try ScriptedDaemon()
     defer { daemon.shutdown() }
     daemon.answer(
-      .GET, "/v1/pages/gone", #"{"error": 503, "message": "page gone is not available offline"}"#, status: 503)
+      .GET, "/v1/pages/gone", #"{"error": 503, "message": "page gone is not available offline"}"#, status: 503
+    )
     await #expect(
       throws: PagesyncClientError.daemonError(status: 503, message: "page gone is not available offline")
     ) {
@@ -176,7 +181,9 @@ import Web
 }
 
 /// The synchronous call (an `async` context would pick the `async` overload).
-func blocking<Answer>(_ client: LocalAPIClient, _ call: LocalAPICall<Answer>) throws(PagesyncClientError) -> Answer {
+func blocking<Answer>(_ client: LocalAPIClient, _ call: LocalAPICall<Answer>) throws(PagesyncClientError)
+  -> Answer
+{
   try client.send(call)
 }
 

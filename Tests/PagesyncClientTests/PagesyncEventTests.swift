@@ -14,14 +14,16 @@ import Testing
 
   @Test func theJSONsTypeDecidesAndUnknownFieldsAreIgnored() throws {
     // The `event:` line is left out (SSE's default type "message"): the JSON says what it is.
-    let event = try Self.read(#"{"type":"sync","state":"catchingUp","connected":true,"pendingMutations":3,"x":{}}"#)
+    let event = try Self.read(
+      #"{"type":"sync","state":"catchingUp","connected":true,"pendingMutations":3,"x":{}}"#)
     #expect(event?.change == .sync(.init(state: "catchingUp", connected: true, pendingMutations: 3)))
     #expect(event?.id == 1)
   }
 
   @Test func optionalFlagsDefaultToFalse() throws {
     let page = try Self.read(#"{"type":"page","id":"a","lastDownloadedTimestamp":4,"source":"remote"}"#)
-    #expect(page?.change == .page(.init(id: "a", lastDownloadedTimestamp: 4, source: "remote", deleted: false)))
+    #expect(
+      page?.change == .page(.init(id: "a", lastDownloadedTimestamp: 4, source: "remote", deleted: false)))
     let offline = try Self.read(#"{"type":"offline","id":"a","available":false}"#)
     #expect(offline?.change == .offline(.init(id: "a", available: false, missing: false)))
   }
@@ -36,7 +38,10 @@ import Testing
   }
 
   @Test func aWrongTypeOrAMissingFieldNamesTheEvent() {
-    #expect(throws: PagesyncEvent.DecodingFailure(description: "event 1 (conflict): \"mutationId\" is null or of the wrong type")) {
+    #expect(
+      throws: PagesyncEvent.DecodingFailure(
+        description: "event 1 (conflict): \"mutationId\" is null or of the wrong type")
+    ) {
       try Self.read(#"{"type":"conflict","mutationId":"41","page":"home","reason":"x"}"#)
     }
     #expect(throws: PagesyncEvent.DecodingFailure(description: "event 1 (reset): \"reason\" is missing")) {

@@ -51,7 +51,8 @@ final class ScriptedDaemon: @unchecked Sendable {
   struct Observed {
     var requests: [ReceivedRequest] = []
     var connections = 0
-    var waiters: [(condition: @Sendable (Observed) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
+    var waiters: [(condition: @Sendable (Observed) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
+      []
   }
 
   init(path: String = temporarySocketPath("client")) throws {
@@ -108,7 +109,8 @@ final class ScriptedDaemon: @unchecked Sendable {
     thread.execute { [unowned self] in
       for responder in held {
         responder.respond(
-          HTTPResponse(status: .ok, headers: ["Content-Type": "application/json"], body: ByteBuffer(string: "{}")))
+          HTTPResponse(
+            status: .ok, headers: ["Content-Type": "application/json"], body: ByteBuffer(string: "{}")))
       }
       held = []
     }

@@ -64,7 +64,9 @@ import Testing
     // The comment dispatches nothing; `id` with no value resets the last event ID; one space only is dropped;
     // the last event has no blank line after it, so it is never dispatched.
     #expect(
-      run.events == [Self.event("first event", last: "1", id: "1"), Self.event("second event", last: "", id: "")])
+      run.events == [
+        Self.event("first event", last: "1", id: "1"), Self.event("second event", last: "", id: ""),
+      ])
     #expect(Self.run(stream + "\n").events.last == Self.event(" third event"))
   }
 
@@ -110,7 +112,8 @@ import Testing
   }
 
   @Test func theTypeIsPerEventAndDefaultsToMessage() {
-    let run = Self.run("event: page\ndata: 1\n\ndata: 2\n\nevent: a\nevent: b\ndata: 3\n\nevent: lost\n\ndata: 4\n\n")
+    let run = Self.run(
+      "event: page\ndata: 1\n\ndata: 2\n\nevent: a\nevent: b\ndata: 3\n\nevent: lost\n\ndata: 4\n\n")
     #expect(run.events.map(\.type) == ["page", "message", "b", "message"])
   }
 
@@ -169,7 +172,9 @@ import Testing
 
   @Test func retryTakesASCIIDigitsOnly() {
     #expect(Self.run("retry: 1000\n\n").reconnectionTime == 1000)
-    #expect(Self.run("retry: 1000\nretry: 10a\nretry:\nretry: -5\nretry: 1 0\nretry:  7\n").reconnectionTime == 1000)
+    #expect(
+      Self.run("retry: 1000\nretry: 10a\nretry:\nretry: -5\nretry: 1 0\nretry:  7\n").reconnectionTime == 1000
+    )
     #expect(Self.run("retry:0\n").reconnectionTime == 0)
     #expect(Self.run("retry: 99999999999999999999999\n").reconnectionTime == UInt64.max)
     // A retry line alone dispatches nothing.
@@ -191,7 +196,8 @@ import Testing
   }
 
   @Test func aLineOrAnEventOverTheLimitThrowsAfterTheEventsBeforeIt() {
-    let long = Self.run([Array(("data: ok\n\n" + "data: " + String(repeating: "x", count: 100)).utf8)], maxEventBytes: 64)
+    let long = Self.run(
+      [Array(("data: ok\n\n" + "data: " + String(repeating: "x", count: 100)).utf8)], maxEventBytes: 64)
     #expect(long.events == [Self.event("ok")])
     #expect(long.error == .eventTooLarge(limit: 64))
     // Many short data lines add up.

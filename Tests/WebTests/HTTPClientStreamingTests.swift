@@ -83,7 +83,9 @@ import Web
       connection.stream(HTTPRequest(head: HTTPRequestHead(method: .GET, target: "/pieces"))) { result in
         switch result {
         case .success(.head):
-          for _ in 0..<100 { test.responder?.writeChunk(ByteBuffer(string: String(repeating: "x", count: 100))) }
+          for _ in 0..<100 {
+            test.responder?.writeChunk(ByteBuffer(string: String(repeating: "x", count: 100)))
+          }
           test.responder?.finish()
         case .success(.body(let bytes)): received += bytes.readableBytes
         case .success(.end):

@@ -8,11 +8,13 @@ import Testing
 @Suite struct HTTPResponseStreamingTests {
   typealias H = HTTPCodecHarness
 
-  static let streamedHead = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+  static let streamedHead =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
   static let events = "retry: 1000\n\nid: 1\ndata: {}\n\n"
   /// The events in three chunks (one with an extension), then the last chunk and a trailer.
   static let streamed =
-    streamedHead + "c\r\nretry: 1000\n\r\n3;x=y\r\n\nid\r\n" + "e\r\n: 1\ndata: {}\n\n\r\n" + "0\r\nX-T: 1\r\n\r\n"
+    streamedHead + "c\r\nretry: 1000\n\r\n3;x=y\r\n\nid\r\n" + "e\r\n: 1\ndata: {}\n\n\r\n"
+    + "0\r\nX-T: 1\r\n\r\n"
 
   @Test func aStreamedResponseComesAsHeadBodyAndEndAtEverySplit() throws {
     let input = H.bytes(Self.streamed + HTTPResponseDecoderTests.fixed)
@@ -27,7 +29,8 @@ import Testing
       let split = Self.run(H.split(input, at: offset), answering: [(.GET, true), (.GET, false)])
       #expect(split.normalized == whole.normalized, "split at \(offset)")
     }
-    #expect(Self.run(H.byteByByte(input), answering: [(.GET, true), (.GET, false)]).normalized == whole.normalized)
+    #expect(
+      Self.run(H.byteByByte(input), answering: [(.GET, true), (.GET, false)]).normalized == whole.normalized)
   }
 
   @Test func theHeadAndEachPieceArriveBeforeTheEnd() throws {
@@ -86,7 +89,8 @@ import Testing
 
   @Test func anErrorAnswerToAStreamedRequestStreamsToo() throws {
     let json = #"{"error":503,"message":"too many event streams ([api] event_streams)"}"#
-    let input = H.bytes("HTTP/1.1 503 Service Unavailable\r\nContent-Length: \(json.utf8.count)\r\n\r\n" + json)
+    let input = H.bytes(
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Length: \(json.utf8.count)\r\n\r\n" + json)
     let run = Self.run([input], answering: [(.GET, true)])
     #expect(run.headStatuses == [503])
     #expect(run.body == json)

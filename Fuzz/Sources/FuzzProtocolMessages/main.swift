@@ -187,7 +187,9 @@ private func readAsEventStream(_ bytes: [UInt8]) {
     }
     for event in events {
       do throws(PagesyncEvent.DecodingFailure) {
-        if let typed = try PagesyncEvent(event) { require(typed.json == event.data, "an event's JSON changed") }
+        if let typed = try PagesyncEvent(event) {
+          require(typed.json == event.data, "an event's JSON changed")
+        }
       } catch {
         require(!error.description.isEmpty, "a refused event gave an empty message")
       }
