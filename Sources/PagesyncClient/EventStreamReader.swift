@@ -26,6 +26,8 @@ final class EventStreamReader: @unchecked Sendable {
   private var generation = 0
   /// The refusal being read: its status and (the start of) its body.
   private var refusal: (status: Int, body: [UInt8])?
+  /// Whether the request under way goes without `Last-Event-ID` (no numbered event was received yet).
+  private var withoutResumePoint = true
   private var stopped = false
 
   /// The most bytes of a refusal's body read for its message.
@@ -106,7 +108,8 @@ final class EventStreamReader: @unchecked Sendable {
 
   private func request() -> HTTPRequest {
     var headers: HTTPHeaders = ["Accept": "text/event-stream", "Cache-Control": "no-store"]
-    if !parser.lastEventID.isEmpty { headers.add(name: "Last-Event-ID", value: parser.lastEventID) }
+    withoutResumePoint = parser.lastEventID.isEmpty
+    if !withoutResumePoint { headers.add(name: "Last-Event-ID", value: parser.lastEventID) }
     return HTTPRequest(head: HTTPRequestHead(method: .GET, target: "/v1/events", headers: headers))
   }
 
@@ -116,9 +119,15 @@ final class EventStreamReader: @unchecked Sendable {
     switch part {
     case .success(.head(let head)):
       if head.status.code == 200 {
+        let reopened = session.everStreamed
         perform(
           session.answered(
             status: 200, contentType: head.headers["Content-Type"], message: "", using: &random))
+        // A stream reopened with nothing to resume from (the one before ended before its first numbered event)
+        // cannot say what happened in between, and the daemon cannot either: say it here.
+        if reopened && withoutResumePoint && session.state == .streaming {
+          if buffer.push([EventStreamReader.unresumableReset]) { connection?.pauseReading() }
+        }
       } else {
         refusal = (head.status.code, [])
       }
@@ -181,6 +190,15 @@ final class EventStreamReader: @unchecked Sendable {
       connection?.pauseReading()
     }
   }
+
+  /// The `reset` the reader gives the app itself when it reopens a stream without a resume point.
+  static let unresumableReset = PagesyncEvent(
+    id: nil,
+    change: .reset(.init(reason: EventStreamReader.unresumableReason)),
+    json: #"{"type":"reset","reason":"\#(EventStreamReader.unresumableReason)"}"#)
+
+  static let unresumableReason =
+    "the stream was reopened before it had carried a numbered event, so it cannot resume: re-read what you show"
 
   /// The daemon's message in a refusal's JSON body, or its start.
   private static func message(_ answer: (status: Int, body: [UInt8])) -> String {

@@ -136,6 +136,32 @@ import Web
     #expect(daemon.requests.map { $0.headers["Last-Event-ID"] } == [nil, "12"])
   }
 
+  @Test func aStreamReopenedWithNothingToResumeFromIsAReset() async throws {
+    let daemon = try ScriptedDaemon()
+    defer { daemon.shutdown() }
+    // The first stream ends after its unnumbered snapshot: the client has no id to resume from, and whatever
+    // happened before the second stream opened is unknown to both sides.
+    daemon.onEvents { call in
+      let responder = call.responder
+      responder.startStreaming(eventStreamHead)
+      responder.writeChunk(chunk("retry: 10\n\nevent: sync\ndata: \(Self.snapshot)\n\n"))
+      if call.index == 0 { responder.finish() }
+    }
+    var events = LocalAPIClient(socketPath: daemon.path).events().makeAsyncIterator()
+    #expect(try await events.next()?.id == nil)
+    let reset = try await events.next()
+    guard case .reset(let why)? = reset?.change else {
+      Issue.record("expected a reset, got \(String(describing: reset))")
+      return
+    }
+    #expect(why.reason.contains("cannot resume"))
+    #expect(reset?.id == nil)
+    #expect(reset?.json == #"{"type":"reset","reason":"\#(why.reason)"}"#)
+    #expect(
+      try await events.next()?.change == .sync(.init(state: "live", connected: true, pendingMutations: 0)))
+    #expect(daemon.requests.map { $0.headers["Last-Event-ID"] } == [nil, nil])
+  }
+
   @Test func aDaemonRestartIsWaitedForAndResumedFrom() async throws {
     let path = temporarySocketPath("restart")
     var daemon = try ScriptedDaemon(path: path)
