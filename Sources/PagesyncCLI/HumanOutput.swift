@@ -180,7 +180,7 @@ public enum HumanOutput {
   ///     page home: available offline
   ///     page NOPE: no longer offline (missing: the broker says it does not exist)
   ///     conflict: mutation 41 on page home rejected: page_deleted (see pagesync conflicts)
-  ///     reset: daemon restarted (events were lost: re-read what you show)
+  ///     reset: events were lost (event 41 is not from this run of the daemon: re-read what you show)
   public static func event(_ event: PagesyncEvent) -> String {
     let line: String
     switch event.change {
@@ -208,7 +208,7 @@ public enum HumanOutput {
         "conflict: mutation \(conflict.mutationId) on page \(conflict.page) rejected: \(conflict.reason) "
         + "(see pagesync conflicts)"
     case .reset(let reset):
-      line = "reset: \(reset.reason) (events were lost: re-read what you show)"
+      line = "reset: events were lost (\(reset.reason))"
     }
     return line.replacingControlCharacters()
   }

@@ -47,7 +47,7 @@ import Web
         sync: offline, not connected, 1 pending mutation
         conflict: mutation 41 on page home rejected: page_deleted (see pagesync conflicts)
         page old: deleted (remote, sequence 9)
-        reset: daemon restarted (events were lost: re-read what you show)
+        reset: events were lost (daemon restarted)
 
         """)
   }
