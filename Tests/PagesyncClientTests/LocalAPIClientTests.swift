@@ -161,6 +161,25 @@ import Web
     try await daemon.waitForConnections(0)
   }
 
+  /// The toolchain's crash hazard: a C callback created in `@MainActor` code traps when libuv runs it on another
+  /// thread. Every call from the main actor, whatever thread its loop runs on, must come back.
+  @MainActor @Test func callsFromTheMainActorComeBack() async throws {
+    let daemon = try ScriptedDaemon()
+    defer { daemon.shutdown() }
+    daemon.answer(.POST, "/v1/visits/home", #"{"id": "home", "offlinePages": 1}"#)
+    daemon.onEvents { call in
+      call.responder.startStreaming(eventStreamHead)
+      call.responder.writeChunk(chunk("id: 1\nevent: reset\ndata: {\"type\":\"reset\",\"reason\":\"r\"}\n\n"))
+    }
+    let client = LocalAPIClient(socketPath: daemon.path)
+    #expect(try blocking(client, .visit("home")).offlinePages == 1)
+    #expect(try await client.send(.visit("home")).offlinePages == 1)
+    for try await event in client.events() {
+      #expect(event.id == 1)
+      break
+    }
+  }
+
   @Test func manyAsyncCallsAtOnceEachGetTheirAnswer() async throws {
     let daemon = try ScriptedDaemon()
     defer { daemon.shutdown() }
