@@ -90,7 +90,11 @@ public struct PagesyncEvents: AsyncSequence, Sendable {
 
     func next() async throws(PagesyncClientError) -> PagesyncEvent? {
       if started.claim() {
-        if Task.isCancelled { return nil }
+        if Task.isCancelled {
+          // Never started: the sequence is over for any task that asks again.
+          buffer.cancel()
+          return nil
+        }
         let reader: EventStreamReader
         do throws(PagesyncClientError) {
           reader = try EventStreamReader(socketPath: socketPath, options: options, buffer: buffer)

@@ -152,10 +152,9 @@ import Web
     // The daemon holds /v1/sync unanswered; the task is cancelled once the request is in.
     let task = Task { try await client.send(.sync) }
     try await daemon.waitForRequests(1)
-    let started = monotonicMilliseconds()
     task.cancel()
+    // Not the 120 s timeout's `timedOut`: the cancellation ended it.
     await #expect(throws: PagesyncClientError.cancelled) { try await task.value }
-    #expect(monotonicMilliseconds() - started < 5_000)
     // Answered now, the request finds its connection closed.
     daemon.answerHeld()
     try await daemon.waitForConnections(0)
@@ -174,7 +173,9 @@ import Web
     let client = LocalAPIClient(socketPath: daemon.path)
     #expect(try blocking(client, .visit("home")).offlinePages == 1)
     #expect(try await client.send(.visit("home")).offlinePages == 1)
-    for try await event in client.events() {
+    var options = EventStreamOptions()
+    options.idleTimeout = 0
+    for try await event in client.events(options) {
       #expect(event.id == 1)
       break
     }

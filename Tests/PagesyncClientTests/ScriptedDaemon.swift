@@ -61,7 +61,11 @@ final class ScriptedDaemon: @unchecked Sendable {
     self.path = path
     thread = try LoopThread()
     let router = HTTPRouter()
-    server = HTTPServer(loop: thread.loop, router: router)
+    // A test may hold a stream unread for long (a slow app; a starved task when the whole suite runs): the
+    // server must not drop it for that.
+    var configuration = HTTPServerConfiguration()
+    configuration.writeStallTimeout = 0
+    server = HTTPServer(loop: thread.loop, configuration: configuration, router: router)
     let handler: HTTPHandler = { [unowned self] request, responder in self.handle(request, responder) }
     for method in [HTTPMethod.GET, .POST, .PUT, .PATCH, .DELETE] { router.add(method, "/*", handler) }
     try server.listen(on: .unix(path: path))
@@ -116,12 +120,12 @@ final class ScriptedDaemon: @unchecked Sendable {
     }
   }
 
-  /// Waits until `count` requests came in (at most 10 s).
+  /// Waits until `count` requests came in (at most 60 s).
   func waitForRequests(_ count: Int) async throws {
     try await wait("\(count) requests") { $0.requests.count >= count }
   }
 
-  /// Waits until exactly `count` connections are open (at most 10 s).
+  /// Waits until exactly `count` connections are open (at most 60 s).
   func waitForConnections(_ count: Int) async throws {
     try await wait("\(count) open connections") { $0.connections == count }
   }
@@ -198,7 +202,7 @@ final class ScriptedDaemon: @unchecked Sendable {
       }
       group.addTask {
         // A watchdog: a passing test never waits for it.
-        try? await Task.sleep(for: .seconds(10))
+        try? await Task.sleep(for: .seconds(60))
         return false
       }
       let first = await group.next()!
