@@ -65,7 +65,8 @@ import Web
     // ignored the failed write it would never end.
     let loop = try Loop()
     let daemon = try WatchDaemon(loop: loop, tick: true)
-    let script = "set -o pipefail; \"$0\" watch --json --socket \"$1\" | head -n 2"
+    // `timeout`: a pagesync that never ends fails the test (124) instead of outliving it.
+    let script = "set -o pipefail; timeout 15 \"$0\" watch --json --socket \"$1\" | head -n 2"
     var result: PagesyncRun?
     _ = try ProcessRun(loop: loop, "/bin/bash", ["-c", script, pagesyncProgram(), daemon.socketPath]) { run in
       result = PagesyncRun(
@@ -134,7 +135,13 @@ import Web
       case .signal(let number): try? run.process.kill(number)
       }
     }
-    try loop.runUntilDone(timeout: 20_000)
+    do {
+      try loop.runUntilDone(timeout: 20_000)
+    } catch {
+      // It did not end: it must not outlive the test, waiting for its daemon forever.
+      kill(run.process.pid, SIGKILL)
+      throw error
+    }
     try loop.close()
     return try #require(result, "pagesync watch did not end")
   }
