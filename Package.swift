@@ -27,6 +27,8 @@ let package = Package(
     .library(name: "Broker", targets: ["Broker"]),
     .library(name: "Daemon", targets: ["Daemon"]),
     .library(name: "PagesyncCLI", targets: ["PagesyncCLI"]),
+    // The client of the daemon's local API for apps on the device (docs/client.md).
+    .library(name: "PagesyncClient", targets: ["PagesyncClient"]),
   ],
   dependencies: [
     // TOML parsing for the config files (toml++ underneath): worth its ~5 s of build over a parser of our own.
@@ -138,11 +140,15 @@ let package = Package(
       name: "pagesyncd",
       dependencies: ["Daemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
-    // The command line of the daemon's local API: commands, a Unix-socket HTTP client, tables and JSON output.
+    // The typed client of the daemon's local API, for apps and for pagesync: requests and their answers, errors,
+    // the change stream as an AsyncSequence (its reader on a libuv loop of its own), a Server-Sent Events parser.
+    // No SyncModel: an app needs none of the sync machinery to talk to the daemon.
+    .target(name: "PagesyncClient", dependencies: ["ByteBuffers", "EventLoop", "Web"]),
+    // The command line of the daemon's local API: commands, tables and JSON output, over PagesyncClient.
     .target(
       name: "PagesyncCLI",
       dependencies: [
-        "ByteBuffers", "EventLoop", "Web", "SyncModel",
+        "PagesyncClient", "ByteBuffers", "EventLoop", "Web", "SyncModel",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
     .executableTarget(name: "pagesync", dependencies: ["PagesyncCLI"]),
@@ -219,8 +225,11 @@ let package = Package(
         .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(
+      name: "PagesyncClientTests",
+      dependencies: ["PagesyncClient", "ByteBuffers", "Web", "EventLoop", "EventLoopTestKit"]),
+    .testTarget(
       name: "PagesyncCLITests",
-      dependencies: ["ByteBuffers", "PagesyncCLI", "Web", "EventLoop", "EventLoopTestKit"]),
+      dependencies: ["ByteBuffers", "PagesyncCLI", "PagesyncClient", "Web", "EventLoop", "EventLoopTestKit"]),
     // Real processes on loopback: the broker driven by curl and Python (urllib, websockets); the daemons driven
     // through the built pagesync, their stores read with the sqlite3 command line.
     .testTarget(

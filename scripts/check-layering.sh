@@ -19,7 +19,7 @@ done
 # The wire and model types live in SyncModel; the daemon and the protocol never import the broker's store.
 if importers=$(grep -rlE '^(@testable )?import (BrokerStore|BrokerCore|Broker)$' \
     Sources/SyncModel Sources/SyncProtocol Sources/DaemonCore Sources/DaemonStore Sources/Daemon \
-    Sources/PagesyncCLI 2>/dev/null); then
+    Sources/PagesyncClient Sources/PagesyncCLI 2>/dev/null); then
   echo "check-layering: these import a broker module: $importers" >&2
   failed=1
 fi

@@ -1,3 +1,4 @@
+import PagesyncClient
 import SyncModel
 
 /// Why a command-line value was refused. swift-argument-parser prints it after the option and the value
@@ -109,4 +110,16 @@ func propertiesObject(_ assignments: [PropertyAssignment], unset: [String] = [])
     members[name] = .null
   }
   return members
+}
+
+extension JSONValue {
+  /// A property value as the local API takes it.
+  init(_ value: PropertyValue) {
+    switch value {
+    case .string(let text): self = .string(text)
+    case .number(let number): self = .number(number)
+    case .bool(let flag): self = .bool(flag)
+    case .list(let items): self = .array(items.map(JSONValue.string))
+    }
+  }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PagesyncClient
 
 #if canImport(Glibc)
   import Glibc
@@ -9,7 +10,7 @@ import ArgumentParser
 struct ConnectionOptions: ParsableArguments {
   /// The socket when neither `--socket` nor `$PAGESYNC_SOCKET` names one (pagesyncd's `[api] socket`
   /// default).
-  static let defaultSocketPath = "var/pagesyncd.sock"
+  static let defaultSocketPath = LocalAPIClient.defaultSocketPath
 
   @Option(
     name: .long,
@@ -34,11 +35,12 @@ struct ConnectionOptions: ParsableArguments {
     if socket?.isEmpty == true { throw ValidationError("--socket needs a path") }
   }
 
-  /// Sends `request` and prints the answer: its JSON as received with `--json`, else `human(answer)`. A
-  /// failure prints `pagesync: MESSAGE` on stderr and exits with its status (`CLIFailure.exitCode`).
-  func perform(_ request: LocalAPIRequest, human: (JSONValue) throws(CLIFailure) -> String) throws {
+  /// Sends `call`'s request and prints the answer: its JSON as received with `--json`, else `human(answer)`
+  /// (which reads the JSON leniently, showing what is there). A failure prints `pagesync: MESSAGE` on stderr and
+  /// exits with its status (`CLIFailure.exitCode`).
+  func perform<Answer>(_ call: LocalAPICall<Answer>, human: (JSONValue) throws(CLIFailure) -> String) throws {
     do throws(CLIFailure) {
-      let answer = try LocalAPIClient(socketPath: socketPath).send(request)
+      let answer = try LocalAPIClient(socketPath: socketPath).send(call.request)
       if json {
         var body = answer.body
         while let last = body.last, last == 0x20 || last == 0x0A || last == 0x0D || last == 0x09 {
@@ -49,7 +51,7 @@ struct ConnectionOptions: ParsableArguments {
         writeStandardOutput(Array((try human(answer.value) + "\n").utf8))
       }
     } catch {
-      writeStandardError("pagesync: \(error)\n")
+      writeStandardError("pagesync: \(error.commandLineMessage)\n")
       throw ExitCode(error.exitCode)
     }
   }

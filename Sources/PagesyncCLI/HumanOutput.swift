@@ -1,3 +1,5 @@
+import PagesyncClient
+
 /// The human-readable form of each answer of the local API (what `pagesync` prints without `--json`).
 ///
 /// Pure functions from the daemon's JSON to text without a final newline. A field that is missing is skipped
@@ -174,6 +176,49 @@ public enum HumanOutput {
       sections.append("inline databases:\n" + databases.map { "  " + display($0) }.joined(separator: "\n"))
     }
     return sections.joined(separator: "\n\n")
+  }
+
+  // MARK: The change stream
+
+  /// `watch`: one line for an event of the change stream, its words close to its JSON's:
+  ///
+  ///     sync: live, connected, 0 pending mutations
+  ///     page home: changed (local)
+  ///     page home: changed (remote, sequence 17)
+  ///     page home: available offline
+  ///     page NOPE: no longer offline (missing: the broker says it does not exist)
+  ///     conflict: mutation 41 on page home rejected: page_deleted (see pagesync conflicts)
+  ///     reset: events were lost (event 41 is not from this run of the daemon: re-read what you show)
+  public static func event(_ event: PagesyncEvent) -> String {
+    let line: String
+    switch event.change {
+    case .page(let page):
+      var detail = page.source
+      if let sequence = page.lastDownloadedTimestamp, page.source != "local" {
+        detail += ", sequence \(sequence)"
+      }
+      line = "page \(page.id): \(page.deleted ? "deleted" : "changed") (\(detail))"
+    case .offline(let offline):
+      if offline.available {
+        line = "page \(offline.id): available offline"
+      } else if offline.missing {
+        line = "page \(offline.id): no longer offline (missing: the broker says it does not exist)"
+      } else {
+        line = "page \(offline.id): no longer offline"
+      }
+    case .sync(let sync):
+      let pending = sync.pendingMutations
+      line =
+        "sync: \(sync.state), \(sync.connected ? "connected" : "not connected"), "
+        + "\(pending) pending \(pending == 1 ? "mutation" : "mutations")"
+    case .conflict(let conflict):
+      line =
+        "conflict: mutation \(conflict.mutationId) on page \(conflict.page) rejected: \(conflict.reason) "
+        + "(see pagesync conflicts)"
+    case .reset(let reset):
+      line = "reset: events were lost (\(reset.reason))"
+    }
+    return line.replacingControlCharacters()
   }
 
   // MARK: Pieces

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PagesyncClient
 import SyncModel
 
 // Blocks: add, edit, delete (`/v1/pages/ID/blocks`, `/v1/blocks/ID`) and a database's view
@@ -34,11 +35,11 @@ extension PagesyncCommand {
     }
 
     func run() throws {
-      var body: [String: JSONValue] = ["id": .string(id.rawValue), "text": .string(text)]
-      if let type { body["type"] = .string(type) }
-      if let after { body["after"] = .string(after.rawValue) }
-      if first { body["first"] = .bool(true) }
-      try connection.perform(LocalAPIRequest(.POST, "/v1/pages/\(page)/blocks", body: .object(body))) {
+      // The daemon reads `after` before `first`: with both, the block goes after.
+      let position: BlockPosition = after.map { .after($0.rawValue) } ?? (first ? .first : .last)
+      let call = LocalAPICall.addBlock(
+        to: page.rawValue, id: id.rawValue, text: text, type: type, position: position)
+      try connection.perform(call) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("added block \(id) to page \(page)", answer)
       }
@@ -56,8 +57,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      let body = JSONValue.object(["text": .string(text)])
-      try connection.perform(LocalAPIRequest(.PATCH, "/v1/blocks/\(block)", body: body)) {
+      try connection.perform(.editBlock(block.rawValue, text: text)) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("edited block \(block)\(onPage(answer))", answer)
       }
@@ -83,10 +83,7 @@ extension PagesyncCommand {
     }
 
     func run() throws {
-      let body = JSONValue.object([
-        "at": .number(Double(at)), "delete": .number(Double(delete)), "insert": .string(insert),
-      ])
-      try connection.perform(LocalAPIRequest(.POST, "/v1/blocks/\(block)/splice", body: body)) {
+      try connection.perform(.spliceBlock(block.rawValue, at: at, delete: delete, insert: insert)) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("spliced block \(block)\(onPage(answer))", answer)
       }
@@ -121,12 +118,9 @@ extension PagesyncCommand {
     }
 
     func run() throws {
-      var body: [String: JSONValue] = [
-        "from": .number(Double(from)), "to": .number(Double(to)), "type": .string(type),
-        "remove": .bool(remove),
-      ]
-      if let value { body["value"] = .string(value) }
-      try connection.perform(LocalAPIRequest(.POST, "/v1/blocks/\(block)/marks", body: .object(body))) {
+      let call = LocalAPICall.markBlock(
+        block.rawValue, from: from, to: to, type: type, value: value, remove: remove)
+      try connection.perform(call) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("\(remove ? "unmarked" : "marked") block \(block)\(onPage(answer))", answer)
       }
@@ -141,7 +135,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.DELETE, "/v1/blocks/\(block)")) { answer throws(CLIFailure) in
+      try connection.perform(.deleteBlock(block.rawValue)) { answer throws(CLIFailure) in
         try HumanOutput.queued("deleted block \(block)\(onPage(answer))", answer)
       }
     }
@@ -176,12 +170,11 @@ extension PagesyncCommand {
 
     func run() throws {
       // Both members are always sent: null clears (the contract's `{"filter": …|null, "sort": …|null}`).
-      let filterValue: JSONValue =
-        filter.map { .object(["property": .string($0.name), "value": JSONValue($0.value)]) } ?? .null
-      let sortValue: JSONValue =
-        sort.map { .object(["property": .string($0.property), "descending": .bool($0.descending)]) } ?? .null
-      let body = JSONValue.object(["filter": filterValue, "sort": sortValue])
-      try connection.perform(LocalAPIRequest(.PUT, "/v1/pages/\(database)/view", body: body)) {
+      let call = LocalAPICall.setView(
+        of: database.rawValue,
+        filter: filter.map { ViewFilter(property: $0.name, value: JSONValue($0.value)) },
+        sort: sort.map { ViewSort(property: $0.property, descending: $0.descending) })
+      try connection.perform(call) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("set the view of database \(database)", answer)
       }

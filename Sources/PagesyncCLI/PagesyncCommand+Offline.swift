@@ -1,4 +1,5 @@
 import ArgumentParser
+import PagesyncClient
 import SyncModel
 
 // The offline set and its reasons: offline, favorite, visit, why (`/v1/offline`, `/v1/favorites`,
@@ -22,7 +23,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.PUT, "/v1/offline/\(id)")) { answer throws(CLIFailure) in
+      try connection.perform(.addOffline(id.rawValue)) { answer throws(CLIFailure) in
         try HumanOutput.offlineSet("\(id) is toggled offline", answer)
       }
     }
@@ -38,7 +39,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.DELETE, "/v1/offline/\(id)")) { answer throws(CLIFailure) in
+      try connection.perform(.removeOffline(id.rawValue)) { answer throws(CLIFailure) in
         try HumanOutput.offlineSet("\(id) is no longer toggled offline", answer)
       }
     }
@@ -53,7 +54,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.GET, "/v1/offline"), human: HumanOutput.offlineList)
+      try connection.perform(.offlinePages, human: HumanOutput.offlineList)
     }
   }
 
@@ -72,7 +73,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.PUT, "/v1/favorites/\(id)")) { answer throws(CLIFailure) in
+      try connection.perform(.addFavorite(id.rawValue)) { answer throws(CLIFailure) in
         try HumanOutput.offlineSet("\(id) is a favorite", answer)
       }
     }
@@ -87,7 +88,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.DELETE, "/v1/favorites/\(id)")) { answer throws(CLIFailure) in
+      try connection.perform(.removeFavorite(id.rawValue)) { answer throws(CLIFailure) in
         try HumanOutput.offlineSet("\(id) is no longer a favorite", answer)
       }
     }
@@ -102,7 +103,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.POST, "/v1/visits/\(id)")) { answer throws(CLIFailure) in
+      try connection.perform(.visit(id.rawValue)) { answer throws(CLIFailure) in
         try HumanOutput.offlineSet("visit of \(id) recorded", answer)
       }
     }
@@ -117,7 +118,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.GET, "/v1/why/\(id)")) { answer throws(CLIFailure) in
+      try connection.perform(.why(id.rawValue)) { answer throws(CLIFailure) in
         try HumanOutput.why(id.rawValue, answer)
       }
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PagesyncClient
 import SyncModel
 
 // Pages, databases and rows: create, edit, delete, show (`/v1/pages`).
@@ -22,7 +23,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(createRequest(kind: "page", id: id, parent: parent, title: title)) {
+      try connection.perform(.createPage(id: id.rawValue, parent: parent?.rawValue, title: title)) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("created page \(id)", answer)
       }
@@ -41,7 +42,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(createRequest(kind: "database", id: id, parent: parent, title: title)) {
+      try connection.perform(.createDatabase(id: id.rawValue, parent: parent?.rawValue, title: title)) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("created database \(id)", answer)
       }
@@ -68,11 +69,10 @@ extension PagesyncCommand {
     }
 
     func run() throws {
-      var body = createBody(kind: "row", id: id, parent: nil, title: title)
-      body["database"] = .string(database.rawValue)
       let properties = try usage { () throws(CommandLineValueError) in try propertiesObject(assignments) }
-      if !properties.isEmpty { body["properties"] = .object(properties) }
-      try connection.perform(LocalAPIRequest(.POST, "/v1/pages", body: .object(body))) {
+      let call = LocalAPICall.createRow(
+        database: database.rawValue, id: id.rawValue, title: title, properties: properties)
+      try connection.perform(call) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("created row \(id) in database \(database)", answer)
       }
@@ -106,13 +106,10 @@ extension PagesyncCommand {
     }
 
     func run() throws {
-      var body: [String: JSONValue] = [:]
-      if let title { body["title"] = .string(title) }
       let properties = try usage { () throws(CommandLineValueError) in
         try propertiesObject(assignments, unset: removals)
       }
-      if !properties.isEmpty { body["properties"] = .object(properties) }
-      try connection.perform(LocalAPIRequest(.PATCH, "/v1/pages/\(id)", body: .object(body))) {
+      try connection.perform(.editPage(id.rawValue, title: title, properties: properties)) {
         answer throws(CLIFailure) in
         try HumanOutput.queued("edited page \(id)", answer)
       }
@@ -127,7 +124,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.DELETE, "/v1/pages/\(id)")) { answer throws(CLIFailure) in
+      try connection.perform(.deletePage(id.rawValue)) { answer throws(CLIFailure) in
         try HumanOutput.queued("deleted page \(id)", answer)
       }
     }
@@ -143,24 +140,9 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.GET, "/v1/pages/\(id)"), human: HumanOutput.page)
+      try connection.perform(.page(id.rawValue), human: HumanOutput.page)
     }
   }
-}
-
-/// The body of `POST /v1/pages` for a page or database: absent fields are left out (docs/protocol.md,
-/// "Absent, not null").
-private func createBody(kind: String, id: EntityID, parent: EntityID?, title: String?) -> [String: JSONValue]
-{
-  var body: [String: JSONValue] = ["kind": .string(kind), "id": .string(id.rawValue)]
-  if let parent { body["parent"] = .string(parent.rawValue) }
-  if let title { body["title"] = .string(title) }
-  return body
-}
-
-private func createRequest(kind: String, id: EntityID, parent: EntityID?, title: String?) -> LocalAPIRequest {
-  LocalAPIRequest(
-    .POST, "/v1/pages", body: .object(createBody(kind: kind, id: id, parent: parent, title: title)))
 }
 
 /// Runs `body`, turning a refused value into a usage error (exit 64, with the usage).

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PagesyncClient
 
 // The daemon's state and its sync: status, sync, conflicts (`/v1/status`, `/v1/sync`, `/v1/conflicts`).
 
@@ -12,7 +13,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.GET, "/v1/status"), human: HumanOutput.status)
+      try connection.perform(.status, human: HumanOutput.status)
     }
   }
 
@@ -28,9 +29,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(
-        LocalAPIRequest(.POST, "/v1/sync", timeoutSeconds: LocalAPIRequest.syncTimeoutSeconds),
-        human: HumanOutput.sync)
+      try connection.perform(.sync, human: HumanOutput.sync)
     }
   }
 
@@ -42,7 +41,7 @@ extension PagesyncCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-      try connection.perform(LocalAPIRequest(.GET, "/v1/conflicts"), human: HumanOutput.conflicts)
+      try connection.perform(.conflicts, human: HumanOutput.conflicts)
     }
   }
 }

@@ -1,5 +1,9 @@
 import ArgumentParser
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// `pagesync`: the command line of the daemon's local API (docs/protocol.md, "The daemon's local API";
 /// docs/cli.md).
 ///
@@ -28,7 +32,7 @@ public struct PagesyncCommand: ParsableCommand {
       """,
     subcommands: [
       Status.self, Create.self, Edit.self, Block.self, Delete.self, View.self, Offline.self, Favorite.self,
-      Visit.self, Why.self, Show.self, Sync.self, Conflicts.self,
+      Visit.self, Why.self, Show.self, Sync.self, Conflicts.self, Watch.self,
     ])
 
   public init() {}
@@ -38,6 +42,9 @@ extension PagesyncCommand {
   /// Runs the command line. `--socket PATH` and `--json` given before the command's words
   /// (`pagesync --json status`) are moved after them, where every leaf command reads them: both orders work.
   public static func run(arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+    // A daemon that hangs up while we write, or a reader of our output that went away, must give EPIPE (which
+    // each command handles), not kill the process.
+    signal(SIGPIPE, SIG_IGN)
     main(withoutGlobalOptionsUnlessACommandIsNamed(movingLeadingGlobalOptions(arguments)))
   }
 

@@ -1,3 +1,5 @@
+import PagesyncClient
+
 /// Columns of text aligned for a terminal: a header line and one line per row, columns two spaces apart, the
 /// last one not padded (no trailing spaces). Cells are put on one line (control characters escaped) so a
 /// newline in a block's text cannot break the layout. Widths count characters (grapheme clusters).

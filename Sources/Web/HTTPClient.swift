@@ -33,13 +33,22 @@ public enum HTTPClientError: Error, Sendable, CustomStringConvertible {
 public struct HTTPClientConfiguration: Sendable {
   /// Limits on the responses accepted.
   public var limits = HTTPParserLimits(maxHeaderBytes: 64 * 1024, maxBodyBytes: 64 << 20)
-  /// How long to wait for each response, counted from when it became the one awaited.
+  /// How long to wait for each response, counted from when it became the one awaited. For a streamed
+  /// response (`HTTPClientConnection.stream`), how long to wait for its head.
   public var responseTimeout: UInt64 = 30_000
+  /// How long a streamed response may go without a byte once its head came, while the connection is reading
+  /// (not between `pauseReading` and `resumeReading`); then it fails with `.timedOut`. 0: no limit. A
+  /// Server-Sent Events stream whose server sends a comment every 15 s is dead after, say, 45 s of silence.
+  public var streamIdleTimeout: UInt64 = 0
   public init() {}
 }
 
 /// A keep-alive HTTP/1.1 client connection over TCP or a Unix socket. Requests may be pipelined: `send` writes
 /// at once, and responses complete in request order.
+///
+/// A response is taken whole (`send`: the body collected, within `limits.maxBodyBytes`) or streamed (`stream`:
+/// head, body pieces and end handed over as they arrive, without a size limit; `pauseReading` holds the peer
+/// back while the handler's reader catches up).
 ///
 /// Ownership: an open connection keeps itself alive (its stream holds it) until it is closed by either side.
 ///
@@ -50,8 +59,25 @@ public final class HTTPClientConnection {
   private let stream: ByteStream
   private let decoder: HTTPResponseDecoder
   private let timer: LoopTimer
-  private var waiting: [(Result<HTTPResponse, HTTPClientError>) -> Void] = []
+  /// Who waits for each response, in request order.
+  private enum Waiter {
+    case whole((Result<HTTPResponse, HTTPClientError>) -> Void)
+    case streamed((Result<HTTPResponsePart, HTTPClientError>) -> Void)
+
+    func fail(_ error: HTTPClientError) {
+      switch self {
+      case .whole(let completion): completion(.failure(error))
+      case .streamed(let handler): handler(.failure(error))
+      }
+    }
+  }
+  private var waiting: [Waiter] = []
   private var waitingHead = 0
+  /// Whether the response being read is a streamed one whose head came: the idle timeout runs, not the
+  /// response timeout.
+  private var streamingBody = false
+  /// Between `pauseReading` and `resumeReading`.
+  private var paused = false
   private var closed = false
   /// Called once when the connection is closed, by either side.
   public var onClose: (() -> Void)?
@@ -115,8 +141,48 @@ public final class HTTPClientConnection {
     HTTPEncoder.encodeRequest(request, into: &bytes)
     decoder.expectResponse(to: request.head.method)
     if pendingRequests == 0 { armTimer() }
-    waiting.append(completion)
+    waiting.append(.whole(completion))
     stream.write(bytes)
+  }
+
+  /// Sends `request` (adding `Host` when missing) and hands its response over as it arrives: `handler` gets
+  /// `.head`, the body in pieces, then `.end`; or a failure, once, after which it is not called again (closing
+  /// the connection fails it with `connectionClosed`). `responseTimeout` runs until the head,
+  /// `streamIdleTimeout` after it. Nothing bounds the body: a handler that cannot keep up calls `pauseReading`.
+  public func stream(
+    _ request: HTTPRequest, _ handler: @escaping (Result<HTTPResponsePart, HTTPClientError>) -> Void
+  ) {
+    guard !closed else {
+      handler(.failure(.connectionClosed("the connection is closed")))
+      return
+    }
+    var request = request
+    if request.head.headers["Host"] == nil {
+      request.head.headers.add(name: "Host", value: address.hostHeader)
+    }
+    var bytes = ByteBuffer(capacity: 256 + request.body.readableBytes)
+    HTTPEncoder.encodeRequest(request, into: &bytes)
+    decoder.expectResponse(to: request.head.method, streamed: true)
+    if pendingRequests == 0 { armTimer() }
+    waiting.append(.streamed(handler))
+    stream.write(bytes)
+  }
+
+  /// Stops reading the socket: no more parts (or responses) arrive until `resumeReading`, the kernel's buffers
+  /// fill and the server is held back. The idle timeout does not run meanwhile. Idempotent.
+  public func pauseReading() {
+    guard !closed, !paused else { return }
+    paused = true
+    stream.stopReading()
+    if streamingBody { timer.stop() }
+  }
+
+  /// Reads the socket again after `pauseReading`. Idempotent.
+  public func resumeReading() {
+    guard !closed, paused else { return }
+    paused = false
+    stream.startReading()
+    if streamingBody { armIdleTimer() }
   }
 
   /// Sends a body-less request with `method` to `target`.
@@ -131,42 +197,84 @@ public final class HTTPClientConnection {
   }
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
-    do {
-      let output = try decoder.decode(bytes)
-      deliver(output.responses)
+    // The decoder stops after a streamed response's end (and before bytes that went bad): decode the rest.
+    var offset = 0
+    while offset < bytes.count, !closed {
+      let output: HTTPResponseDecoder.Output
+      do throws(HTTPParseError) {
+        output = try decoder.decode(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+      } catch {
+        fail(.invalidResponse(error))
+        return
+      }
+      deliver(output)
       if output.upgrade != nil {
         fail(.connectionClosed("unexpected 101 Switching Protocols"))
       }
-    } catch {
-      fail(.invalidResponse(error))
+      offset += output.consumed
     }
+    if streamingBody && !closed && !paused { armIdleTimer() }
   }
 
-  private func deliver(_ responses: [HTTPResponse]) {
-    for response in responses {
-      guard waitingHead < waiting.count else {
+  private func deliver(_ output: HTTPResponseDecoder.Output) {
+    for response in output.responses {
+      guard !closed else { return }
+      guard let waiter = nextWaiter(), case .whole(let completion) = waiter else {
         fail(.connectionClosed("a response arrived that no request asked for"))
         return
       }
-      let completion = waiting[waitingHead]
-      waitingHead += 1
-      if waitingHead == waiting.count {
-        waiting.removeAll(keepingCapacity: true)
-        waitingHead = 0
-        timer.stop()
-      } else {
-        armTimer()
-      }
+      answered()
       completion(.success(response))
       if !response.head.keepAlive {
         fail(.connectionClosed("the server closed the connection after an earlier response"))
         return
       }
     }
+    for part in output.parts {
+      guard !closed else { return }
+      guard let waiter = nextWaiter(), case .streamed(let handler) = waiter else {
+        fail(.connectionClosed("a streamed response arrived that no request asked for"))
+        return
+      }
+      switch part {
+      case .head(let head):
+        streamingBody = true
+        streamKeepAlive = head.keepAlive
+        timer.stop()
+        handler(.success(part))
+      case .body:
+        handler(.success(part))
+      case .end:
+        streamingBody = false
+        answered()
+        handler(.success(.end))
+        if !streamKeepAlive {
+          fail(.connectionClosed("the server closed the connection after an earlier response"))
+          return
+        }
+      }
+    }
+  }
+
+  /// Whether the streamed response being read keeps the connection open after it.
+  private var streamKeepAlive = true
+
+  private func nextWaiter() -> Waiter? { waitingHead < waiting.count ? waiting[waitingHead] : nil }
+
+  /// The response awaited first is complete: the next one's timer starts.
+  private func answered() {
+    waitingHead += 1
+    if waitingHead == waiting.count {
+      waiting.removeAll(keepingCapacity: true)
+      waitingHead = 0
+      timer.stop()
+    } else {
+      armTimer()
+    }
   }
 
   private func peerEnded() {
-    do {
+    do throws(HTTPParseError) {
       deliver(try decoder.finish())
       fail(.connectionClosed("the server closed the connection"))
     } catch {
@@ -178,6 +286,11 @@ public final class HTTPClientConnection {
     timer.start(after: configuration.responseTimeout) { [unowned self] in self.fail(.timedOut) }
   }
 
+  private func armIdleTimer() {
+    guard configuration.streamIdleTimeout > 0 else { return }
+    timer.start(after: configuration.streamIdleTimeout) { [unowned self] in self.fail(.timedOut) }
+  }
+
   /// Fails every waiting request with `error` and closes.
   private func fail(_ error: HTTPClientError) {
     guard !closed else { return }
@@ -185,9 +298,10 @@ public final class HTTPClientConnection {
     let pending = waiting[waitingHead...]
     waiting = []
     waitingHead = 0
+    streamingBody = false
     timer.close()
     stream.close()
-    for completion in pending { completion(.failure(error)) }
+    for waiter in pending { waiter.fail(error) }
     onClose?()
     onClose = nil
   }

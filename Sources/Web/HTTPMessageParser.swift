@@ -6,7 +6,8 @@ import CHTTPParser
 ///
 /// http_parser keeps none of its input: each callback gets a piece of the caller's buffer, valid only during
 /// `http_parser_execute`, so every piece is copied here. The parser is paused at the end of every message, so
-/// one `step` completes at most one message, and its return value says exactly where that message ended.
+/// one `step` completes at most one message, and its return value says exactly where that message ended. A
+/// streamed response (`streamsBody`) also hands out its head as soon as it is complete and its body as it comes.
 ///
 ///     idle ──first byte──▶ startLine ──first field──▶ headers ──headers complete──▶ body
 ///                              └──────headers complete (no fields)─────────────────▶ body
@@ -57,6 +58,10 @@ final class HTTPMessageParser {
   /// Responses only: the method of the request the next response answers (nil: treat as GET). A response to
   /// HEAD has no body; a 2xx response to CONNECT starts a tunnel.
   var answering: HTTPMethod?
+  /// Responses only: whether the next response is streamed. Its head is kept for `takeStreamedHead()` once
+  /// complete, its body pieces are left for `takeStreamedBody()` after each step, and no body limit applies
+  /// (whoever takes the pieces bounds what it keeps). Set before each step, like `answering`.
+  var streamsBody = false
   /// Messages begun so far (`on_message_begin`), for a deadline per message.
   private(set) var messagesBegun = 0
   private(set) var phase = Phase.idle
@@ -78,6 +83,8 @@ final class HTTPMessageParser {
   private var body = ByteBuffer(capacity: 0)
   private var headerBytes = 0
   private var completed: Message?
+  /// A streamed response's final head, complete and not yet taken (its body is empty).
+  private var streamedHead: Message?
   /// Set by a callback that fails; it then returns non-zero and http_parser reports HPE_CB_*.
   private var callbackError: HTTPParseError?
   /// Bytes of the current message (and any blank lines before it) taken by earlier steps.
@@ -100,6 +107,21 @@ final class HTTPMessageParser {
 
   /// The headers of the current message once its head is complete and while its body is still arriving.
   var pendingHeaders: HTTPHeaders? { phase == .body ? headers : nil }
+
+  /// The head of a streamed response, once, when it completed during the last step (`streamsBody`). Interim
+  /// 1xx heads and a 101 are not streamed heads.
+  func takeStreamedHead() -> Message? {
+    defer { streamedHead = nil }
+    return streamedHead
+  }
+
+  /// The body bytes of a streamed response that the last step parsed and that no completed message took: the
+  /// caller takes them after every step, so at most one step's input is ever held.
+  func takeStreamedBody() -> ByteBuffer {
+    guard streamsBody, !body.isEmpty else { return ByteBuffer(capacity: 0) }
+    defer { body = ByteBuffer(capacity: 0) }
+    return body
+  }
 
   /// Feeds `bytes` (not empty: an empty buffer means EOF to http_parser) until a message completes or the
   /// bytes run out.
@@ -192,6 +214,7 @@ final class HTTPMessageParser {
     inValue = false
     headers = HTTPHeaders()
     body = ByteBuffer(capacity: 0)
+    streamedHead = nil
     headerBytes = 0
     return 0
   }
@@ -244,7 +267,10 @@ final class HTTPMessageParser {
       let code = Int(parser.pointee.status_code)
       if code == 101 { return 2 }
       if answering?.rawValue == "CONNECT" && (200..<300).contains(code) { return 2 }
+      if streamsBody && code >= 200 { streamedHead = head() }
       if answering == .HEAD || (100..<200).contains(code) || code == 204 || code == 304 { return 1 }
+      // A streamed body has no size limit: its reader takes it piece by piece.
+      if streamsBody { return 0 }
     }
     let length = parser.pointee.content_length
     let chunked = UInt32(parser.pointee.flags) & F_CHUNKED.rawValue != 0
@@ -259,7 +285,7 @@ final class HTTPMessageParser {
   }
 
   private func bodyPiece(_ piece: UnsafeRawBufferPointer) -> Int32 {
-    guard body.readableBytes + piece.count <= limits.maxBodyBytes else {
+    guard streamsBody || body.readableBytes + piece.count <= limits.maxBodyBytes else {
       callbackError = fail(.bodyTooLarge, "body exceeds the \(limits.maxBodyBytes)-byte limit")
       return 1
     }
@@ -269,6 +295,7 @@ final class HTTPMessageParser {
 
   /// A chunk's size is known (in content_length) before its data: refuse an oversized one at once.
   private func chunkHeader() -> Int32 {
+    if streamsBody { return 0 }
     let size = parser.pointee.content_length
     guard size <= UInt64(max(limits.maxBodyBytes - body.readableBytes, 0)) else {
       callbackError = fail(
@@ -282,17 +309,8 @@ final class HTTPMessageParser {
 
   private func messageComplete() -> Int32 {
     if inValue { flushHeader() }
-    let version = HTTPVersion(major: Int(parser.pointee.http_major), minor: Int(parser.pointee.http_minor))
-    let method: HTTPMethod
-    if mode == .request {
-      let name = http_method_str(http_method(rawValue: UInt32(parser.pointee.method)))
-      method = HTTPMethod(String(cString: name!))
-    } else {
-      method = .GET
-    }
-    completed = Message(
-      version: version, method: method, target: String(decoding: target, as: UTF8.self),
-      statusCode: Int(parser.pointee.status_code), headers: headers, body: body)
+    completed = head()
+    completed?.body = body
     headers = HTTPHeaders()
     body = ByteBuffer(capacity: 0)
     phase = .idle
@@ -302,6 +320,21 @@ final class HTTPMessageParser {
   }
 
   // MARK: - Helpers
+
+  /// The current message's start line and headers, with an empty body.
+  private func head() -> Message {
+    let version = HTTPVersion(major: Int(parser.pointee.http_major), minor: Int(parser.pointee.http_minor))
+    let method: HTTPMethod
+    if mode == .request {
+      let name = http_method_str(http_method(rawValue: UInt32(parser.pointee.method)))
+      method = HTTPMethod(String(cString: name!))
+    } else {
+      method = .GET
+    }
+    return Message(
+      version: version, method: method, target: String(decoding: target, as: UTF8.self),
+      statusCode: Int(parser.pointee.status_code), headers: headers, body: ByteBuffer(capacity: 0))
+  }
 
   private func countHeaderBytes(_ count: Int) -> Bool {
     headerBytes += count

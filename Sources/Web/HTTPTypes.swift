@@ -297,6 +297,17 @@ public struct HTTPResponse: Sendable, Equatable {
   public var headers: HTTPHeaders { head.headers }
 }
 
+/// One piece of a streamed response, in the order it arrived: `.head`, then `.body` pieces, then `.end`.
+public enum HTTPResponsePart: Sendable, Equatable {
+  /// The final response's head (interim 1xx responses are skipped), as soon as it is complete.
+  case head(HTTPResponseHead)
+  /// Body bytes, de-chunked, as they arrived; never empty. How the bytes are cut depends on how they came.
+  case body(ByteBuffer)
+  /// The body is complete (its last chunk, its Content-Length, or the end of the connection for a body
+  /// delimited by it).
+  case end
+}
+
 func percentDecode(_ s: Substring) -> String {
   guard s.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else {
     return String(s)

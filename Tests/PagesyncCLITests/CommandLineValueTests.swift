@@ -1,3 +1,4 @@
+import PagesyncClient
 import SyncModel
 import Testing
 

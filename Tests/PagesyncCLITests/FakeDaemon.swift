@@ -2,6 +2,7 @@ import ByteBuffers
 import EventLoop
 import EventLoopTestKit
 import PagesyncCLI
+import PagesyncClient
 import Testing
 import Web
 

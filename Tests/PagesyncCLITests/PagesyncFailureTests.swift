@@ -1,5 +1,6 @@
 import EventLoopTestKit
 import PagesyncCLI
+import PagesyncClient
 import Testing
 
 #if canImport(Glibc)

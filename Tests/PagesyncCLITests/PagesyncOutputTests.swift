@@ -1,4 +1,5 @@
 import PagesyncCLI
+import PagesyncClient
 import Testing
 
 /// The read commands: the request they make and their tables and lines, against answers shaped as

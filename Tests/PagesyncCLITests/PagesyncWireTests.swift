@@ -1,4 +1,5 @@
 import PagesyncCLI
+import PagesyncClient
 import Testing
 
 /// One command and the request docs/protocol.md ("The daemon's local API") says it makes.

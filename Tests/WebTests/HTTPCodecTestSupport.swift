@@ -99,7 +99,7 @@ enum HTTPCodecHarness {
     }
     if finish {
       do throws(HTTPParseError) {
-        run.responses += try decoder.finish()
+        run.responses += try decoder.finish().responses
       } catch {
         run.error = error
       }

@@ -2,7 +2,7 @@ import ByteBuffers
 import EventLoop
 import FuzzSupport
 import Logging
-import PagesyncCLI
+import PagesyncClient
 import SQLiteStore
 import Web
 

@@ -2,12 +2,13 @@ import ByteBuffers
 import EventLoop
 import FoundationEssentials
 import FuzzSupport
-import PagesyncCLI
 import StrictJSON
 import StrictJSONTestKit
 import SyncModel
 import SyncProtocol
 import Web
+
+@testable import PagesyncClient
 
 // Every JSON message of docs/protocol.md that a process decodes from a peer, each decoded from every input the
 // way its reader decodes it: the broker's request bodies through `JSONBodies` (a 400 naming the problem), the
@@ -16,7 +17,8 @@ import Web
 // encode, decode gives the same value (`==` where the type has it, the same bytes re-encoded where not). The
 // broker reads batches, catch-up and fetch bodies and stream messages with their strict readers: each agrees
 // with JSONDecoder on every input (StrictJSONTestKit's DecodingAgreement), and a body it refuses is a 400 that
-// names the problem.
+// names the problem. The input is also read as the daemon's change stream (Server-Sent Events) the way the client
+// library reads it: the same events however the bytes are split, each a typed event, skipped or refused.
 
 nonisolated(unsafe) private let bodies = JSONBodies()
 
@@ -160,7 +162,44 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   } catch {
     require(!error.description.isEmpty, "a bad local API answer gave an empty parse error")
   }
+  readAsEventStream(bytes)
   return 0
+}
+
+/// The input as a Server-Sent Events stream: parsed whole and cut in two where its first byte says, the same
+/// events, last event ID and reconnection time (or the same error); every event typed, skipped or refused with
+/// a message.
+private func readAsEventStream(_ bytes: [UInt8]) {
+  func parse(_ pieces: [ArraySlice<UInt8>]) -> String {
+    var parser = ServerSentEventParser(lastEventID: "0", maxEventBytes: 512)
+    var events: [ServerSentEvent] = []
+    for piece in pieces {
+      let failure = piece.withUnsafeBytes { raw -> ServerSentEventParser.ParseError? in
+        do throws(ServerSentEventParser.ParseError) {
+          try parser.parse(raw, into: &events)
+          return nil
+        } catch {
+          return error
+        }
+      }
+      // The events before a line that is too long count too: they were read the same either way.
+      if let failure { return "\(events) \(failure)" }
+    }
+    for event in events {
+      do throws(PagesyncEvent.DecodingFailure) {
+        if let typed = try PagesyncEvent(event) {
+          require(typed.json == event.data, "an event's JSON changed")
+        }
+      } catch {
+        require(!error.description.isEmpty, "a refused event gave an empty message")
+      }
+    }
+    return "\(events) \(parser.lastEventID) \(String(describing: parser.reconnectionTime))"
+  }
+  let cut = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+  let whole = parse([bytes[...]])
+  let split = parse([bytes[..<cut], bytes[cut...]])
+  require(whole == split, "the change stream reads differently when cut at \(cut): \(whole) became \(split)")
 }
 
 runLibFuzzer { data, size in fuzz(data ?? UnsafePointer(bitPattern: 1)!, size) }

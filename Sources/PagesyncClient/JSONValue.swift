@@ -1,11 +1,9 @@
 import FoundationEssentials
-import SyncModel
 
-/// A JSON value: what the daemon's local API answers and what `pagesync` sends it.
+/// A JSON value: what the daemon's local API answers and what is sent to it; a page's property values.
 ///
-/// Answers are read into this rather than into one struct per endpoint so that the human output can show what
-/// is there and skip what is not (the daemon may add fields), while `--json` passes the answer's bytes
-/// through.
+/// `pagesync` reads answers into this rather than into the typed answers so that its human output can show what
+/// is there and skip what is not (the daemon may add fields), while `--json` passes the answer's bytes through.
 public enum JSONValue: Equatable, Sendable {
   case null
   case bool(Bool)
@@ -29,16 +27,6 @@ public enum JSONValue: Equatable, Sendable {
       throw ParseError(description: JSONValue.describe(error))
     } catch {
       throw ParseError(description: "\(error)")
-    }
-  }
-
-  /// A property value as the local API takes it.
-  public init(_ value: PropertyValue) {
-    switch value {
-    case .string(let text): self = .string(text)
-    case .number(let number): self = .number(number)
-    case .bool(let flag): self = .bool(flag)
-    case .list(let items): self = .array(items.map(JSONValue.string))
     }
   }
 
@@ -128,7 +116,7 @@ public enum JSONValue: Equatable, Sendable {
   }
 
   /// A finite number as JSON: whole numbers without `.0` (what a person typed as `3` goes out as `3`).
-  static func numberText(_ value: Double) -> String {
+  package static func numberText(_ value: Double) -> String {
     precondition(value.isFinite, "JSON has no infinite or NaN numbers")
     if value.rounded() == value, abs(value) < 9.0e15 { return String(Int64(value)) }
     return "\(value)"

@@ -1,10 +1,11 @@
 import ByteBuffers
 import Web
 
-/// One request of the daemon's local API (docs/protocol.md, "The daemon's local API"): what a command sends.
+/// One request of the daemon's local API (docs/protocol.md, "The daemon's local API"), untyped: a method, a
+/// path and a JSON body. `LocalAPICall` pairs one with the type of its answer; `pagesync` sends these.
 public struct LocalAPIRequest: Equatable, Sendable {
   public var method: HTTPMethod
-  /// The path, e.g. `/v1/pages/home`. Ids in it are validated `EntityID`s, so nothing needs escaping.
+  /// The path, e.g. `/v1/pages/home`. The builders of `LocalAPICall` escape what an id cannot hold.
   public var path: String
   /// The JSON body, if the request has one.
   public var body: JSONValue?
@@ -41,7 +42,13 @@ public struct LocalAPIRequest: Equatable, Sendable {
 /// A successful answer: its status, its bytes as received, and their JSON value.
 public struct LocalAPIAnswer: Sendable {
   public var status: Int
-  /// The body exactly as the daemon sent it: what `--json` prints.
+  /// The body exactly as the daemon sent it (what `pagesync --json` prints).
   public var body: [UInt8]
   public var value: JSONValue
+
+  public init(status: Int, body: [UInt8], value: JSONValue) {
+    self.status = status
+    self.body = body
+    self.value = value
+  }
 }
