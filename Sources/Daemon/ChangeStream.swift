@@ -131,7 +131,9 @@ final class ChangeStream {
           "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no",
         ]), endsWithPeer: true)
     var start: [UInt8] = Array("retry: 1000\n\n".utf8)
-    if let lastSync { start += Self.frame(lastSync, id: nil) }
+    // A fresh stream's snapshot carries the newest id, so that a reader that saw nothing else resumes exactly
+    // from it (and is told `reset` by a later run). A resumed one's has none: events older than it follow.
+    if let lastSync { start += Self.frame(lastSync, id: position == feed.newestID ? position : nil) }
     if let resetReason { start += Self.frame(.reset(reason: resetReason), id: feed.newestID) }
     responder.writeChunk(ByteBuffer(bytes: start))
     let reader = Reader(responder: responder, position: position)

@@ -186,7 +186,7 @@ public enum HumanOutput {
   ///     page home: changed (local)
   ///     page home: changed (remote, sequence 17)
   ///     page home: available offline
-  ///     page NOPE: no longer offline (missing: the broker says it does not exist)
+  ///     page NOPE: missing (the broker says it does not exist; kept until you remove it)
   ///     conflict: mutation 41 on page home rejected: page_deleted (see pagesync conflicts)
   ///     reset: events were lost (event 41 is not from this run of the daemon: re-read what you show)
   public static func event(_ event: PagesyncEvent) -> String {
@@ -202,7 +202,7 @@ public enum HumanOutput {
       if offline.available {
         line = "page \(offline.id): available offline"
       } else if offline.missing {
-        line = "page \(offline.id): no longer offline (missing: the broker says it does not exist)"
+        line = "page \(offline.id): missing (the broker says it does not exist; kept until you remove it)"
       } else {
         line = "page \(offline.id): no longer offline"
       }

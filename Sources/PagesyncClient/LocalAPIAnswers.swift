@@ -14,6 +14,8 @@ public struct DaemonStatus: Decodable, Equatable, Sendable {
   /// Mutations the broker rejected, kept as conflicts.
   public var failedMutations: Int
   public var offlinePages: Int
+  /// Offline pages the broker says do not exist (or are another workspace's); nil from a daemon before them.
+  public var missingPages: Int?
   /// nil: never.
   public var lastSuccessfulSync: UInt64?
   public var lastSyncAttempt: UInt64?
@@ -74,6 +76,9 @@ public struct OfflineEntry: Decodable, Equatable, Sendable {
   public var lastDownloadedTimestamp: UInt64?
   /// Whether the local copy is complete (a page that is not cannot be shown offline).
   public var complete: Bool
+  /// Whether the broker says the page does not exist (or is another workspace's): its reasons stay until they
+  /// are removed. nil from a daemon before it.
+  public var missing: Bool?
 }
 
 /// `GET /v1/pages/ID`: a page or database as stored locally (or read through).

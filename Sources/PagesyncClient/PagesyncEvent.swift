@@ -3,8 +3,8 @@ import FoundationEssentials
 /// One event of the daemon's change stream (`GET /v1/events`; docs/protocol.md): what changed, with the event's
 /// id and its JSON as the daemon sent it.
 public struct PagesyncEvent: Equatable, Sendable {
-  /// The event's id: decimal, increasing within a daemon run and across restarts. nil for the snapshot of the
-  /// sync state the daemon sends, unnumbered, at the start of every stream.
+  /// The event's id: decimal, increasing within a daemon run and across restarts. The snapshot of the sync state
+  /// that starts a fresh stream has the newest id (its position); a resumed stream's snapshot has none (nil).
   public var id: UInt64?
   /// What happened.
   public var change: Change
@@ -65,7 +65,8 @@ public struct PagesyncEvent: Equatable, Sendable {
     public var id: String
     /// true: the page entered the offline set; false: it left.
     public var available: Bool
-    /// It left because the broker says it does not exist.
+    /// The broker says it does not exist (or is another workspace's): not available, though its reasons stay
+    /// until they are removed; `available: true` follows if it appears.
     public var missing: Bool
 
     private enum CodingKeys: String, CodingKey { case id, available, missing }

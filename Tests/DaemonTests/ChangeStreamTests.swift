@@ -141,7 +141,8 @@ import Web
     #expect(reader.status == 200)
     #expect(reader.head?.contains("Content-Type: text/event-stream") == true)
     try harness.run(until: "the sync snapshot") { !reader.events.isEmpty }
-    #expect(reader.events[0].type == "sync" && reader.events[0].id == nil)
+    // A fresh stream's snapshot carries its position, the newest id.
+    #expect(reader.events[0].type == "sync" && reader.events[0].id == harness.driver.changes.newestID)
     #expect(try reader.events[0].json()["state"] == .string("live"))
     #expect(try reader.events[0].json()["pendingMutations"] == .number(0))
 
@@ -192,6 +193,8 @@ import Web
     try harness.run(until: "the missed events") {
       resumed.events.filter { $0.type == "page" }.count == 2
     }
+    // A resumed stream's snapshot has no id: the older events it resumes with follow it.
+    #expect(resumed.events.first?.type == "sync" && resumed.events.first?.id == nil)
     let pages = try resumed.events.filter { $0.type == "page" }.map { try $0.json()["id"] }
     #expect(pages == [.string("b"), .string("c")])
     #expect(resumed.events.allSatisfy { $0.type != "reset" })

@@ -91,6 +91,9 @@ import Testing
   /// a resume with Last-Event-ID.
   @Test func theChangeStreamTellsCurlOfEveryChangeAndResumes() throws { try runScenario("events") }
 
+  /// `pagesync watch --json`, through PagesyncClient's event stream, against a real daemon, across its restart.
+  @Test func pagesyncWatchFollowsADaemonAcrossARestart() throws { try runScenario("watch") }
+
   private func runScenario(_ scenario: String) throws {
     let loop = try Loop()
     // The directory of the built programs: `builtProgram` of an empty name ends with the separator.

@@ -43,7 +43,7 @@ import Web
         page home: changed (local)
         page task-1: changed (remote, sequence 17)
         page home: available offline
-        page NOPE: no longer offline (missing: the broker says it does not exist)
+        page NOPE: missing (the broker says it does not exist; kept until you remove it)
         sync: offline, not connected, 1 pending mutation
         conflict: mutation 41 on page home rejected: page_deleted (see pagesync conflicts)
         page old: deleted (remote, sequence 9)

@@ -1975,8 +1975,8 @@ def scenario_events(s):
     a.sync()
     watch = EventWatcher(s, b)
     first = watch.wait_for("the sync state first", lambda kind, data: kind == "sync")
-    check(first[0] is None and first[2]["connected"] is True, "the stream starts with the sync state (no id)",
-          "connected, no id", first)
+    check(first[0] is not None and first[2]["connected"] is True,
+          "the stream starts with the sync state, numbered with its position", "connected, an id", first)
     b.cli("offline", "add", "P")
     watch.wait_for("P entering the offline set", lambda kind, data: kind == "offline" and data["id"] == "P"
                    and data["available"] is True)
@@ -2026,6 +2026,64 @@ def scenario_events(s):
     ok("B's change stream told curl of every change, in order, after its commit, and resumed without loss")
 
 
+def scenario_watch(s):
+    """`pagesync watch --json` (PagesyncClient's event stream) against a real daemon: a line per event as it happens,
+    the contract's fields; a daemon restart is a `reset` line and the stream goes on by itself."""
+    broker = s.broker()
+    a = s.device("A", broker.url)
+    b = s.device("B", broker.url, heartbeat_interval=60)
+    a.cli("create", "page", "--id", "W", "--title", "first")
+    a.sync()
+    process = subprocess.Popen([CLI_PROGRAM, "watch", "--json", "--socket", b.socket], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    s.processes.append(("pagesync watch of B", process))
+    lines = []
+    lock = threading.Lock()
+
+    def read():
+        for line in process.stdout:
+            with lock:
+                lines.append(json.loads(line))
+    threading.Thread(target=read, daemon=True).start()
+
+    def wait_line(what, match):
+        def probe():
+            with lock:
+                found = [line for line in lines if match(line)]
+            return bool(found), found[:1]
+        wait_until(what, probe)
+        with lock:
+            return [line for line in lines if match(line)][0]
+
+    wait_line("the sync state", lambda line: line["type"] == "sync" and line["connected"] is True)
+    b.cli("offline", "add", "W")
+    wait_line("W entering the offline set", lambda line: line == {"type": "offline", "id": "W", "available": True})
+    a.cli("edit", "W", "--title", "second")
+    remote = wait_line("A's edit on B, by push", lambda line: line["type"] == "page" and line["id"] == "W"
+                       and line["source"] == "remote" and b.show("W")["title"] == "second")
+    check(isinstance(remote["lastDownloadedTimestamp"], int), "lastDownloadedTimestamp is a number", "int", remote)
+    b.cli("edit", "W", "--title", "third")
+    wait_line("B's own edit", lambda line: line["type"] == "page" and line["source"] == "local")
+
+    # The daemon restarts: watch keeps running, says events may have been lost, and goes on.
+    b.stop()
+    b.start()
+    wait_line("a reset after the restart", lambda line: line["type"] == "reset")
+    a.cli("edit", "W", "--title", "fourth")
+    with lock:
+        seen = len(lines)
+    def after_restart():
+        with lock:
+            tail = lines[seen:]
+        return any(line["type"] == "page" and line["id"] == "W" for line in tail), tail
+    wait_until("an edit after the restart reaching watch", after_restart)
+    check(process.poll() is None, "watch is still running", "running", process.returncode)
+    process.send_signal(signal.SIGINT)
+    code = process.wait(timeout=10)
+    check(code == 0, "watch ends cleanly on Ctrl-C", 0, (code, process.stderr.read()))
+    ok("pagesync watch followed B's changes across a restart of its daemon")
+
+
 SCENARIOS = {
     "seed": scenario_seed,
     "row_limit": scenario_row_limit,
@@ -2053,6 +2111,7 @@ SCENARIOS = {
     "restored_device": scenario_restored_device,
     "cloned_devices": scenario_cloned_devices,
     "events": scenario_events,
+    "watch": scenario_watch,
 }
 
 
