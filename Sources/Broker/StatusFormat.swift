@@ -1,3 +1,5 @@
+import SyncModel
+
 /// How the status page writes numbers for people: the same in every locale (no Foundation formatter), short, and
 /// exact where exactness matters (counts are whole, with thousands separated by commas).
 enum StatusFormat {
@@ -57,21 +59,6 @@ enum StatusFormat {
 
   /// Seconds since 1970 as a UTC date and time: `2025-01-31 09:00:00 UTC`.
   static func utc(secondsSince1970 value: Double) -> String {
-    let seconds = Int64(value.rounded(.down))
-    let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-    let secondOfDay = seconds - days * 86_400
-    // Howard Hinnant's civil_from_days: the proleptic Gregorian date of a day number.
-    let shifted = days + 719_468
-    let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-    let dayOfEra = shifted - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let monthIndex = (5 * dayOfYear + 2) / 153
-    let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-    let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-    let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-    func two(_ number: Int64) -> String { number < 10 ? "0\(number)" : "\(number)" }
-    return "\(year)-\(two(month))-\(two(day)) \(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):"
-      + "\(two(secondOfDay % 60)) UTC"
+    UTCText.of(milliseconds: Int64(value.rounded(.down)) * 1000)
   }
 }

@@ -1,4 +1,5 @@
 import PagesyncClient
+import SyncModel
 
 /// The human-readable form of each answer of the local API (what `pagesync` prints without `--json`).
 ///
@@ -242,24 +243,8 @@ public enum HumanOutput {
     return utcText(milliseconds: milliseconds)
   }
 
-  /// `2026-11-22 04:58:04 UTC` (civil date from days since 1970, H. Hinnant's algorithm; no Foundation).
-  static func utcText(milliseconds: Int64) -> String {
-    let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
-    let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-    let secondOfDay = seconds - days * 86_400
-    let z = days + 719_468
-    let era = (z >= 0 ? z : z - 146_096) / 146_097
-    let dayOfEra = z - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let shiftedMonth = (5 * dayOfYear + 2) / 153
-    let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-    let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-    let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-    func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
-    return "\(year)-\(two(month))-\(two(day)) \(two(secondOfDay / 3600)):\(two(secondOfDay % 3600 / 60))"
-      + ":\(two(secondOfDay % 60)) UTC"
-  }
+  /// `2026-11-22 04:58:04 UTC`.
+  static func utcText(milliseconds: Int64) -> String { UTCText.of(milliseconds: milliseconds) }
 
   private static func yesNo(_ value: JSONValue?) -> String {
     guard let flag = value?.boolValue else { return display(value) }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Web
 
 /// A JSON value: what the daemon's local API answers and what is sent to it; a page's property values.
 ///
@@ -122,23 +123,7 @@ public enum JSONValue: Equatable, Sendable {
     return "\(value)"
   }
 
-  static func writeQuoted(_ text: String, into out: inout String) {
-    out += "\""
-    for scalar in text.unicodeScalars {
-      switch scalar {
-      case "\"": out += "\\\""
-      case "\\": out += "\\\\"
-      case "\n": out += "\\n"
-      case "\r": out += "\\r"
-      case "\t": out += "\\t"
-      case _ where scalar.value < 0x20:
-        let hex = String(scalar.value, radix: 16)
-        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-      default: out.unicodeScalars.append(scalar)
-      }
-    }
-    out += "\""
-  }
+  static func writeQuoted(_ text: String, into out: inout String) { out += jsonQuoted(text) }
 }
 
 extension JSONValue: Decodable {

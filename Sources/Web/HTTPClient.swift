@@ -125,6 +125,17 @@ public final class HTTPClientConnection {
   public var bytesRead: Int { stream.bytesRead }
   public var bytesWritten: Int { stream.bytesWritten }
 
+  /// `request` on the wire, with `Host` (and `Content-Length`, by the encoder) added when missing.
+  private func encode(_ request: HTTPRequest) -> ByteBuffer {
+    var request = request
+    if request.head.headers["Host"] == nil {
+      request.head.headers.add(name: "Host", value: address.hostHeader)
+    }
+    var bytes = ByteBuffer(capacity: 256 + request.body.readableBytes)
+    HTTPEncoder.encodeRequest(request, into: &bytes)
+    return bytes
+  }
+
   /// Sends `request` (adding `Host` and `Content-Length` when missing); `completion` gets its response.
   public func send(
     _ request: HTTPRequest, _ completion: @escaping (Result<HTTPResponse, HTTPClientError>) -> Void
@@ -133,12 +144,7 @@ public final class HTTPClientConnection {
       completion(.failure(.connectionClosed("the connection is closed")))
       return
     }
-    var request = request
-    if request.head.headers["Host"] == nil {
-      request.head.headers.add(name: "Host", value: address.hostHeader)
-    }
-    var bytes = ByteBuffer(capacity: 256 + request.body.readableBytes)
-    HTTPEncoder.encodeRequest(request, into: &bytes)
+    let bytes = encode(request)
     decoder.expectResponse(to: request.head.method)
     if pendingRequests == 0 { armTimer() }
     waiting.append(.whole(completion))
@@ -156,12 +162,7 @@ public final class HTTPClientConnection {
       handler(.failure(.connectionClosed("the connection is closed")))
       return
     }
-    var request = request
-    if request.head.headers["Host"] == nil {
-      request.head.headers.add(name: "Host", value: address.hostHeader)
-    }
-    var bytes = ByteBuffer(capacity: 256 + request.body.readableBytes)
-    HTTPEncoder.encodeRequest(request, into: &bytes)
+    let bytes = encode(request)
     decoder.expectResponse(to: request.head.method, streamed: true)
     if pendingRequests == 0 { armTimer() }
     waiting.append(.streamed(handler))

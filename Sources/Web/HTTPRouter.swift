@@ -127,8 +127,8 @@ public struct HTTPResponseError: Error, Sendable {
   }
 }
 
-/// `s` as a JSON string literal.
-func jsonQuoted(_ s: String) -> String {
+/// `s` as a JSON string literal: `"` and `\\` escaped, control characters as `\\n`, `\\r`, `\\t` or `\\u00XX`.
+public func jsonQuoted(_ s: String) -> String {
   var out = "\""
   for scalar in s.unicodeScalars {
     switch scalar {
