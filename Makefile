@@ -114,7 +114,7 @@ verify-units:
 	@scripts/verify-units.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 
 # Release programs with the Swift runtime linked in (at run time they need libc, libstdc++, libuv, SQLite,
-# http-parser and libcrypto: `ldd`), the systemd units, the sysusers.d file, the sample configurations.
+# http-parser, libcrypto, zlib and toml++ (libtomlplusplus3): `ldd`), the systemd units, the sysusers.d file, the sample configurations.
 # Existing files in /etc/pagesync are never replaced. Installing into / as root also creates the services' users.
 install: deps
 	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(RELEASE_BUILD)
