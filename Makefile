@@ -10,15 +10,15 @@ FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames FuzzProtocolMessages FuzzMut
 # The libFuzzer dictionary of each target that has one (Fuzz/Corpus/NAME.dict): tokens its inputs are made of.
 FUZZ_DICTS := FuzzProtocolMessages=json FuzzMutationBatch=json FuzzLocalAPI=json FuzzConfig=toml
 # Targets run without libFuzzer's per-input leak check: FuzzLocalAPI keeps one daemon across inputs (what it
-# holds is not a leak, and Swift's weak-reference side tables look like one to LeakSanitizer), and TOMLKit
-# leaks every parsed file (scripts/lsan.supp), which makes the check run after every input (45 runs/s).
-# `make sanitize` checks our code for leaks. (SWIFT_BACKTRACE=enable=no: libFuzzer reports a crash, not the
+# holds is not a leak, and Swift's weak-reference side tables look like one to LeakSanitizer). `make sanitize`
+# checks our code for leaks. (SWIFT_BACKTRACE=enable=no: libFuzzer reports a crash, not the
 # Swift runtime's backtracer, whose memory reads AddressSanitizer would report instead.)
-FUZZ_NO_LEAK_CHECK := FuzzLocalAPI FuzzConfig
+FUZZ_NO_LEAK_CHECK := FuzzLocalAPI
 # Targets that only replay their checked-in corpus (the regressions included) instead of exploring: .ci/run
-# sets FuzzConfig here. Its parser, toml++ as TOMLKit 0.6 bundles it, has assertion bugs random exploration keeps
-# finding (two so far, each guarded in TOMLConfig/TableHeaderCheck.swift); in CI one found at random would block
-# unrelated work. Explore it by hand: `make fuzz FUZZ_TARGETS=FuzzConfig FUZZ_SECONDS=600`.
+# sets FuzzConfig here. Its parser, toml++ (Debian's libtomlplusplus 3.3, through Sources/CTOML), has assertion
+# bugs random exploration kept finding (two so far, each guarded in TOMLConfig/TableHeaderCheck.swift); in CI one
+# found at random would block unrelated work. Explore it by hand:
+# `make fuzz FUZZ_TARGETS=FuzzConfig FUZZ_SECONDS=600`.
 FUZZ_REPLAY_ONLY ?=
 # `make faults`: the seeds to run (each a whole run of Tests/IntegrationTests/Python/faults.py), the workload
 # and fault steps per run, and the devices. 1 and 6 are regression seeds (bugs they found); add more, or
@@ -58,7 +58,7 @@ PROGRAM_DIR ?=
 # Extra `swift build` flags for verify-units and faults, e.g. BUILD_FLAGS="--scratch-path .build-x".
 BUILD_FLAGS ?=
 
-.PHONY: all deps build lint format test fuzz faults hostile sanitize sanitize-thread clean run demo install install-files verify-units
+.PHONY: all deps build lint format test check-links check-release-links fuzz faults hostile sanitize sanitize-thread clean run demo install install-files verify-units
 
 all: build
 
@@ -84,15 +84,27 @@ demo: build
 	@scripts/demo.sh
 
 # Every test: unit, loopback and interoperability (curl, Python websockets); the module graph's rules the
-# compiler cannot see (scripts/check-layering.sh: the device's programs link nothing of the broker); and the
+# compiler cannot see (scripts/check-layering.sh: the device's programs link nothing of the broker); that no
+# program links full Foundation or ICU (scripts/check-links.sh, on this debug build); and the
 # README's `make demo`, every claim it prints checked (4 to 8 s on two cores; in a temporary directory, quiet
 # unless it fails).
 test: deps lint
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory verify-units
 	@scripts/check-layering.sh "$$($(SWIFT) build --show-bin-path)"
+	@scripts/check-links.sh "$$($(SWIFT) build --show-bin-path)"
 	@scripts/demo.sh --check
 	$(SWIFT) test --skip-build
+
+# scripts/check-links.sh on the release builds as shipped: `swift build -c release` (full Foundation and ICU not
+# NEEDED) and make install's --static-swift-stdlib build (neither Foundation's nor ICU's symbols linked in). CI
+# runs it after make test (two release builds, several minutes on 2 cores).
+check-release-links: deps
+	$(SWIFT) build -c release
+	@scripts/check-links.sh "$$($(SWIFT) build -c release --show-bin-path)"
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(RELEASE_BUILD)
+	@scripts/check-links.sh \
+	  "$$($(SWIFT) build -c release --static-swift-stdlib --scratch-path $(RELEASE_BUILD) --show-bin-path)" --static
 
 # The systemd units as `make install` lays them out, with this build's programs, through `systemd-analyze
 # verify`: any output at all fails (it exits 0 on warnings such as an unknown key). Also checks that the
@@ -102,7 +114,7 @@ verify-units:
 	@scripts/verify-units.sh "$$($(SWIFT) build $(BUILD_FLAGS) --show-bin-path)"
 
 # Release programs with the Swift runtime linked in (at run time they need libc, libstdc++, libuv, SQLite,
-# http-parser and libcrypto: `ldd`), the systemd units, the sysusers.d file, the sample configurations.
+# http-parser, libcrypto, zlib and toml++ (libtomlplusplus3): `ldd`), the systemd units, the sysusers.d file, the sample configurations.
 # Existing files in /etc/pagesync are never replaced. Installing into / as root also creates the services' users.
 install: deps
 	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(RELEASE_BUILD)

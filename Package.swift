@@ -31,8 +31,6 @@ let package = Package(
     .library(name: "PagesyncClient", targets: ["PagesyncClient"]),
   ],
   dependencies: [
-    // TOML parsing for the config files (toml++ underneath): worth its ~5 s of build over a parser of our own.
-    .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     // Structured logging with metadata (broker.connection.id, broker.user, ...).
     .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     // The command lines of the programs.
@@ -77,12 +75,19 @@ let package = Package(
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
     .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
+    // toml++ (Debian's libtomlplusplus, the shared library: security fixes arrive with the system's updates)
+    // behind a small C API (include/ctoml.h), so no Swift module needs C++ interop. Not TOMLKit: its objects
+    // autolink full Foundation and ICU into every program that reads a configuration (docs/architecture.md).
+    .target(
+      name: "CTOML",
+      cxxSettings: [.define("TOML_HEADER_ONLY", to: "0"), .define("TOML_SHARED_LIB", to: "1")],
+      linkerSettings: [.linkedLibrary("tomlplusplus")]),
     // Strict TOML configuration reading: typed, range-checked keys; unknown keys and bad values name the line.
     // Also what SIGHUP does with a new file in both programs (ReloadPlan).
     .target(
       name: "TOMLConfig",
       dependencies: [
-        .product(name: "TOMLKit", package: "TOMLKit"), .product(name: "Logging", package: "swift-log"),
+        "CTOML", .product(name: "Logging", package: "swift-log"),
       ]),
     // systemd's notification protocol without libsystemd: READY/STATUS/RELOADING/STOPPING, and the watchdog fed
     // from the service's loop (a stuck loop stops feeding it).
@@ -235,5 +240,7 @@ let package = Package(
     .testTarget(
       name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
   ],
-  swiftLanguageModes: [.v6]
+  swiftLanguageModes: [.v6],
+  // toml++ needs C++17 (the CTOML shim).
+  cxxLanguageStandard: .cxx17
 )

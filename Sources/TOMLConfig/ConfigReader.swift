@@ -1,5 +1,3 @@
-import TOMLKit
-
 /// A configuration problem, named by file, line and key: `broker.toml:12: limits.connections: must be from 1 to
 /// 1000000 (got 0)`.
 public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -26,11 +24,12 @@ public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Reads a TOML configuration file strictly: every key must be read by the program (an unknown key is an error
 /// that names it and its line), and every value must have the right type and range.
 ///
-/// TOMLKit parses; it does not keep the line of each key, so `KeyLines` finds them in the text.
+/// toml++ parses (through the CTOML shim, `TOMLNode`); `KeyLines` finds the line of each key in the text, which
+/// also gives a key that is absent the line of its table's header.
 public final class ConfigReader {
   public let file: String
   let lines: KeyLines
-  let root: TOMLTable
+  let root: [String: TOMLNode]
 
   /// Parses `text`; a syntax error names its line.
   public init(text: String, file: String) throws(ConfigError) {
@@ -49,12 +48,10 @@ public final class ConfigReader {
     case nil:
       break
     }
-    do {
-      root = try TOMLTable(string: text)
-    } catch let error as TOMLParseError {
-      throw ConfigError(file: file, line: error.source.begin.line, key: "", message: error.description)
+    do throws(TOMLSyntaxError) {
+      root = try TOMLNode.parse(text)
     } catch {
-      throw ConfigError(file: file, line: nil, key: "", message: "\(error)")
+      throw ConfigError(file: file, line: error.line, key: "", message: error.message)
     }
   }
 
@@ -66,12 +63,12 @@ public final class ConfigReader {
 public final class ConfigTable {
   let reader: ConfigReader
   /// nil for a table the file does not have (every read gives its default).
-  let table: TOMLTable?
+  let table: [String: TOMLNode]?
   /// The dotted path of this table ("" for the document).
   public let path: String
   private var read: Set<String> = []
 
-  init(reader: ConfigReader, table: TOMLTable?, path: String) {
+  init(reader: ConfigReader, table: [String: TOMLNode]?, path: String) {
     self.reader = reader
     self.table = table
     self.path = path
@@ -87,7 +84,7 @@ public final class ConfigTable {
     return ConfigError(file: reader.file, line: line, key: full, message: message)
   }
 
-  private func value(_ key: String) -> TOMLValueConvertible? {
+  private func value(_ key: String) -> TOMLNode? {
     read.insert(key)
     return table?[key]
   }
@@ -144,7 +141,6 @@ public final class ConfigTable {
   /// A sub-table, empty when absent.
   public func table(_ key: String) throws(ConfigError) -> ConfigTable {
     guard let value = value(key) else {
-      // No TOMLTable() for an absent table: TOMLKit never frees a table it did not parse (LeakSanitizer).
       return ConfigTable(reader: reader, table: nil, path: keyPath(key))
     }
     guard let table = value.table else { throw error(key, "must be a table ([\(keyPath(key))])") }
@@ -169,7 +165,7 @@ public final class ConfigTable {
 
   /// Fails on the first key of this table that nothing read (sub-tables check their own).
   public func rejectUnknownKeys() throws(ConfigError) {
-    for key in (table?.keys ?? []).sorted() where !read.contains(key) {
+    for key in (table.map { Array($0.keys) } ?? []).sorted() where !read.contains(key) {
       throw error(key, "unknown key")
     }
   }

@@ -103,7 +103,7 @@ private let encoder = JSONBodies().encoder
           gone: [], nextCursor: id("home"))
         #expect(answer.body.readableBytesArray == Array(try encoder.encode(expected)), "\(body)")
         let rest = try harness.request(
-          .POST, "/v1/fetch", body: body.replacingOccurrences(of: #""limit":2"#, with: #""cursor":"home""#))
+          .POST, "/v1/fetch", body: body.replacing(#""limit":2"#, with: #""cursor":"home""#))
         let remaining = BrokerProtocol.FetchResponse(
           epoch: store.epoch,
           deltas: [try #require(try store.delta(of: id("r1"), since: since, workspaces: visible))],
