@@ -157,6 +157,19 @@ public final class SQLiteStatement {
     isNull(index) ? nil : text(Int32(index))
   }
 
+  /// Calls `body` with column `index`'s UTF-8 bytes, valid only during the call, without making a string; nil
+  /// when NULL.
+  public func withText<R>(_ index: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R? {
+    guard !isNull(index) else { return nil }
+    let column = Int32(index)
+    // Pointer first, then the count (see `text`).
+    guard let pointer = sqlite3_column_text(statement, column) else {
+      return try body(UnsafeBufferPointer(start: nil, count: 0))
+    }
+    let count = Int(sqlite3_column_bytes(statement, column))
+    return try body(UnsafeBufferPointer(start: pointer, count: count))
+  }
+
   /// Column `index` as bytes, nil when NULL.
   public func blob(_ index: Int) -> [UInt8]? {
     isNull(index) ? nil : bytes(Int32(index))
