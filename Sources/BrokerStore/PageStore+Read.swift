@@ -250,7 +250,7 @@ extension PageStore {
       answer.reserveCapacity(pages.count)
       var workspace: EntityID?
       for page in pages {
-        try statement.bind([.text(page.rawValue)])
+        try statement.bind(text: page.rawValue)
         defer { statement.reset() }
         guard try statement.step() else {
           answer.append(nil)

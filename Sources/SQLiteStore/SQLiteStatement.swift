@@ -61,6 +61,17 @@ public final class SQLiteStatement {
     }
   }
 
+  /// Binds `text` to the statement's one parameter, after resetting it: `bind([.text(text)])` without the array
+  /// and the clearing, for a statement run once per id of a long list (a returning device's 10,000 pages).
+  public func bind(text: String) throws(SQLiteError) {
+    reset()
+    guard sqlite3_bind_parameter_count(statement) == 1 else {
+      throw .misuse("bind(text:) on a statement without exactly one parameter", sql: sql, code: SQLITE_RANGE)
+    }
+    let result = bind(.text(text), at: 1)
+    if result != SQLITE_OK { throw error(result) }
+  }
+
   private func bind(_ value: SQLiteValue, at index: Int32) -> Int32 {
     switch value {
     case .null:
