@@ -206,10 +206,10 @@ extension BrokerServer: StreamSessionHost {
             case .inIndex(let keys):
               return fanOut.subscribe(session.id, knownPages: keys, limit: limit)
             case .read(let found):
-              let read = pages.map { page in
+              let read = zip(pages, found).map { page, facts in
                 FanOut.StorePage(
-                  id: page.rawValue, workspace: found[page]?.workspace.rawValue,
-                  lastUpdated: found[page]?.lastUpdated ?? 0)
+                  id: page.rawValue, workspace: facts?.workspace.rawValue,
+                  lastUpdated: facts?.lastUpdated ?? 0)
               }
               return fanOut.subscribe(session.id, storePages: read, limit: limit)
             }

@@ -20,9 +20,9 @@ final class PageWorkspaceLookup {
     /// The index knows every page's workspace now: these are the pages' keys, in order, valid until the loop
     /// turn ends (`ChannelIndex.workspace(of:)`).
     case inIndex([PageKey])
-    /// Read from the store: the workspace and time of every page that exists; a page left out does not exist
-    /// (yet).
-    case read([EntityID: PageFacts])
+    /// Read from the store: the workspace and time of each page, in the order asked; nil for a page that does
+    /// not exist (yet).
+    case read([PageFacts?])
   }
 
   private let loop: Loop

@@ -124,9 +124,11 @@ extension FanOut {
         }
       case .read(let pages):
         read = pages[position]
-        existing = index.existingKey(for: pages[position].id)
         isAllowed =
           pages[position].workspace.map { subscribers[slot].visibility.maySee(workspaceID: $0) } ?? true
+        // A page allowed while the limit cannot be reached needs no key but the one `key(for:)` gives below:
+        // looking it up first hashed each of a returning device's 10,000 ids twice.
+        existing = isAllowed && cannotReachLimit ? nil : index.existingKey(for: pages[position].id)
       }
       let subscribed =
         cannotReachLimit ? false : existing.map { index.isSubscribed(subscriber, to: $0) } ?? false

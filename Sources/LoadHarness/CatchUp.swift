@@ -5,9 +5,29 @@ import LoadCore
 /// (docs/protocol.md): C1 for one device, B4 for every device of a storm.
 enum CatchUp {
   /// The request body: the store's epoch and the time the device knows of each page.
+  /// Written as bytes: a string per entry cost about 0.3 µs a page, inside C1's timed catch-up. The harness's
+  /// ids and epochs need no escaping.
   static func requestBody(epoch: String, times: [(page: String, time: UInt64)]) -> String {
-    let entries = times.map { "\"\($0.page)\":\($0.time)" }.joined(separator: ",")
-    return #"{"epoch":"\#(epoch)","pages":{\#(entries)}}"#
+    var out: [UInt8] = []
+    out.reserveCapacity(times.count * 48 + 80)
+    out.append(contentsOf: #"{"epoch":""#.utf8)
+    out.append(contentsOf: epoch.utf8)
+    out.append(contentsOf: #"","pages":{"#.utf8)
+    for (index, entry) in times.enumerated() {
+      if index > 0 { out.append(UInt8(ascii: ",")) }
+      out.append(UInt8(ascii: "\""))
+      out.append(contentsOf: entry.page.utf8)
+      out.append(contentsOf: #"":"#.utf8)
+      appendDigits(entry.time, to: &out)
+    }
+    out.append(contentsOf: "}}".utf8)
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  private static func appendDigits(_ value: UInt64, to out: inout [UInt8]) {
+    guard value >= 10 else { return out.append(UInt8(ascii: "0") + UInt8(value)) }
+    appendDigits(value / 10, to: &out)
+    out.append(UInt8(ascii: "0") + UInt8(value % 10))
   }
 
   /// What the broker answered.

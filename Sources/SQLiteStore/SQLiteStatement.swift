@@ -61,6 +61,17 @@ public final class SQLiteStatement {
     }
   }
 
+  /// Binds `text` to the statement's one parameter, after resetting it: `bind([.text(text)])` without the array
+  /// and the clearing, for a statement run once per id of a long list (a returning device's 10,000 pages).
+  public func bind(text: String) throws(SQLiteError) {
+    reset()
+    guard sqlite3_bind_parameter_count(statement) == 1 else {
+      throw .misuse("bind(text:) on a statement without exactly one parameter", sql: sql, code: SQLITE_RANGE)
+    }
+    let result = bind(.text(text), at: 1)
+    if result != SQLITE_OK { throw error(result) }
+  }
+
   private func bind(_ value: SQLiteValue, at index: Int32) -> Int32 {
     switch value {
     case .null:
@@ -155,6 +166,19 @@ public final class SQLiteStatement {
   /// Column `index` as text, nil when NULL. Built from the UTF-8 bytes and their count: NULs survive.
   public func string(_ index: Int) -> String? {
     isNull(index) ? nil : text(Int32(index))
+  }
+
+  /// Calls `body` with column `index`'s UTF-8 bytes, valid only during the call, without making a string; nil
+  /// when NULL.
+  public func withText<R>(_ index: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R? {
+    guard !isNull(index) else { return nil }
+    let column = Int32(index)
+    // Pointer first, then the count (see `text`).
+    guard let pointer = sqlite3_column_text(statement, column) else {
+      return try body(UnsafeBufferPointer(start: nil, count: 0))
+    }
+    let count = Int(sqlite3_column_bytes(statement, column))
+    return try body(UnsafeBufferPointer(start: pointer, count: count))
   }
 
   /// Column `index` as bytes, nil when NULL.

@@ -70,6 +70,26 @@ import Testing
     #expect(rows == [[.integer(0), .integer(3)]])
   }
 
+  /// `bind(text:)`, the one-parameter bind of per-id lookups: it rewinds a statement stepped before, binds the
+  /// whole text (NULs and all), and refuses a statement that does not have exactly one parameter.
+  @Test func bindTextRewindsBindsWholeAndRefusesOtherParameterCounts() throws {
+    let connection = try SQLiteConnection(path: ":memory:")
+    let statement = try connection.prepare("SELECT length(CAST(? AS BLOB)), ? IS NULL")
+    #expect(throws: SQLiteError.self) { try statement.bind(text: "a") }
+    let one = try connection.prepare("SELECT length(CAST(?1 AS BLOB)), ?1 = 'a'")
+    try one.bind(text: "a\u{0}b")
+    #expect(try one.step())
+    #expect(one.int64(0) == 3 && one.int64(1) == 0)
+    try one.bind(text: "a")
+    #expect(try one.step())
+    #expect(one.int64(0) == 1 && one.int64(1) == 1)
+    // The same statement, bound again mid-iteration: rewound, not stepped past its one row.
+    try one.bind(text: "bc")
+    #expect(try one.step())
+    #expect(one.int64(0) == 2)
+    #expect(try !one.step())
+  }
+
   @Test func cachedStatementsArePreparedOnceAndResetBeforeReuse() throws {
     let connection = try SQLiteConnection(path: ":memory:")
     try connection.execute("CREATE TABLE t(id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2), (3)")
