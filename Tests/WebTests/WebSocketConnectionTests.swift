@@ -285,8 +285,10 @@ private func rawHandshake(version: Int) -> String {
   @Test func answeringPeerStaysConnectedAcrossPings() throws {
     let loop = try Loop()
     var configuration = WebSocketConfiguration()
+    // A ping every 10 ms for a second; a pong may take 200 ms (it took over 10 ms under AddressSanitizer on a busy
+    // machine). A peer that did not answer would be dropped after about 210 ms, well within the second.
     configuration.pingInterval = 10
-    configuration.pongTimeout = 10
+    configuration.pongTimeout = 200
     let echo = try EchoWebSocketServer(loop: loop, configuration: configuration)
     var clientClose: WebSocketCloseInfo?
     WebSocketClient.connect(loop: loop, to: echo.address, target: "/ws", configuration: configuration) {
@@ -298,7 +300,7 @@ private func rawHandshake(version: Int) -> String {
       }
       // Many ping intervals pass; our client answers pings by itself, so nobody is dropped.
       let timer = LoopTimer(loop: loop)
-      timer.start(after: 150) {
+      timer.start(after: 1000) {
         timer.close()
         socket.close(code: .goingAway, reason: "done")
       }

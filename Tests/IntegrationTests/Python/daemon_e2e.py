@@ -2069,9 +2069,9 @@ def scenario_watch(s):
     b.stop()
     b.start()
     wait_line("a reset after the restart", lambda line: line["type"] == "reset")
-    a.cli("edit", "W", "--title", "fourth")
     with lock:
-        seen = len(lines)
+        seen = len(lines)  # before the edit: its event may be in before the edit command returns
+    a.cli("edit", "W", "--title", "fourth")
     def after_restart():
         with lock:
             tail = lines[seen:]
