@@ -36,8 +36,6 @@ final class ChangeStream {
   /// The last `sync` event published: what a new stream is told first, and what a new one is compared with.
   private var lastSync: ChangeEvent?
   private var closed = false
-  /// Streams refused for `maxStreams` since the daemon started.
-  private(set) var refused = 0
 
   private final class Reader {
     let responder: HTTPResponder
@@ -94,7 +92,6 @@ final class ChangeStream {
     }
     prune()
     guard streams.count < maxStreams else {
-      refused += 1
       responder.respond(
         HTTPResponseError(
           .serviceUnavailable,

@@ -28,9 +28,10 @@ extension SyncDriver {
 
   /// The rejections among the mutations `sent` that are kept as conflicts (not those sent again).
   func publishConflicts(among sent: [UInt64]) {
+    guard let first = sent.min() else { return }
     let ids = Set(sent)
     do {
-      for conflict in try store.conflicts() where ids.contains(conflict.mutationId) {
+      for conflict in try store.conflicts(from: first) where ids.contains(conflict.mutationId) {
         changes.publish(
           .conflict(mutationId: conflict.mutationId, page: conflict.page, reason: conflict.reason.name))
       }

@@ -201,13 +201,14 @@ extension LocalStore {
     return pages
   }
 
-  /// The rejected mutations, in id order, with what `GET /v1/conflicts` shows of each.
-  public func conflicts() throws -> [MutationConflict] {
+  /// The rejected mutations with ids from `first` on, in id order, with what `GET /v1/conflicts` shows of each
+  /// (all of them by default; a batch's answer asks only from its first id, not for every conflict ever kept).
+  public func conflicts(from first: UInt64 = 0) throws -> [MutationConflict] {
     try connection.query(
       """
       SELECT id, page_id, rejection_code, rejection_name, type, last_error, created_at_ms FROM mutation_queue
-      WHERE status = 'rejected' ORDER BY id
-      """
+      WHERE status = 'rejected' AND id >= ? ORDER BY id
+      """, [.integer(Int64(clamping: first))]
     ).map { row in
       guard case .integer(let id) = row[0], case .integer(let code) = row[2], case .text(let name) = row[3],
         case .text(let type) = row[4], case .integer(let createdAt) = row[6], id > 0, createdAt >= 0
