@@ -45,12 +45,14 @@ let package = Package(
   ],
   targets: [
     // System libraries: a module map and a shim header each, nothing else. No C type leaks past the module that
-    // wraps it (EventLoop wraps libuv; Web wraps http-parser and libcrypto; SQLiteStore wraps SQLite; RichText wraps
+    // wraps it (EventLoop wraps libuv; Web wraps http-parser, libcrypto and libssl; SQLiteStore wraps SQLite; RichText wraps
     // zlib).
     .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
     .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    // libssl beside it: TLS for both programs, driven through memory BIOs on the loop (Web's TLSSession).
+    .systemLibrary(name: "CSSL", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
     // glibc's malloc statistics (mallinfo2): the load harness's heap figures (pagesync-load text).
     .systemLibrary(name: "CMallocInfo"),
     // zlib's raw deflate: the text of a block's stored state (RichText's state version 2).
@@ -71,7 +73,8 @@ let package = Package(
     // tree, no Foundation. The broker's batch, catch-up, fetch and stream messages are read with it.
     .target(name: "StrictJSON"),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
-    .target(name: "Web", dependencies: ["ByteBuffers", "EventLoop", "CHTTPParser", "CCrypto", "StrictJSON"]),
+    .target(
+      name: "Web", dependencies: ["ByteBuffers", "EventLoop", "CHTTPParser", "CCrypto", "CSSL", "StrictJSON"]),
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
     .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),

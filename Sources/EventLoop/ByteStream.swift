@@ -54,6 +54,10 @@ public final class ByteStream: LoopHandle {
   public private(set) var isReading = false
 
   private var pending: [ByteBuffer] = []
+  /// With a filter: what the owner wrote and the filter has not sealed yet (counted in `queuedBytes`).
+  private var unsealed: [ByteBuffer] = []
+  /// TLS or another layer between the socket and the owner (`install(_:)`).
+  public private(set) var filter: (any ByteStreamFilter)?
   private var pendingHead = 0
   private var writeInFlight = false
   private var flushScheduled = false
@@ -168,6 +172,72 @@ public final class ByteStream: LoopHandle {
     }
   }
 
+  // MARK: Filtering
+
+  /// Puts `filter` between the socket and the owner, before anything is read or written: from now on `onRead`
+  /// gets what the filter opens, and what is written goes out sealed by it (held until `isEstablished`). A
+  /// filter that fails reports to `onError` (operation `"TLS"`, the code `EPROTO`) after its alert is sent.
+  public func install(_ filter: any ByteStreamFilter) {
+    precondition(self.filter == nil && bytesRead == 0 && bytesWritten == 0 && queuedBytes == 0)
+    self.filter = filter
+    do throws(ByteStreamFilterError) {
+      if let first = try filter.start() { writeWire(first) }
+    } catch {
+      filterFailed(error)
+    }
+  }
+
+  /// Bytes of the filter itself (handshake, alerts, sealed records) for the socket.
+  private func writeWire(_ buffer: ByteBuffer) {
+    guard !isClosing, buffer.readableBytes > 0 else { return }
+    queuedBytes += buffer.readableBytes
+    pending.append(buffer)
+    scheduleFlushIfNeeded()
+  }
+
+  private func filterFailed(_ error: ByteStreamFilterError) {
+    if let alert = error.alert { writeWire(alert) }
+    unsealed = []
+    fail(LoopError(code: Int32(UV_EPROTO.rawValue), operation: "TLS: \(error.reason)"))
+  }
+
+  /// Seals what the owner wrote, once the filter may; the sealed bytes replace it in `queuedBytes`.
+  private func sealUnsealed() {
+    guard let filter, !unsealed.isEmpty, filter.isEstablished else { return }
+    let owned = unsealed
+    unsealed = []
+    for buffer in owned {
+      queuedBytes -= buffer.readableBytes
+      do throws(ByteStreamFilterError) {
+        let sealed = try filter.seal(buffer)
+        if sealed.readableBytes > 0 {
+          queuedBytes += sealed.readableBytes
+          pending.append(sealed)
+        }
+      } catch {
+        filterFailed(error)
+        return
+      }
+    }
+  }
+
+  private func openFiltered(_ filter: any ByteStreamFilter, _ bytes: UnsafeRawBufferPointer) {
+    let wasEstablished = filter.isEstablished
+    do throws(ByteStreamFilterError) {
+      let reply = try filter.open(bytes) { plain in
+        // A lingering close (no `onRead`) still opens what comes, and drops it.
+        guard !self.isClosing else { return false }
+        self.onRead?(plain)
+        return !self.isClosing
+      }
+      if let reply { writeWire(reply) }
+    } catch {
+      filterFailed(error)
+      return
+    }
+    if !wasEstablished && filter.isEstablished && !unsealed.isEmpty { scheduleFlushIfNeeded() }
+  }
+
   // MARK: Reading
 
   /// Starts delivering bytes to `onRead`.
@@ -202,7 +272,11 @@ public final class ByteStream: LoopHandle {
     if nread > 0 {
       bytesRead += nread
       loop.streamBytesRead &+= nread
-      onRead?(UnsafeRawBufferPointer(start: base, count: nread))
+      if let filter {
+        openFiltered(filter, UnsafeRawBufferPointer(start: base, count: nread))
+      } else {
+        onRead?(UnsafeRawBufferPointer(start: base, count: nread))
+      }
     } else if nread < 0 {
       isReading = false
       uv_read_stop(stream)
@@ -222,6 +296,18 @@ public final class ByteStream: LoopHandle {
   public func write(_ buffer: ByteBuffer) {
     guard !isClosing, !shutdownRequested, buffer.readableBytes > 0 else { return }
     queuedBytes += buffer.readableBytes
+    if filter != nil {
+      // Sealed at the end of the turn, small writes merged first: one record for a burst of frames.
+      if let last = unsealed.indices.last, buffer.readableBytes <= ByteStream.mergeLimit,
+        unsealed[last].readableBytes + buffer.readableBytes <= ByteStream.mergedBufferLimit
+      {
+        unsealed[last].append(buffer)
+      } else {
+        unsealed.append(buffer)
+      }
+      scheduleFlushIfNeeded()
+      return
+    }
     // Small writes (frames, notifications) are copied into the tail buffer rather than queued as iovecs of
     // their own, so a burst of them costs one memcpy each and few iovecs; large ones are queued by reference.
     let count = pending.count
@@ -251,6 +337,8 @@ public final class ByteStream: LoopHandle {
   func flush() {
     flushScheduled = false
     guard !isClosing, !writeInFlight else { return }
+    sealUnsealed()
+    guard !isClosing else { return }
     while pendingHead < pending.count {
       let count = Swift.min(pending.count - pendingHead, ByteStream.maxBuffersPerWrite)
       let written = withIOVectors(count) { bufs, n in uv_try_write(stream, bufs, n) }
@@ -344,7 +432,7 @@ public final class ByteStream: LoopHandle {
     queuedBytes -= bytes
     bytesWritten += bytes
     loop.streamBytesWritten &+= bytes
-    if pendingHead < pending.count {
+    if pendingHead < pending.count || (!unsealed.isEmpty && filter?.isEstablished == true) {
       scheduleFlushIfNeeded()
     } else {
       didDrain()
@@ -430,6 +518,7 @@ public final class ByteStream: LoopHandle {
     onClose = nil
     closing?()
     pending = []
+    unsealed = []
     pendingHead = 0
     queuedBytes = 0
     lingering?.close()

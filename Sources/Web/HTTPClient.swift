@@ -40,6 +40,9 @@ public struct HTTPClientConfiguration: Sendable {
   /// (not between `pauseReading` and `resumeReading`); then it fails with `.timedOut`. 0: no limit. A
   /// Server-Sent Events stream whose server sends a comment every 15 s is dead after, say, 45 s of silence.
   public var streamIdleTimeout: UInt64 = 0
+  /// TLS for the connection (an `https://` URL): the server is verified as the address's host before any
+  /// request goes out. nil: plain TCP.
+  public var tls: TLSClientContext?
   public init() {}
 }
 
@@ -89,6 +92,9 @@ public final class HTTPClientConnection {
     decoder = HTTPResponseDecoder(limits: configuration.limits)
     timer = LoopTimer(loop: stream.loop)
     stream.setNoDelay(true)
+    if let tls = configuration.tls, case .inet(let host, _) = address {
+      stream.install(tls.makeSession(host: host))
+    }
     // The stream's callbacks hold the connection: an open connection lives until it is closed (by either
     // side), whoever else holds it. Closing the stream drops the callbacks and so the cycle.
     stream.onRead = { bytes in self.received(bytes) }
@@ -332,7 +338,7 @@ public enum HTTPClient {
   }
 }
 
-/// An `http://` or `ws://` URL: where to connect, the `Host` header and the request target.
+/// An `http://`, `https://`, `ws://` or `wss://` URL: where to connect, the `Host` header and the request target.
 public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
   public var scheme: String
   public var host: String
@@ -353,9 +359,8 @@ public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
       throw ParseError(input: text, reason: "expected http://HOST:PORT or ws://HOST:PORT")
     }
     scheme = parts[0].lowercased()
-    guard scheme == "http" || scheme == "ws" else {
-      throw ParseError(
-        input: text, reason: "scheme \(scheme) is not supported (use http or ws; terminate TLS in front)")
+    guard ["http", "ws", "https", "wss"].contains(scheme) else {
+      throw ParseError(input: text, reason: "scheme \(scheme) is not supported (use http, https, ws or wss)")
     }
     let rest = parts[1]
     let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
@@ -366,7 +371,7 @@ public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
       throw ParseError(input: text, reason: "missing host")
     }
     let hasPort = authority.hasPrefix("[") ? authority.contains("]:") : authority.contains(":")
-    let withPort = hasPort ? authority : authority + ":80"
+    let withPort = hasPort ? authority : authority + (scheme == "https" || scheme == "wss" ? ":443" : ":80")
     let address: SocketAddress
     do throws(SocketAddress.ParseError) {
       address = try SocketAddress(parsing: withPort)
@@ -382,5 +387,7 @@ public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
 
   /// Where to connect.
   public var address: SocketAddress { .inet(host: host, port: port) }
+  /// Whether the URL asks for TLS (`https`, `wss`).
+  public var isSecure: Bool { scheme == "https" || scheme == "wss" }
   public var description: String { "\(scheme)://\(address.hostHeader)\(target == "/" ? "" : target)" }
 }

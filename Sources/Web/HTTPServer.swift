@@ -59,6 +59,9 @@ public final class HTTPServer {
   /// Every response this server started, by status: handlers' answers, refusals of unparsable requests, the
   /// 500 of a forgotten responder, the 503 of a connection over the limit. For metrics.
   public private(set) var responseCounts = HTTPStatusCounts()
+  /// The certificate of the listeners opened with TLS. Replacing it serves the new one to new connections; open
+  /// ones keep the session they have.
+  public var tls: TLSServerContext?
 
   public init(
     loop: Loop, configuration: HTTPServerConfiguration = HTTPServerConfiguration(), router: HTTPRouter
@@ -68,14 +71,21 @@ public final class HTTPServer {
     self.router = router
   }
 
-  /// Starts listening on `address`; returns the bound address (with the real port for port 0).
+  /// Starts listening on `address`; returns the bound address (with the real port for port 0). With `tls`,
+  /// connections on this listener speak TLS (`tls` becomes the server's `tls`, which a reload may replace).
   @discardableResult
-  public func listen(on address: SocketAddress, unixSocketMode: UInt32 = 0o600) throws(LoopError)
-    -> SocketAddress
-  {
+  public func listen(
+    on address: SocketAddress, unixSocketMode: UInt32 = 0o600, tls: TLSServerContext? = nil
+  ) throws(LoopError) -> SocketAddress {
     let listener = try Listener(loop: loop, address: address, unixSocketMode: unixSocketMode)
+    let secure = tls != nil
+    if let tls { self.tls = tls }
     // Strong: an open server lives until closed, whoever else holds it.
-    listener.onConnection = { stream in self.accept(stream) }
+    listener.onConnection = { stream in
+      // TLS first, so that a refusal's 503 goes out sealed too.
+      if secure, let tls = self.tls { stream.install(tls.makeSession()) }
+      self.accept(stream)
+    }
     listener.onError = { error in self.onEvent?(.acceptFailed(error)) }
     listeners.append(listener)
     return listener.address

@@ -37,11 +37,14 @@ enum WebSocketUpgrade {
 public enum WebSocketClient {
   /// Connects to `address`, sends the upgrade request for `target` (path and query) with `headers` added, and
   /// completes with the open socket, or with why it failed (a refused upgrade carries the server's response).
+  /// With `tls`, the connection is TLS and the server is verified as `address`'s host before the request goes
+  /// out.
   /// `completion` runs on the loop thread; the socket starts reading once it returns.
   public static func connect(
     loop: Loop, to address: SocketAddress, target: String, host: String? = nil,
     headers: HTTPHeaders = HTTPHeaders(), configuration: WebSocketConfiguration = WebSocketConfiguration(),
-    handshakeTimeout: UInt64 = 10_000, _ completion: @escaping (Result<WebSocket, HTTPClientError>) -> Void
+    handshakeTimeout: UInt64 = 10_000, tls: TLSClientContext? = nil,
+    _ completion: @escaping (Result<WebSocket, HTTPClientError>) -> Void
   ) {
     let timer = LoopTimer(loop: loop)
     var finished = false
@@ -69,6 +72,7 @@ public enum WebSocketClient {
       }
       openStream = stream
       stream.setNoDelay(true)
+      if let tls, case .inet(let host, _) = address { stream.install(tls.makeSession(host: host)) }
       let key = WebSocketHandshake.makeKey()
       var head = HTTPRequestHead(method: .GET, target: target, headers: headers)
       if head.headers["Host"] == nil { head.headers.add(name: "Host", value: host ?? address.hostHeader) }

@@ -55,7 +55,7 @@ final class TestServer {
 
   init(
     loop: Loop, configuration: HTTPServerConfiguration = HTTPServerConfiguration(),
-    listen: SocketAddress? = nil
+    listen: SocketAddress? = nil, tls: TLSServerContext? = nil
   )
     throws
   {
@@ -81,7 +81,7 @@ final class TestServer {
       responder.finish()
     }
     router.add(.GET, "/forgotten") { _, _ in }
-    address = try server.listen(on: listen ?? .inet(host: "127.0.0.1", port: 0))
+    address = try server.listen(on: listen ?? .inet(host: "127.0.0.1", port: 0), tls: tls)
   }
 }
 

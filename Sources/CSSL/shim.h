@@ -1,0 +1,64 @@
+#pragma once
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+// OpenSSL spells these as macros over SSL_ctrl / SSL_CTX_ctrl / BIO_ctrl, which Swift does not import; and the
+// ALPN selection callback is a C function with no Swift context to reach.
+
+static inline int pagesync_ctx_set_min_tls12(SSL_CTX *ctx) {
+  return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+}
+
+static inline long pagesync_ctx_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
+
+/// No renegotiation (a client could make the server pay for handshakes without reconnecting), no compression
+/// (CRIME); a server prefers its own order of ciphers.
+static inline void pagesync_ctx_set_options(SSL_CTX *ctx, int server) {
+  uint64_t options = SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION;
+  if (server) options |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+  SSL_CTX_set_options(ctx, options);
+}
+
+static inline int pagesync_set_host_name(SSL *ssl, const char *name) {
+  return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+static inline size_t pagesync_bio_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
+
+/// The ticket keys (name, HMAC and AES keys, 80 bytes) of a server context, copied to a new one so that a
+/// reload of the certificate does not cost every client its resumption.
+static inline int pagesync_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to) {
+  unsigned char keys[80];
+  if (SSL_CTX_get_tlsext_ticket_keys(from, keys, sizeof keys) != 1) return 0;
+  int ok = (int)SSL_CTX_set_tlsext_ticket_keys(to, keys, sizeof keys);
+  OPENSSL_cleanse(keys, sizeof keys);
+  return ok;
+}
+
+static const unsigned char pagesync_alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+/// Server side: picks http/1.1 when the client offers it; a client that offers ALPN without it gets the
+/// no_application_protocol alert (RFC 7301), one that offers none goes on without.
+static inline int pagesync_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                                       const unsigned char *in, unsigned int inlen, void *arg) {
+  (void)ssl;
+  (void)arg;
+  unsigned char *selected = NULL;
+  if (SSL_select_next_proto(&selected, outlen, pagesync_alpn_http11, sizeof pagesync_alpn_http11, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  *out = selected;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+static inline void pagesync_ctx_select_http11(SSL_CTX *ctx) {
+  SSL_CTX_set_alpn_select_cb(ctx, pagesync_alpn_select, NULL);
+}
+
+static inline int pagesync_offer_http11(SSL *ssl) {
+  return SSL_set_alpn_protos(ssl, pagesync_alpn_http11, sizeof pagesync_alpn_http11);
+}
+
+/// An empty memory BIO reports "retry" rather than end of file, so that SSL_read waits for more bytes.
+static inline void pagesync_bio_retry_when_empty(BIO *bio) { BIO_set_mem_eof_return(bio, -1); }

@@ -1,0 +1,292 @@
+import ByteBuffers
+import CSSL
+import EventLoop
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Why a TLS context could not be made: a certificate, key or CA file that cannot be read or does not fit.
+public struct TLSError: Error, Equatable, Sendable, CustomStringConvertible {
+  public var message: String
+  public init(_ message: String) { self.message = message }
+  public var description: String { message }
+}
+
+/// OpenSSL's error queue (this thread's) as one line of reasons, emptied.
+func drainOpenSSLErrors() -> String {
+  var reasons: [String] = []
+  while true {
+    let code = ERR_get_error()
+    if code == 0 { break }
+    let reason =
+      if let text = ERR_reason_error_string(code) { String(cString: text) } else { "error \(code)" }
+    if !reasons.contains(reason) { reasons.append(reason) }
+  }
+  return reasons.isEmpty ? "unknown TLS error" : reasons.joined(separator: ": ")
+}
+
+/// Fails unless `path` can be opened for reading, with the system's reason (OpenSSL's own is "system lib").
+func checkReadable(_ path: String, _ what: String) throws(TLSError) {
+  let fd = open(path, O_RDONLY)
+  guard fd >= 0 else { throw TLSError("cannot read \(what) \(path): \(String(cString: strerror(errno)))") }
+  close(fd)
+}
+
+/// A server's TLS settings over libssl: its certificate chain and key (PEM), TLS 1.2 and newer only, ALPN
+/// `http/1.1`, session tickets (stateless resumption, so that a reconnect storm does not pay a full handshake
+/// per client), renegotiation off, and OpenSSL's buffers of an idle connection released.
+///
+/// A context is immutable once made: a new certificate is a new context (`HTTPServer.tls`), which new
+/// connections use while open ones keep theirs. `reusingTicketKeysOf` carries the ticket keys over, so that
+/// sessions from before a reload still resume.
+///
+/// Threading: an `SSL_CTX` may be shared between threads once set up.
+public final class TLSServerContext: @unchecked Sendable {
+  let context: OpaquePointer
+  public let certificateFile: String
+  public let keyFile: String
+
+  public init(
+    certificateFile: String, keyFile: String, reusingTicketKeysOf previous: TLSServerContext? = nil
+  ) throws(TLSError) {
+    ERR_clear_error()
+    guard let context = SSL_CTX_new(TLS_server_method()) else {
+      throw TLSError("cannot create a TLS context: \(drainOpenSSLErrors())")
+    }
+    self.context = context
+    self.certificateFile = certificateFile
+    self.keyFile = keyFile
+    pagesync_ctx_set_min_tls12(context)
+    _ = pagesync_ctx_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
+    pagesync_ctx_set_options(context, 1)
+    pagesync_ctx_select_http11(context)
+    let sessionContext: [UInt8] = Array("pagesync".utf8)
+    _ = SSL_CTX_set_session_id_context(context, sessionContext, UInt32(sessionContext.count))
+    try checkReadable(certificateFile, "the certificate chain")
+    try checkReadable(keyFile, "the private key")
+    guard SSL_CTX_use_certificate_chain_file(context, certificateFile) == 1 else {
+      throw TLSError("cannot read the certificate chain \(certificateFile): \(drainOpenSSLErrors())")
+    }
+    guard SSL_CTX_use_PrivateKey_file(context, keyFile, SSL_FILETYPE_PEM) == 1 else {
+      let reason = drainOpenSSLErrors()
+      if reason.contains("key values mismatch") {
+        throw TLSError("the private key \(keyFile) does not match the certificate \(certificateFile)")
+      }
+      throw TLSError("cannot read the private key \(keyFile): \(reason)")
+    }
+    guard SSL_CTX_check_private_key(context) == 1 else {
+      throw TLSError(
+        "the private key \(keyFile) does not match the certificate \(certificateFile): \(drainOpenSSLErrors())"
+      )
+    }
+    if let previous { _ = pagesync_ctx_copy_ticket_keys(previous.context, context) }
+    ERR_clear_error()
+  }
+
+  deinit { SSL_CTX_free(context) }
+
+  /// A new server-side session for one accepted connection.
+  public func makeSession() -> TLSSession { TLSSession(context: context, owner: self, client: nil) }
+}
+
+/// A client's TLS settings over libssl: TLS 1.2 and newer, the peer's chain verified against the system's trust
+/// store (or `caFile` alone, for a private CA) and its name against the host connected to (a DNS name, or an IP
+/// address in the certificate's IP entries), SNI, ALPN `http/1.1`. There is no way to turn verification off.
+///
+/// Threading: an `SSL_CTX` may be shared between threads once set up.
+public final class TLSClientContext: @unchecked Sendable {
+  let context: OpaquePointer
+  public let caFile: String?
+
+  public init(caFile: String? = nil) throws(TLSError) {
+    ERR_clear_error()
+    guard let context = SSL_CTX_new(TLS_client_method()) else {
+      throw TLSError("cannot create a TLS context: \(drainOpenSSLErrors())")
+    }
+    self.context = context
+    self.caFile = caFile
+    pagesync_ctx_set_min_tls12(context)
+    _ = pagesync_ctx_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
+    pagesync_ctx_set_options(context, 0)
+    SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+    if let caFile {
+      try checkReadable(caFile, "the CA certificates")
+      guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
+        throw TLSError("cannot read the CA certificates \(caFile): \(drainOpenSSLErrors())")
+      }
+    } else {
+      guard SSL_CTX_set_default_verify_paths(context) == 1 else {
+        throw TLSError("cannot load the system's trusted certificates: \(drainOpenSSLErrors())")
+      }
+    }
+    ERR_clear_error()
+  }
+
+  deinit { SSL_CTX_free(context) }
+
+  /// A new client-side session that verifies the server as `host` (a DNS name or an IP address literal).
+  public func makeSession(host: String) -> TLSSession {
+    TLSSession(context: context, owner: self, client: host)
+  }
+}
+
+/// One connection's TLS, a `ByteStreamFilter` over a pair of memory BIOs: bytes read from the socket go into
+/// the read BIO, `SSL_do_handshake`, `SSL_read` and `SSL_write` run on the loop thread and never block, and
+/// whatever lands in the write BIO is handed back to the stream to write. HTTP and WebSocket code above sees only
+/// plaintext.
+///
+/// Memory: the read BIO holds at most one socket read plus a partial record (every `open` reads until OpenSSL
+/// wants more), the write BIO is emptied after each call, and OpenSSL frees its own record buffers while the
+/// connection is idle (`SSL_MODE_RELEASE_BUFFERS`).
+///
+/// Threading: loop thread only.
+public final class TLSSession: ByteStreamFilter {
+  private let ssl: OpaquePointer
+  private let readBIO: OpaquePointer
+  private let writeBIO: OpaquePointer
+  /// Keeps the context (and its `SSL_CTX`) alive as long as the session.
+  private let owner: AnyObject
+  private let isClient: Bool
+  private var failed = false
+  public private(set) var isEstablished = false
+
+  /// Largest plaintext piece handed to `deliver` at once (one TLS record's worth).
+  static let readChunk = 16 * 1024
+
+  init(context: OpaquePointer, owner: AnyObject, client host: String?) {
+    ssl = SSL_new(context)!
+    readBIO = BIO_new(BIO_s_mem())!
+    writeBIO = BIO_new(BIO_s_mem())!
+    pagesync_bio_retry_when_empty(readBIO)
+    pagesync_bio_retry_when_empty(writeBIO)
+    SSL_set_bio(ssl, readBIO, writeBIO)
+    self.owner = owner
+    isClient = host != nil
+    if let host {
+      SSL_set_connect_state(ssl)
+      _ = pagesync_offer_http11(ssl)
+      let param = SSL_get0_param(ssl)
+      if Self.isIPAddress(host) {
+        // No SNI for an address (RFC 6066 3); the certificate must name it in an IP entry.
+        _ = X509_VERIFY_PARAM_set1_ip_asc(param, host)
+      } else {
+        X509_VERIFY_PARAM_set_hostflags(param, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS))
+        _ = SSL_set1_host(ssl, host)
+        _ = pagesync_set_host_name(ssl, host)
+      }
+    } else {
+      SSL_set_accept_state(ssl)
+    }
+  }
+
+  deinit { SSL_free(ssl) }
+
+  static func isIPAddress(_ host: String) -> Bool {
+    var storage = in6_addr()
+    return inet_pton(AF_INET, host, &storage) == 1 || inet_pton(AF_INET6, host, &storage) == 1
+  }
+
+  /// The protocol negotiated, e.g. `TLSv1.3`, once established.
+  public var protocolVersion: String { String(cString: SSL_get_version(ssl)) }
+  /// The application protocol agreed by ALPN, if any.
+  public var applicationProtocol: String? {
+    var data: UnsafePointer<UInt8>?
+    var length: UInt32 = 0
+    SSL_get0_alpn_selected(ssl, &data, &length)
+    guard let data, length > 0 else { return nil }
+    return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
+  }
+  /// Whether this session was resumed from an earlier one (no full handshake).
+  public var isResumed: Bool { SSL_session_reused(ssl) == 1 }
+
+  public func start() throws(ByteStreamFilterError) -> ByteBuffer? {
+    guard isClient else { return nil }
+    try handshake()
+    return takeOutput()
+  }
+
+  public func open(_ wire: UnsafeRawBufferPointer, deliver: (UnsafeRawBufferPointer) -> Bool)
+    throws(ByteStreamFilterError) -> ByteBuffer?
+  {
+    guard !failed else { return nil }
+    var offset = 0
+    while offset < wire.count {
+      let count = Int32(clamping: wire.count - offset)
+      let written = BIO_write(readBIO, wire.baseAddress! + offset, count)
+      guard written > 0 else { throw failure("cannot buffer the bytes read") }
+      offset += Int(written)
+    }
+    if !isEstablished {
+      try handshake()
+      guard isEstablished else { return takeOutput() }
+    }
+    try withUnsafeTemporaryAllocation(byteCount: Self.readChunk, alignment: 1) {
+      (chunk) throws(ByteStreamFilterError) in
+      while true {
+        ERR_clear_error()
+        let read = SSL_read(ssl, chunk.baseAddress, Int32(chunk.count))
+        if read > 0 {
+          guard deliver(UnsafeRawBufferPointer(rebasing: chunk[..<Int(read)])) else { return }
+          continue
+        }
+        switch SSL_get_error(ssl, read) {
+        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE, SSL_ERROR_ZERO_RETURN: return
+        default: throw failure("bad record")
+        }
+      }
+    }
+    return takeOutput()
+  }
+
+  public func seal(_ bytes: ByteBuffer) throws(ByteStreamFilterError) -> ByteBuffer {
+    guard !failed else { return ByteBuffer(capacity: 0) }
+    let complete = bytes.withUnsafeReadableBytes { plain in
+      var offset = 0
+      while offset < plain.count {
+        ERR_clear_error()
+        let written = SSL_write(ssl, plain.baseAddress! + offset, Int32(clamping: plain.count - offset))
+        guard written > 0 else { return false }
+        offset += Int(written)
+      }
+      return true
+    }
+    guard complete else { throw failure("cannot write") }
+    return takeOutput() ?? ByteBuffer(capacity: 0)
+  }
+
+  private func handshake() throws(ByteStreamFilterError) {
+    ERR_clear_error()
+    let result = SSL_do_handshake(ssl)
+    if result == 1 {
+      isEstablished = true
+      return
+    }
+    switch SSL_get_error(ssl, result) {
+    case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return
+    default: throw failure("handshake failed")
+    }
+  }
+
+  /// The error of a failed call, with the alert OpenSSL wrote for the peer; the session is done.
+  private func failure(_ what: String) -> ByteStreamFilterError {
+    failed = true
+    var reason = drainOpenSSLErrors()
+    let verify = SSL_get_verify_result(ssl)
+    if isClient && verify != X509_V_OK {
+      reason = "certificate verify failed: \(String(cString: X509_verify_cert_error_string(verify)))"
+    }
+    return ByteStreamFilterError(reason: "\(what): \(reason)", alert: takeOutput())
+  }
+
+  /// What OpenSSL wrote for the peer since the last call, if anything.
+  private func takeOutput() -> ByteBuffer? {
+    let pending = pagesync_bio_pending(writeBIO)
+    guard pending > 0 else { return nil }
+    var buffer = ByteBuffer(capacity: pending)
+    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: pending) { space in
+      Int(max(0, BIO_read(writeBIO, space.baseAddress, Int32(clamping: pending))))
+    }
+    return buffer
+  }
+}

@@ -1,0 +1,163 @@
+import ByteBuffers
+import EventLoop
+import EventLoopTestKit
+import Testing
+import Web
+
+/// TLS in one loop: our server and our client over loopback, a test CA made by the `openssl` command.
+@Suite struct TLSTests {
+  /// One GET over `tls`, against a TLS server with `certificate`; the response or the client's error, and how many
+  /// requests reached the server's handler.
+  private func get(
+    serverPair: (certificate: String, key: String), client: TLSClientContext, host: String = "127.0.0.1",
+    body: Int = 0
+  ) throws -> (result: Result<HTTPResponse, HTTPClientError>?, served: Int) {
+    let loop = try Loop()
+    let test = try TestServer(
+      loop: loop, tls: TLSServerContext(certificateFile: serverPair.certificate, keyFile: serverPair.key))
+    var served = 0
+    test.router.add(.GET, "/big") { _, responder in
+      served += 1
+      responder.respond(.text(.ok, String(repeating: "b", count: body)))
+    }
+    var result: Result<HTTPResponse, HTTPClientError>?
+    var configuration = HTTPClientConfiguration()
+    configuration.tls = client
+    guard case .inet(_, let port) = test.address! else { throw TLSError("no port") }
+    HTTPClientConnection.connect(loop: loop, to: .inet(host: host, port: port), configuration: configuration)
+    {
+      connected in
+      switch connected {
+      case .failure(let error):
+        result = .failure(error)
+        test.server.close()
+      case .success(let connection):
+        connection.send(.GET, "/big") { answer in
+          result = answer
+          connection.close()
+          test.server.close()
+        }
+      }
+    }
+    try loop.runUntilDone()
+    try loop.close()
+    return (result, served)
+  }
+
+  @Test func aRequestAndALargeAnswerGoThroughTLS() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("server")
+    let outcome = try get(serverPair: pair, client: TLSClientContext(caFile: ca.caFile), body: 1_000_000)
+    guard case .success(let response)? = outcome.result else {
+      Issue.record("expected an answer, got \(String(describing: outcome.result))")
+      return
+    }
+    #expect(response.head.status == .ok)
+    #expect(response.body.readableBytes == 1_000_000)
+    #expect(outcome.served == 1)
+  }
+
+  @Test func aCertificateForAnotherHostIsRefusedBeforeAnyRequestGoesOut() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("other", names: ["DNS:other.example"])
+    let outcome = try get(serverPair: pair, client: TLSClientContext(caFile: ca.caFile))
+    guard case .failure(let error)? = outcome.result else {
+      Issue.record("expected a refusal, got \(String(describing: outcome.result))")
+      return
+    }
+    #expect("\(error)".contains("certificate verify failed: IP address mismatch"), "\(error)")
+    #expect(outcome.served == 0)
+  }
+
+  @Test func aHostNameIsCheckedAgainstTheCertificatesNames() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    // The certificate names 127.0.0.1 only; "localhost" resolves to it, but the name does not match.
+    let pair = try ca.issue("server", names: ["IP:127.0.0.1"])
+    let outcome = try get(serverPair: pair, client: TLSClientContext(caFile: ca.caFile), host: "localhost")
+    guard case .failure(let error)? = outcome.result else {
+      Issue.record("expected a refusal, got \(String(describing: outcome.result))")
+      return
+    }
+    #expect("\(error)".contains("hostname mismatch"), "\(error)")
+    #expect(outcome.served == 0)
+  }
+
+  @Test func aCAThatIsNotTrustedIsRefused() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("server")
+    // The system's trust store does not hold the test CA.
+    let outcome = try get(serverPair: pair, client: TLSClientContext())
+    guard case .failure(let error)? = outcome.result else {
+      Issue.record("expected a refusal, got \(String(describing: outcome.result))")
+      return
+    }
+    #expect(
+      "\(error)".contains("certificate verify failed: self-signed certificate in certificate chain"),
+      "\(error)")
+    #expect(outcome.served == 0)
+  }
+
+  @Test func aWebSocketRunsOverTLS() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("server")
+    let loop = try Loop()
+    let test = try TestServer(
+      loop: loop, tls: TLSServerContext(certificateFile: pair.certificate, keyFile: pair.key))
+    test.router.webSocket(
+      "/ws",
+      WebSocketRoute { socket in
+        socket.onText = { [unowned socket] text in socket.send(text: "echo " + text) }
+      })
+    var texts: [String] = []
+    WebSocketClient.connect(
+      loop: loop, to: test.address, target: "/ws", tls: try TLSClientContext(caFile: ca.caFile)
+    ) { result in
+      guard case .success(let socket) = result else {
+        Issue.record("connect failed: \(result)")
+        test.server.close()
+        return
+      }
+      socket.onText = { [unowned socket] text in
+        texts.append(text)
+        if texts.count == 2 { socket.close() }
+      }
+      socket.onClose = { _ in test.server.close() }
+      socket.send(text: "one")
+      socket.send(text: String(repeating: "x", count: 70_000))
+    }
+    try loop.runUntilDone()
+    try loop.close()
+    #expect(texts == ["echo one", "echo " + String(repeating: "x", count: 70_000)])
+  }
+
+  @Test func aBadPairIsAnErrorNamingTheFile() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let first = try ca.issue("first")
+    let second = try ca.issue("second")
+    #expect(
+      throws: TLSError(
+        "cannot read the certificate chain \(ca.directory)/missing.pem: No such file or directory")
+    ) {
+      try TLSServerContext(certificateFile: ca.directory + "/missing.pem", keyFile: first.key)
+    }
+    do {
+      _ = try TLSServerContext(certificateFile: first.certificate, keyFile: second.key)
+      Issue.record("a key of another certificate was taken")
+    } catch {
+      #expect(
+        error.message.hasPrefix("the private key \(second.key) does not match the certificate"), "\(error)")
+    }
+    do {
+      _ = try TLSServerContext(certificateFile: first.key, keyFile: first.key)
+      Issue.record("a key was taken for a certificate")
+    } catch {
+      #expect(error.message.hasPrefix("cannot read the certificate chain \(first.key)"), "\(error)")
+    }
+  }
+}
