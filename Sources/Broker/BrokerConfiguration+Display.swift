@@ -15,6 +15,8 @@ extension BrokerConfiguration {
         + "\(users == 1 ? "user" : "users") (tokens, users and workspaces not shown)"
     return [
       ("server.listen", quoted(listen.description)),
+      ("server.tls.cert", tlsCertificateFile.map(quoted) ?? "none (plain HTTP)"),
+      ("server.tls.key", tlsKeyFile.map(quoted) ?? "none"),
       ("store.path", quoted(storePath)),
       ("store.synchronous", quoted(synchronous)),
       ("store.log_retention", "\(logRetention)"),

@@ -1,12 +1,17 @@
 import EventLoop
 import SyncModel
 import TOMLConfig
+import Web
 
 /// Everything `pagesync-broker` reads from its TOML file. Every key, with its default, is documented in
 /// `config/pagesync-broker.toml`.
 public struct BrokerConfiguration: Sendable, Equatable {
   /// `[server] listen`: where HTTP and WebSocket are served.
   public var listen = SocketAddress.inet(host: "127.0.0.1", port: 7700)
+  /// `[server.tls] cert`, `key`: the certificate chain (PEM, the server's certificate first) and its private key;
+  /// when set, `listen` speaks TLS only. Both files are read again on SIGHUP.
+  public var tlsCertificateFile: String?
+  public var tlsKeyFile: String?
   /// `[store] path`: the SQLite file.
   public var storePath = "var/broker.sqlite"
   /// `[store] synchronous`: `full` (each group commit survives power loss: the default) or `normal` (survives a
@@ -119,6 +124,18 @@ extension BrokerConfiguration {
     } catch {
       throw server.error("listen", error.reason)
     }
+    let tls = try server.table("tls")
+    configuration.tlsCertificateFile = try tls.optionalString("cert")
+    configuration.tlsKeyFile = try tls.optionalString("key")
+    switch (configuration.tlsCertificateFile, configuration.tlsKeyFile) {
+    case (nil, nil): break
+    case (let cert?, let key?):
+      if cert.isEmpty { throw tls.error("cert", "must not be empty") }
+      if key.isEmpty { throw tls.error("key", "must not be empty") }
+    case (nil, _): throw tls.error("cert", "is needed with key (the certificate chain, PEM)")
+    case (_, nil): throw tls.error("key", "is needed with cert (the certificate's private key, PEM)")
+    }
+    try tls.rejectUnknownKeys()
     try server.rejectUnknownKeys()
 
     let store = try document.table("store")
@@ -221,10 +238,23 @@ extension BrokerConfiguration {
 }
 
 extension BrokerConfiguration {
+  /// The TLS context of `[server.tls]`, read from its files now; nil without TLS.
+  public func makeTLSContext(reusingTicketKeysOf previous: TLSServerContext?) throws(TLSError)
+    -> TLSServerContext?
+  {
+    guard let tlsCertificateFile, let tlsKeyFile else { return nil }
+    return try TLSServerContext(
+      certificateFile: tlsCertificateFile, keyFile: tlsKeyFile, reusingTicketKeysOf: previous)
+  }
+
   /// What reloading from `self` to `new` does with each changed key (docs/operations.md, "Reloading").
   public func reloadPlan(to new: BrokerConfiguration) -> ReloadPlan {
     var plan = ReloadPlan()
     plan.restart("server.listen", listen, new.listen)
+    // TLS on or off changes what the listener speaks; a new pair (or the same files renewed) is read on reload.
+    plan.restart("server.tls", tlsCertificateFile != nil, new.tlsCertificateFile != nil)
+    plan.live("server.tls.cert", tlsCertificateFile, new.tlsCertificateFile)
+    plan.live("server.tls.key", tlsKeyFile, new.tlsKeyFile)
     plan.restart("store.path", storePath, new.storePath)
     plan.restart("store.synchronous", synchronous, new.synchronous)
     plan.restart("store.readers", readers, new.readers)
@@ -269,6 +299,10 @@ extension BrokerConfiguration {
   public func reloaded(from new: BrokerConfiguration) -> BrokerConfiguration {
     var next = new
     next.listen = listen
+    if (tlsCertificateFile == nil) != (new.tlsCertificateFile == nil) {
+      next.tlsCertificateFile = tlsCertificateFile
+      next.tlsKeyFile = tlsKeyFile
+    }
     next.storePath = storePath
     next.synchronous = synchronous
     next.readers = readers

@@ -3,6 +3,7 @@ import Logging
 import SQLiteStore
 import ServiceManager
 import TOMLConfig
+import Web
 
 #if canImport(Glibc)
   import Glibc
@@ -15,7 +16,15 @@ public enum BrokerMain {
   /// The configuration in `path`, or the embedded defaults when nil. Errors name the file, line and key.
   public static func loadConfiguration(path: String?) throws -> BrokerConfiguration {
     guard let path else { return BrokerConfiguration() }
-    return try BrokerConfiguration.parse(ConfigReader(contentsOf: path))
+    let configuration = try BrokerConfiguration.parse(ConfigReader(contentsOf: path))
+    // A pair that cannot serve is refused here, at start, by --check-config and by a reload (which then keeps
+    // the running pair).
+    do {
+      _ = try configuration.makeTLSContext(reusingTicketKeysOf: nil)
+    } catch {
+      throw ConfigError(file: path, line: nil, key: "server.tls", message: error.message)
+    }
+    return configuration
   }
 
   /// Runs the broker on the calling thread until SIGTERM or SIGINT; returns once drained. SIGHUP reloads

@@ -16,6 +16,7 @@ extension BrokerServer {
     let old = configuration
     configuration = old.reloaded(from: new)
     logger.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+    reloadTLS(old)
     http.configuration.maxConnections = configuration.limits.connections
     http.configuration.maxConnectionsPerPeer = configuration.limits.connectionsPerPeer
     Self.applyConnectionLimits(configuration.limits, to: &http.configuration)
@@ -65,6 +66,27 @@ extension BrokerServer {
       authorizeStreamsAgain()
     }
     return plan
+  }
+
+  /// Reads `[server.tls]`'s pair again (a renewed certificate under the same names, or new names): new
+  /// connections get it, open ones keep the session they have, and resumption tickets stay valid (the ticket
+  /// keys carry over). A pair that cannot be read is logged with the file it names, and the running one stays.
+  private func reloadTLS(_ old: BrokerConfiguration) {
+    guard let running = tls, configuration.tlsCertificateFile != nil else { return }
+    do {
+      tls = try configuration.makeTLSContext(reusingTicketKeysOf: running)
+      http.tls = tls
+      logger.info(
+        "TLS certificate read again",
+        metadata: [
+          "file": "\(configuration.tlsCertificateFile ?? "")", "key": "\(configuration.tlsKeyFile ?? "")",
+        ])
+    } catch {
+      configuration.tlsCertificateFile = old.tlsCertificateFile
+      configuration.tlsKeyFile = old.tlsKeyFile
+      logger.error(
+        "TLS certificate not reloaded: the running one stays", metadata: ["error": "\(error.message)"])
+    }
   }
 
   private func authorizeStreamsAgain() {

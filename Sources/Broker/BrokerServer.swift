@@ -43,6 +43,8 @@ public final class BrokerServer {
   let healthCheck: StoreHealthCheck
   public let epoch: String
   let http: HTTPServer
+  /// `[server.tls]`'s certificate and key as read at start (or at the last reload that could read them).
+  var tls: TLSServerContext?
   var authenticator: Authenticator
   let json = JSONBodies()
 
@@ -143,13 +145,14 @@ public final class BrokerServer {
     Self.applyConnectionLimits(configuration.limits, to: &http)
     http.serverName = "pagesync-broker"
     self.http = HTTPServer(loop: loop, configuration: http, router: HTTPRouter())
+    tls = try configuration.makeTLSContext(reusingTicketKeysOf: nil)
     addRoutes(self.http.router)
   }
 
   /// Starts listening; returns the bound address (with the real port when 0 was asked for).
   @discardableResult
   public func start() throws -> SocketAddress {
-    let address = try http.listen(on: configuration.listen)
+    let address = try http.listen(on: configuration.listen, tls: tls)
     boundAddress = address
     startServices()
     logger.info(
@@ -157,6 +160,7 @@ public final class BrokerServer {
       metadata: [
         "broker.address": "\(address)", "broker.epoch": "\(epoch)",
         "broker.auth": "\(authenticator.isOpen ? "off (loopback)" : "tokens")",
+        "broker.tls": "\(tls.map { "on (\($0.certificateFile))" } ?? "off")",
       ])
     return address
   }

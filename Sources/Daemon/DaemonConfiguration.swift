@@ -7,8 +7,12 @@ import Web
 /// Everything `pagesyncd` reads from its TOML file. Every key, with its default, is documented in
 /// `config/pagesyncd.toml`.
 public struct DaemonConfiguration: Sendable, Equatable {
-  /// `[broker] url`: the broker's base URL (`http://`; TLS is terminated in front of the broker).
+  /// `[broker] url`: the broker's base URL, `http://` or `https://` (TLS, the broker verified against the
+  /// system's trust store or `ca_file`, its name against the URL's host).
   public var brokerURL = try! HTTPURL(parsing: "http://127.0.0.1:7700")
+  /// `[broker] ca_file`: the CA certificates (PEM) to trust for an `https://` broker instead of the system's
+  /// store (a private CA); nil: the system's.
+  public var caFile: String?
   /// `[broker] token`: the bearer token; empty when the broker has no tokens (loopback only).
   public var token = ""
   /// `[broker] workspace`: where pages created without a parent go.
@@ -69,8 +73,15 @@ extension DaemonConfiguration {
     } catch {
       throw broker.error("url", error.reason)
     }
-    if configuration.brokerURL.scheme != "http" {
-      throw broker.error("url", "must be an http:// URL (terminate TLS in front of the broker)")
+    if configuration.brokerURL.scheme != "http" && configuration.brokerURL.scheme != "https" {
+      throw broker.error("url", "must be an http:// or https:// URL")
+    }
+    configuration.caFile = try broker.optionalString("ca_file")
+    if let caFile = configuration.caFile {
+      if caFile.isEmpty { throw broker.error("ca_file", "must not be empty") }
+      if !configuration.brokerURL.isSecure {
+        throw broker.error("ca_file", "needs an https:// url (a plain http:// broker is not verified)")
+      }
     }
     configuration.token = try broker.string("token", default: "")
     if configuration.token.contains(where: { $0 == " " || $0 == "\r" || $0 == "\n" }) {
@@ -160,6 +171,7 @@ extension DaemonConfiguration {
   public func reloadPlan(to new: DaemonConfiguration) -> ReloadPlan {
     var plan = ReloadPlan()
     plan.restart("broker.url", brokerURL, new.brokerURL)
+    plan.restart("broker.ca_file", caFile, new.caFile)
     plan.live("broker.token", token, new.token)
     plan.live("broker.workspace", workspace, new.workspace)
     plan.restart("store.path", storePath, new.storePath)
@@ -185,6 +197,7 @@ extension DaemonConfiguration {
   public func reloaded(from new: DaemonConfiguration) -> DaemonConfiguration {
     var next = new
     next.brokerURL = brokerURL
+    next.caFile = caFile
     next.storePath = storePath
     next.socketPath = socketPath
     next.socketMode = socketMode

@@ -3,6 +3,7 @@ import Logging
 import SQLiteStore
 import ServiceManager
 import TOMLConfig
+import Web
 
 #if canImport(Glibc)
   import Glibc
@@ -15,7 +16,16 @@ public enum DaemonMain {
   /// The configuration in `path`, or the embedded defaults when nil. Errors name the file, line and key.
   public static func loadConfiguration(path: String?) throws -> DaemonConfiguration {
     guard let path else { return DaemonConfiguration() }
-    return try DaemonConfiguration.parse(ConfigReader(contentsOf: path))
+    let configuration = try DaemonConfiguration.parse(ConfigReader(contentsOf: path))
+    // A CA file that cannot be read stops the daemon here (and --check-config), not at its first connection.
+    if configuration.brokerURL.isSecure {
+      do {
+        _ = try TLSClientContext(caFile: configuration.caFile)
+      } catch {
+        throw ConfigError(file: path, line: nil, key: "broker.ca_file", message: error.message)
+      }
+    }
+    return configuration
   }
 
   /// Runs the daemon on the calling thread until SIGTERM or SIGINT. SIGHUP reloads `configPath`

@@ -36,11 +36,14 @@ final class HTTPBrokerLink: BrokerLink {
     return (closedBytes.received + connection.bytesReceived, closedBytes.sent + connection.bytesSent)
   }
 
-  init(loop: Loop, url: HTTPURL, token: String, timeoutMillis: UInt64) {
+  /// `caFile`: for an `https://` URL, the CA certificates to trust instead of the system's (a file that cannot
+  /// be read is an error here, at start).
+  init(loop: Loop, url: HTTPURL, token: String, timeoutMillis: UInt64, caFile: String? = nil) throws {
     self.loop = loop
     self.url = url
     authorization = HTTPHeaders()
     configuration = HTTPClientConfiguration()
+    if url.isSecure { configuration.tls = try TLSClientContext(caFile: caFile) }
     update(token: token, timeoutMillis: timeoutMillis)
   }
 
@@ -196,7 +199,8 @@ final class HTTPBrokerLink: BrokerLink {
     configuration.maxFramePayload = maxMessageSize
     WebSocketClient.connect(
       loop: loop, to: url.address, target: target("/v1/stream"), headers: authorization,
-      configuration: configuration, handshakeTimeout: self.configuration.responseTimeout
+      configuration: configuration, handshakeTimeout: self.configuration.responseTimeout,
+      tls: self.configuration.tls
     ) { result in
       switch result {
       case .success(let socket): completion(.success(WebSocketBrokerStream(socket)))

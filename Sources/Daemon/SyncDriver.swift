@@ -80,10 +80,10 @@ final class SyncDriver {
       store: store, databaseRowLimit: configuration.databaseRowLimit, recentLimit: configuration.recentLimit,
       logger: logger)
     self.link =
-      link
+      try link
       ?? HTTPBrokerLink(
         loop: loop, url: configuration.brokerURL, token: configuration.token,
-        timeoutMillis: UInt64(configuration.requestTimeoutSeconds) * 1000)
+        timeoutMillis: UInt64(configuration.requestTimeoutSeconds) * 1000, caFile: configuration.caFile)
     timer = LoopTimer(loop: loop)
     changes = ChangeStream(
       loop: loop, eventsKept: configuration.eventsKept, maxStreams: configuration.eventStreams,

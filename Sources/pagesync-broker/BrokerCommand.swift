@@ -22,7 +22,8 @@ struct BrokerCommand: ParsableCommand {
       throw ValidationError("\(error)")
     }
     if checkConfig {
-      print("configuration ok: listen \(configuration.listen), store \(configuration.storePath)")
+      let tls = configuration.tlsCertificateFile.map { ", TLS certificate \($0)" } ?? ""
+      print("configuration ok: listen \(configuration.listen)\(tls), store \(configuration.storePath)")
       return
     }
     try BrokerMain.run(configuration, configPath: config)

@@ -26,11 +26,14 @@ private func sampleConfig(file: String = #filePath) -> String {
   @Test func theSampleFileDocumentsTheRealDefaults() throws {
     let sample = sampleConfig()
     #expect(try BrokerConfiguration.parse(sample, file: "sample") == BrokerConfiguration())
-    // Uncomment every documented key (but the token example): the values written there are the defaults.
+    // Uncomment every documented key (but the token and TLS examples, which have no default): the values written
+    // there are the defaults.
     let uncommented = sample.split(separator: "\n", omittingEmptySubsequences: false).map {
       line -> Substring in
       let isKey = line.hasPrefix("# ") && line.dropFirst(2).first?.isLowercase == true && line.contains(" = ")
-      let isTokenExample = ["# token", "# user", "# workspaces"].contains { line.hasPrefix($0) }
+      let isTokenExample = ["# token", "# user", "# workspaces", "# cert", "# key"].contains {
+        line.hasPrefix($0)
+      }
       return isKey && !isTokenExample ? line.dropFirst(2) : line
     }.joined(separator: "\n")
     #expect(uncommented != sample)

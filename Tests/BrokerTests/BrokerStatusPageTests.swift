@@ -325,8 +325,9 @@ import Web
     var line = [CChar](repeating: 0, count: 4096)
     while fgets(&line, Int32(line.count), file) != nil {
       let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-      if text.hasPrefix("[") {
-        section = String(text.drop { $0 == "[" }.prefix { $0 != "]" })
+      if text.hasPrefix("[") || text.hasPrefix("# [") {
+        // A commented header opens an example table ([server.tls]).
+        section = String(text.drop { $0 == "#" || $0 == " " || $0 == "[" }.prefix { $0 != "]" })
       } else if text.hasPrefix("# "), let equals = text.firstRange(of: " = "),
         text.dropFirst(2).first?.isLowercase == true
       {

@@ -939,8 +939,18 @@ def table_config(s):
          "2: server.listen: 0.0.0.0:7700 is not a loopback address: configure [[auth.tokens]] to serve it"),
         ("broker: an IPv6 wildcard without tokens", broker, '[server]\nlisten = "[::]:7700"\n',
          "2: server.listen: [::]:7700 is not a loopback address"),
-        ("daemon: an https broker URL", daemon, '[broker]\nurl = "https://b.example"\n',
-         "2: broker.url: scheme https is not supported (use http or ws; terminate TLS in front)"),
+        ("daemon: an ftp broker URL", daemon, '[broker]\nurl = "ftp://b.example"\n',
+         "2: broker.url: scheme ftp is not supported (use http, https, ws or wss)"),
+        ("daemon: a CA file for a plain http broker", daemon, '[broker]\nurl = "http://b.example"\nca_file = "ca.pem"\n',
+         "3: broker.ca_file: needs an https:// url"),
+        ("daemon: a CA file that cannot be read", daemon,
+         '[broker]\nurl = "https://b.example"\nca_file = "/nonexistent/ca.pem"\n',
+         " broker.ca_file: cannot read the CA certificates /nonexistent/ca.pem: No such file or directory"),
+        ("broker: a TLS certificate without its key", broker, '[server.tls]\ncert = "c.pem"\n',
+         "2: server.tls.key: is needed with cert"),
+        ("broker: a TLS certificate that cannot be read", broker,
+         '[server.tls]\ncert = "/nonexistent/c.pem"\nkey = "/nonexistent/c.key"\n',
+         " server.tls: cannot read the certificate chain /nonexistent/c.pem: No such file or directory"),
         ("daemon: a number for the token", daemon, "[broker]\ntoken = 5\n", "2: broker.token: must be a string"),
         ("daemon: a token with a space", daemon, '[broker]\ntoken = "a b"\n',
          "2: broker.token: must not contain spaces"),
@@ -975,9 +985,9 @@ def table_config(s):
     start_rows = [
         ("the broker will not start on a non-loopback listen without tokens", broker,
          '[server]\nlisten = "0.0.0.0:0"\n', "2: server.listen: 0.0.0.0:0 is not a loopback address"),
-        ("pagesyncd will not start with an https URL", daemon,
-         f'[broker]\nurl = "https://b.example"\n[api]\nsocket = "{s.dir}/never.sock"\n',
-         "2: broker.url: scheme https is not supported"),
+        ("pagesyncd will not start with an ftp URL", daemon,
+         f'[broker]\nurl = "ftp://b.example"\n[api]\nsocket = "{s.dir}/never.sock"\n',
+         "2: broker.url: scheme ftp is not supported"),
     ]
     for what, program, content, fragment in start_rows:
         path = os.path.join(s.dir, "start.toml")
