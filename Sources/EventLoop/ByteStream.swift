@@ -196,8 +196,13 @@ public final class ByteStream: LoopHandle {
   }
 
   private func filterFailed(_ error: ByteStreamFilterError) {
-    if let alert = error.alert { writeWire(alert) }
     unsealed = []
+    if let alert = error.alert {
+      // Out at once: the owner closes the stream on the error, and the peer should learn why (an alert such as
+      // protocol_version), not only see the connection drop.
+      writeWire(alert)
+      flush()
+    }
     fail(LoopError(code: Int32(UV_EPROTO.rawValue), operation: "TLS: \(error.reason)"))
   }
 

@@ -148,6 +148,8 @@ public final class TLSSession: ByteStreamFilter {
   /// Keeps the context (and its `SSL_CTX`) alive as long as the session.
   private let owner: AnyObject
   private let isClient: Bool
+  /// The server's name as the client checks it; nil on the server side.
+  private let peerName: String?
   private var failed = false
   public private(set) var isEstablished = false
 
@@ -163,6 +165,7 @@ public final class TLSSession: ByteStreamFilter {
     SSL_set_bio(ssl, readBIO, writeBIO)
     self.owner = owner
     isClient = host != nil
+    peerName = host
     if let host {
       SSL_set_connect_state(ssl)
       _ = pagesync_offer_http11(ssl)
@@ -264,7 +267,7 @@ public final class TLSSession: ByteStreamFilter {
     }
     switch SSL_get_error(ssl, result) {
     case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return
-    default: throw failure("handshake failed")
+    default: throw failure(peerName.map { "handshake with \($0) failed" } ?? "handshake failed")
     }
   }
 

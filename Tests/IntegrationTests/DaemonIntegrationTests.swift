@@ -94,13 +94,45 @@ import Testing
   /// `pagesync watch --json`, through PagesyncClient's event stream, against a real daemon, across its restart.
   @Test func pagesyncWatchFollowsADaemonAcrossARestart() throws { try runScenario("watch") }
 
-  private func runScenario(_ scenario: String) throws {
+  // MARK: TLS (certificates from a CA made now by the openssl command)
+
+  /// Native TLS: a broker with `[server.tls]`, devices at `https://localhost` trusting the test CA (`ca_file`).
+  @Test func anEditIsPushedOverNativeTLS() throws { try runScenario("tls_push", tls: true) }
+
+  /// A certificate for another name: refused, `lastError` names the broker and the mismatch, retried.
+  @Test func aBrokerCertificateForAnotherHostIsRefused() throws {
+    try runScenario("tls_wrong_host", tls: true)
+  }
+
+  /// openssl s_server as the broker: SNI sent, nothing of HTTP before the certificate is verified.
+  @Test func theDaemonSendsSNIAndNothingBeforeVerification() throws {
+    try runScenario("tls_s_server", tls: true)
+  }
+
+  /// nginx (Debian's) as the TLS proxy in front of a plain-HTTP broker.
+  @Test func nginxAsATLSProxyInFrontOfAPlainBroker() throws { try runScenario("tls_nginx", tls: true) }
+
+  /// The TLS broker against s_client, curl, Python ssl and websockets; SIGHUP renewal and a bad pair.
+  @Test func theTLSBrokerAgainstOpenSSLCurlAndPython() throws { try runScenario("tls_broker", tls: true) }
+
+  private func runScenario(_ scenario: String, tls: Bool = false) throws {
+    var certificates: TestCertificates?
+    if tls {
+      let made = try TestCertificates(label: "e2e-tls")
+      try made.issue("server")
+      try made.issue("renewed")
+      try made.issue("other", names: ["DNS:other.example"])
+      certificates = made
+    }
+    defer { certificates?.remove() }
     let loop = try Loop()
     // The directory of the built programs: `builtProgram` of an empty name ends with the separator.
     let binDirectory = String(builtProgram("").dropLast())
     var script: ProcessRun?
     script = try ProcessRun(
-      loop: loop, "python3", [integrationResource("Python/daemon_e2e.py"), binDirectory, scenario])
+      loop: loop, "python3",
+      [integrationResource("Python/daemon_e2e.py"), binDirectory, scenario]
+        + (certificates.map { [$0.directory] } ?? []))
     // Generous: a scenario's own waits have deadlines of 10 to 15 s each; this only catches a hung harness.
     try loop.runUntilDone(timeout: 600_000)
     try loop.close()

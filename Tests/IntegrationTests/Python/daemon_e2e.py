@@ -31,6 +31,10 @@ import time
 import traceback
 
 BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else ""
+# The TLS scenarios' certificates, made by the Swift test with the openssl command (TestCertificates): ca.pem, and
+# NAME.pem (chain) + NAME.key for server (DNS:localhost, IP:127.0.0.1), renewed (the same names, a new key) and
+# other (DNS:other.example only).
+TLS_DIR = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else ""
 BROKER_PROGRAM = os.path.join(BIN, "pagesync-broker")
 DAEMON_PROGRAM = os.path.join(BIN, "pagesyncd")
 CLI_PROGRAM = os.path.join(BIN, "pagesync")
@@ -162,14 +166,15 @@ class Scenario:
         self.logs.append(log_path)
         return process
 
-    def broker(self):
+    def broker(self, tls=None):
         broker = Broker(self)
+        broker.tls = tls
         broker.start()
         return broker
 
-    def device(self, name, broker_url, user="alice", workspace="w1", **config):
+    def device(self, name, broker_url, user="alice", workspace="w1", wait_connected=True, **config):
         device = Device(self, name, broker_url, user, workspace, config)
-        device.start()
+        device.start(wait_connected=wait_connected)
         return device
 
 
@@ -185,9 +190,12 @@ class Broker:
         self.store = os.path.join(scenario.dir, "broker.sqlite")
         self.config = os.path.join(scenario.dir, "broker.toml")
         self.users = dict(USERS)  # what write_config grants; a scenario may change it and reload()
+        self.tls = None  # (certificate chain, key): [server.tls], and the URL is https://localhost:PORT
 
     @property
     def url(self):
+        if self.tls:
+            return f"https://localhost:{self.port}"
         return f"http://127.0.0.1:{self.port}"
 
     def write_config(self):
@@ -195,7 +203,8 @@ class Broker:
             f'[[auth.tokens]]\ntoken = "{token}"\nuser = "{user}"\nworkspaces = {json.dumps(workspaces)}\n'
             for user, (token, workspaces) in self.users.items())
         with open(self.config, "w") as config:
-            config.write(f'[server]\nlisten = "127.0.0.1:{self.port}"\n[store]\npath = "{self.store}"\n'
+            tls = f'[server.tls]\ncert = "{self.tls[0]}"\nkey = "{self.tls[1]}"\n' if self.tls else ""
+            config.write(f'[server]\nlisten = "127.0.0.1:{self.port}"\n{tls}[store]\npath = "{self.store}"\n'
                          f'synchronous = "normal"\n[log]\nlevel = "{LOG_LEVEL}"\n{tokens}')
 
     def reload(self):
@@ -397,10 +406,12 @@ class Device:
     def write_config(self):
         offline = {"database_row_limit": 50, "recent_limit": 20}
         sync = {"heartbeat_interval": 5, "backoff_base_ms": 50, "backoff_cap_ms": 500}
+        broker = {}
         for key, value in self.config_overrides.items():
-            (offline if key in offline else sync)[key] = value
+            (broker if key == "ca_file" else offline if key in offline else sync)[key] = value
         lines = [
             "[broker]", f'url = "{self.broker_url}"', f'token = "{self.token}"', f'workspace = "{self.workspace}"',
+            *(f'{key} = "{value}"' for key, value in broker.items()),
             "[store]", f'path = "{self.store}"',
             "[api]", f'socket = "{self.socket}"',
             "[offline]", *(f"{key} = {value}" for key, value in offline.items()),
@@ -2084,6 +2095,310 @@ def scenario_watch(s):
     ok("pagesync watch followed B's changes across a restart of its daemon")
 
 
+def tls_pair(name):
+    if not TLS_DIR:
+        raise CheckFailed("the TLS scenarios need TLS_DIR (the third argument)")
+    return os.path.join(TLS_DIR, name + ".pem"), os.path.join(TLS_DIR, name + ".key")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def edit_reaches(a, b, page, title):
+    """A edits `page`'s title; B, which keeps it offline, shows the edit without running sync (a push)."""
+    a.cli("edit", page, "--title", title)
+
+    def probe():
+        shown = b.show(page)
+        return shown["title"] == title and shown.get("source") == "local", (shown["title"], shown.get("source"))
+
+    wait_until(f"B shows A's edit '{title}' from its local store, without sync", probe, timeout=10,
+               expected=(title, "local"))
+
+
+def two_devices_sync(s, url, **config):
+    a = s.device("A", url, **config)
+    b = s.device("B", url, heartbeat_interval=60, **config)
+    a.cli("create", "page", "--id", "P", "--title", "first")
+    a.sync()
+    b.cli("offline", "add", "P")
+    b.sync()
+    b.wait_forest(tree("P", "toggled"), "P is offline on B")
+    edit_reaches(a, b, "P", "edited over TLS")
+    return a, b
+
+
+def scenario_tls_push(s):
+    """Over native TLS: a broker with [server.tls], devices at https://localhost with ca_file; an edit on A is
+    pushed to B."""
+    broker = s.broker(tls=tls_pair("server"))
+    check(broker.url.startswith("https://localhost:"), "the devices use an https:// URL", "https://", broker.url)
+    two_devices_sync(s, broker.url, ca_file=os.path.join(TLS_DIR, "ca.pem"))
+
+
+def scenario_tls_wrong_host(s):
+    """A broker whose certificate names another host: the device refuses it, says why in status, sends nothing,
+    and keeps retrying."""
+    broker = s.broker(tls=tls_pair("other"))
+    url = f"https://127.0.0.1:{broker.port}"
+    a = s.device("A", url, wait_connected=False, ca_file=os.path.join(TLS_DIR, "ca.pem"))
+    wait_until("A's lastError names the broker and the host name mismatch",
+               lambda: (lambda st: ("127.0.0.1" in (st["lastError"] or "")
+                                    and "certificate verify failed: IP address mismatch" in (st["lastError"] or ""),
+                                    st["lastError"]))(a.status()))
+    check(not a.status()["connected"], "A is not connected", False, a.status()["connected"])
+    # The broker logs every stream it opens: none came through.
+    with open(broker.log_path, errors="replace") as log:
+        text = log.read()
+    check("stream opened" not in text and "/v1/" not in text, "the broker saw no request", "", text[-500:])
+
+
+class SServer:
+    """`openssl s_server` as a fake broker on `port` with `pair`: it logs the client's TLS extensions (SNI) and
+    prints whatever the client sends once the handshake completes."""
+
+    def __init__(self, s, port, pair, label):
+        self.log_path = os.path.join(s.dir, f"s_server-{label}.log")
+        log = open(self.log_path, "w")
+        self.process = subprocess.Popen(
+            ["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", pair[0], "-key", pair[1],
+             "-tlsextdebug", "-ign_eof"], stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=s.dir)
+        log.close()
+        s.processes.append((f"s_server {label}", self.process))
+        s.logs.append(self.log_path)
+        wait_until(f"s_server {label} accepts", lambda: (lambda t: ("ACCEPT" in t, t))(self.text()))
+
+    def text(self):
+        with open(self.log_path, errors="replace") as log:
+            return log.read()
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def scenario_tls_s_server(s):
+    """openssl s_server as the broker: the daemon sends SNI, refuses a certificate for another name without
+    sending a byte of HTTP, and talks HTTP once the certificate fits."""
+    port = free_port()
+    fake = SServer(s, port, tls_pair("other"), "wrong-name")
+    a = s.device("A", f"https://localhost:{port}", wait_connected=False, ca_file=os.path.join(TLS_DIR, "ca.pem"))
+    wait_until("A's lastError says the host name does not match",
+               lambda: (lambda e: ("hostname mismatch" in e and "localhost" in e, e))(a.status()["lastError"] or ""))
+    wait_until("s_server saw the client's server name extension",
+               lambda: (lambda t: ('TLS client extension "server name"' in t, t[-300:]))(fake.text()))
+    fake.stop()
+    text = fake.text()
+    check("localhost" in text.replace("\n", ""), "the SNI names localhost", "localhost", text[-800:])
+    check("GET " not in text and "Bearer" not in text, "nothing of HTTP reached the server with the wrong name",
+          "no GET", text[-800:])
+    good = SServer(s, port, tls_pair("server"), "right-name")
+    wait_until("with the right certificate the daemon's request arrives",
+               lambda: (lambda t: ("GET /v1/" in t and "Bearer " in t, t[-300:]))(good.text()))
+    good.stop()
+
+
+def scenario_tls_nginx(s):
+    """nginx terminates TLS in front of a plain-HTTP broker (the proxy set-up of docs/operations.md): devices at
+    https:// through it sync and get pushes."""
+    broker = s.broker()
+    port = free_port()
+    root = os.path.join(s.dir, "nginx")
+    os.makedirs(root)
+    cert, key = tls_pair("server")
+    config = os.path.join(root, "nginx.conf")
+    with open(config, "w") as file:
+        file.write(f"""daemon off;
+pid {root}/nginx.pid;
+error_log {root}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+  access_log {root}/access.log;
+  client_body_temp_path {root}/body; proxy_temp_path {root}/proxy; fastcgi_temp_path {root}/fastcgi;
+  uwsgi_temp_path {root}/uwsgi; scgi_temp_path {root}/scgi;
+  map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    server_name localhost;
+    ssl_certificate {cert};
+    ssl_certificate_key {key};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    location / {{
+      proxy_pass http://127.0.0.1:{broker.port};
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      proxy_set_header Host $host;
+      proxy_read_timeout 1h;
+      proxy_buffering off;
+    }}
+  }}
+}}
+""")
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    s.start("nginx", [nginx, "-p", root, "-c", config, "-e", f"{root}/error.log"], os.path.join(s.dir, "nginx.log"))
+    s.logs.append(f"{root}/error.log")
+
+    def listening():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True, "open"
+        except OSError as error:
+            return False, str(error)
+
+    wait_until("nginx listens", listening)
+    a, b = two_devices_sync(s, f"https://localhost:{port}", ca_file=os.path.join(TLS_DIR, "ca.pem"))
+    with open(f"{root}/access.log") as log:
+        proxied = log.read()
+    # A stream is logged when it ends; the requests as they are answered.
+    check('"POST /v1/batch HTTP/1.1" 200' in proxied, "the devices' requests went through nginx", "/v1/batch",
+          proxied[-500:])
+    b.stop()
+    with open(f"{root}/access.log") as log:
+        proxied = log.read()
+    check('"GET /v1/stream HTTP/1.1" 101' in proxied, "B's device stream went through nginx", "101",
+          proxied[-500:])
+
+
+def scenario_tls_broker(s):
+    """The TLS broker against clients nobody here wrote: openssl s_client (TLS 1.3 and 1.2 with ALPN http/1.1,
+    TLS 1.1 refused, resumption), curl --cacert, Python ssl + websockets over wss://, and SIGHUP reading a new
+    certificate while an open stream goes on (a bad pair keeps the running one)."""
+    import asyncio
+    import ssl
+    import urllib.request
+    import websockets
+
+    # Copies: the scenario renews them in place.
+    server = tuple(shutil.copy(path, s.dir) for path in tls_pair("server"))
+    broker = s.broker(tls=server)
+    ca = os.path.join(TLS_DIR, "ca.pem")
+    address = f"127.0.0.1:{broker.port}"
+
+    def s_client(*args):
+        run = subprocess.run(["openssl", "s_client", "-connect", address, "-servername", "localhost", "-CAfile", ca,
+                              "-verify_return_error", *args], input="", capture_output=True, text=True,
+                             timeout=30)
+        return run.returncode, run.stdout + run.stderr
+
+    code, text = s_client("-alpn", "http/1.1")
+    check(code == 0 and "New, TLSv1.3" in text and "ALPN protocol: http/1.1" in text
+          and "Verify return code: 0 (ok)" in text, "s_client: TLS 1.3, ALPN http/1.1, verified", "TLSv1.3", text)
+    code, text = s_client("-tls1_2", "-alpn", "http/1.1")
+    check(code == 0 and "New, TLSv1.2" in text and "ALPN protocol: http/1.1" in text,
+          "s_client: TLS 1.2 is served too", "TLSv1.2", text)
+    code, text = s_client("-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0")
+    check(code != 0 and "alert protocol version" in text, "s_client: TLS 1.1 is refused with protocol_version",
+          "alert protocol version", text[-600:])
+    code, text = s_client("-alpn", "h2")
+    check(code != 0 and "no application protocol" in text, "s_client: ALPN without http/1.1 is refused",
+          "no application protocol", text[-600:])
+    session = os.path.join(s.dir, "session.pem")
+    s_client("-tls1_2", "-sess_out", session)
+    code, text = s_client("-tls1_2", "-sess_in", session)
+    check(code == 0 and "Reused, TLSv1.2" in text, "s_client: a TLS 1.2 session resumes from its ticket", "Reused",
+          text[-600:])
+
+    run = subprocess.run(["curl", "--silent", "--show-error", "--noproxy", "*", "--max-time", "15", "--cacert", ca,
+                          "-w", "|%{http_code}|%{http_version}", f"{broker.url}/healthz"],
+                         capture_output=True, text=True, timeout=30)
+    check(run.returncode == 0 and run.stdout.endswith("|200|1.1"), "curl --cacert GET /healthz over https: 200",
+          "|200|1.1", (run.returncode, run.stdout, run.stderr))
+
+    context = ssl.create_default_context(cafile=ca)
+
+    def https_call(method, path, body, token):
+        request = urllib.request.Request(broker.url + path, data=json.dumps(body).encode(), method=method,
+                                         headers={"Authorization": "Bearer " + token,
+                                                  "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=20, context=context) as answer:
+            return answer.status
+
+    # TLS 1.3 resumption with Python's ssl: the ticket comes after the handshake, so read an answer first.
+    first = socket.create_connection(("127.0.0.1", broker.port))
+    tls = context.wrap_socket(first, server_hostname="localhost")
+    tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    while tls.recv(4096):
+        pass
+    ticket = tls.session
+    tls.close()
+    again = context.wrap_socket(socket.create_connection(("127.0.0.1", broker.port)), server_hostname="localhost",
+                                session=ticket)
+    check(again.session_reused and again.version() == "TLSv1.3", "Python ssl: a TLS 1.3 session resumes",
+          True, (again.session_reused, again.version()))
+    again.close()
+
+    token = USERS["alice"][0]
+    batch = {"client": "tls-writer", "workspace": "w1",
+             "mutations": [{"id": 1, "page": "T", "time": "1700000000001:0", "type": "create_page", "title": "t"}]}
+    check(https_call("POST", "/v1/batch", batch, token) == 200, "a batch over https is applied")
+
+    def leaf_of(pair):
+        with open(pair[0]) as file:
+            return file.read().split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n"
+
+    def served_leaf():
+        return ssl.DER_cert_to_PEM_cert(
+            context.wrap_socket(socket.create_connection(("127.0.0.1", broker.port)),
+                                server_hostname="localhost").getpeercert(binary_form=True))
+
+    def normalized(pem):
+        return "".join(pem.split())
+
+    async def streams():
+        async with websockets.connect(f"wss://localhost:{broker.port}/v1/stream", ssl=context,
+                                      additional_headers={"Authorization": "Bearer " + token}) as ws:
+            await ws.send(json.dumps({"op": "subscribe", "pages": ["T"]}))
+            answer = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            check(answer["op"] == "subscribed", "wss://: the stream subscribes", "subscribed", answer)
+
+            async def pushed(n):
+                batch["mutations"] = [{"id": n, "page": "T", "time": f"{1700000000000 + n}:0", "type": "set_title",
+                                       "title": f"t{n}"}]
+                check(https_call("POST", "/v1/batch", batch, token) == 200, f"edit {n} applied over https")
+                while True:
+                    message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                    if message["op"] == "changed":
+                        return sorted(message["pages"])
+
+            pages = await pushed(2)
+            check(pages == ["T"], "wss://: the stream is notified of the edit", ["T"], pages)
+            check(normalized(served_leaf()) == normalized(leaf_of(server)), "the first certificate is served")
+            # Renewal: the same file names get a new certificate; SIGHUP.
+            renewed = tls_pair("renewed")
+            shutil.copy(server[0], server[0] + ".old")
+            shutil.copy(server[1], server[1] + ".old")
+            shutil.copy(renewed[0], server[0])
+            shutil.copy(renewed[1], server[1])
+            broker.reload()
+            check(normalized(served_leaf()) == normalized(leaf_of(renewed)),
+                  "after SIGHUP new connections get the renewed certificate")
+            check(await pushed(3) == ["T"], "the stream opened before the reload is still notified", ["T"])
+            # A bad pair: the renewed certificate with the old key. Refused, naming the file; the renewed pair stays.
+            shutil.copy(server[1] + ".old", server[1])
+            with open(broker.log_path, errors="replace") as log:
+                before = log.read().count("reload refused")
+            broker.process.send_signal(signal.SIGHUP)
+
+            def refused():
+                with open(broker.log_path, errors="replace") as log:
+                    text = log.read()
+                return text.count("reload refused") > before, text[-600:]
+
+            wait_until("SIGHUP with a mismatched pair is refused", refused)
+            with open(broker.log_path, errors="replace") as log:
+                text = log.read()
+            check(f"the private key {server[1]} does not match the certificate {server[0]}" in text,
+                  "the refusal names the files", server[1], text[-600:])
+            check(normalized(served_leaf()) == normalized(leaf_of(renewed)), "the running pair stays in use")
+            check(await pushed(4) == ["T"], "the stream is still notified after the refused reload", ["T"])
+
+    asyncio.run(streams())
+
+
 SCENARIOS = {
     "seed": scenario_seed,
     "row_limit": scenario_row_limit,
@@ -2102,6 +2417,11 @@ SCENARIOS = {
     "clock_ahead": scenario_clock_ahead,
     "kill9": scenario_kill9,
     "workspace": scenario_workspace,
+    "tls_push": scenario_tls_push,
+    "tls_wrong_host": scenario_tls_wrong_host,
+    "tls_s_server": scenario_tls_s_server,
+    "tls_nginx": scenario_tls_nginx,
+    "tls_broker": scenario_tls_broker,
     "missing": scenario_missing,
     "append": scenario_append,
     "hostile_broker": scenario_hostile_broker,
@@ -2116,8 +2436,8 @@ SCENARIOS = {
 
 
 def main():
-    if len(sys.argv) != 3 or (sys.argv[2] != "all" and sys.argv[2] not in SCENARIOS):
-        print(f"usage: daemon_e2e.py BIN_DIR {{all|{'|'.join(SCENARIOS)}}}", file=sys.stderr)
+    if len(sys.argv) not in (3, 4) or (sys.argv[2] != "all" and sys.argv[2] not in SCENARIOS):
+        print(f"usage: daemon_e2e.py BIN_DIR {{all|{'|'.join(SCENARIOS)}}} [TLS_DIR]", file=sys.stderr)
         sys.exit(64)
     for program in (BROKER_PROGRAM, DAEMON_PROGRAM, CLI_PROGRAM):
         if not os.access(program, os.X_OK):
