@@ -42,6 +42,12 @@ let package = Package(
         .product(name: "StrictJSONTestKit", package: "pagesync"),
       ]),
     .executableTarget(
+      name: "FuzzTLS",
+      dependencies: [
+        "FuzzSupport", .product(name: "ByteBuffers", package: "pagesync"),
+        .product(name: "EventLoop", package: "pagesync"), .product(name: "Web", package: "pagesync"),
+      ]),
+    .executableTarget(
       name: "FuzzTextOps", dependencies: ["FuzzSupport", .product(name: "RichText", package: "pagesync")]),
     .executableTarget(
       name: "FuzzLocalAPI",

@@ -62,3 +62,37 @@ static inline int pagesync_offer_http11(SSL *ssl) {
 
 /// An empty memory BIO reports "retry" rather than end of file, so that SSL_read waits for more bytes.
 static inline void pagesync_bio_retry_when_empty(BIO *bio) { BIO_set_mem_eof_return(bio, -1); }
+
+/// An ephemeral P-256 key and a self-signed certificate for `common_name`, valid for a day, installed in `ctx`;
+/// the certificate's PEM is written to `pem` (at most `capacity` bytes, NUL-terminated). For tests and fuzzing:
+/// no key file on disk. Returns 1 on success.
+static inline int pagesync_ctx_use_ephemeral_certificate(SSL_CTX *ctx, const char *common_name, char *pem,
+                                                         size_t capacity) {
+  int ok = 0;
+  EVP_PKEY *key = EVP_EC_gen("P-256");
+  X509 *cert = X509_new();
+  BIO *out = BIO_new(BIO_s_mem());
+  if (!key || !cert || !out) goto done;
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -60);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 86400);
+  X509_set_pubkey(cert, key);
+  X509_NAME *name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)common_name, -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  if (!X509_sign(cert, key, EVP_sha256())) goto done;
+  if (SSL_CTX_use_certificate(ctx, cert) != 1 || SSL_CTX_use_PrivateKey(ctx, key) != 1) goto done;
+  if (PEM_write_bio_X509(out, cert) != 1) goto done;
+  int length = BIO_read(out, pem, (int)capacity - 1);
+  if (length <= 0) goto done;
+  pem[length] = 0;
+  ok = 1;
+done:
+  BIO_free(out);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return ok;
+}
+
+static inline int pagesync_set_max_tls12(SSL *ssl) { return (int)SSL_set_max_proto_version(ssl, TLS1_2_VERSION); }

@@ -57,12 +57,7 @@ public final class TLSServerContext: @unchecked Sendable {
     self.context = context
     self.certificateFile = certificateFile
     self.keyFile = keyFile
-    pagesync_ctx_set_min_tls12(context)
-    _ = pagesync_ctx_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
-    pagesync_ctx_set_options(context, 1)
-    pagesync_ctx_select_http11(context)
-    let sessionContext: [UInt8] = Array("pagesync".utf8)
-    _ = SSL_CTX_set_session_id_context(context, sessionContext, UInt32(sessionContext.count))
+    Self.configure(context)
     try checkReadable(certificateFile, "the certificate chain")
     try checkReadable(keyFile, "the private key")
     guard SSL_CTX_use_certificate_chain_file(context, certificateFile) == 1 else {
@@ -82,6 +77,37 @@ public final class TLSServerContext: @unchecked Sendable {
     }
     if let previous { _ = pagesync_ctx_copy_ticket_keys(previous.context, context) }
     ERR_clear_error()
+  }
+
+  /// A context with an ephemeral key and a self-signed certificate for `commonName`, made in memory (for tests
+  /// and fuzzing: no key on disk). `certificatePEM` is what a client must trust.
+  public init(ephemeralFor commonName: String) throws(TLSError) {
+    ERR_clear_error()
+    guard let context = SSL_CTX_new(TLS_server_method()) else {
+      throw TLSError("cannot create a TLS context: \(drainOpenSSLErrors())")
+    }
+    self.context = context
+    certificateFile = "(ephemeral)"
+    keyFile = "(ephemeral)"
+    Self.configure(context)
+    var pem = [CChar](repeating: 0, count: 4096)
+    guard pagesync_ctx_use_ephemeral_certificate(context, commonName, &pem, pem.count) == 1 else {
+      throw TLSError("cannot make an ephemeral certificate: \(drainOpenSSLErrors())")
+    }
+    certificatePEM = String(cString: pem)
+  }
+
+  /// The certificate's PEM, for a context made `ephemeralFor`; empty otherwise.
+  public private(set) var certificatePEM = ""
+
+  /// What every server context has: TLS 1.2+, idle buffers released, no renegotiation, ALPN, a session context.
+  private static func configure(_ context: OpaquePointer) {
+    pagesync_ctx_set_min_tls12(context)
+    _ = pagesync_ctx_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
+    pagesync_ctx_set_options(context, 1)
+    pagesync_ctx_select_http11(context)
+    let sessionContext: [UInt8] = Array("pagesync".utf8)
+    _ = SSL_CTX_set_session_id_context(context, sessionContext, UInt32(sessionContext.count))
   }
 
   deinit { SSL_CTX_free(context) }
@@ -126,8 +152,11 @@ public final class TLSClientContext: @unchecked Sendable {
   deinit { SSL_CTX_free(context) }
 
   /// A new client-side session that verifies the server as `host` (a DNS name or an IP address literal).
-  public func makeSession(host: String) -> TLSSession {
-    TLSSession(context: context, owner: self, client: host)
+  /// `maximumVersion12`: offer TLS 1.2 at most (for tests of a server's TLS 1.2).
+  public func makeSession(host: String, maximumVersion12: Bool = false) -> TLSSession {
+    let session = TLSSession(context: context, owner: self, client: host)
+    if maximumVersion12 { session.limitToTLS12() }
+    return session
   }
 }
 
@@ -184,6 +213,8 @@ public final class TLSSession: ByteStreamFilter {
   }
 
   deinit { SSL_free(ssl) }
+
+  func limitToTLS12() { _ = pagesync_set_max_tls12(ssl) }
 
   static func isIPAddress(_ host: String) -> Bool {
     var storage = in6_addr()
