@@ -96,3 +96,24 @@ done:
 }
 
 static inline int pagesync_set_max_tls12(SSL *ssl) { return (int)SSL_set_max_proto_version(ssl, TLS1_2_VERSION); }
+
+/// Client side: each session OpenSSL makes that can be resumed (TLS 1.3: one per ticket the server sends, after
+/// the handshake) is parked in its SSL's app data, for the caller to take with pagesync_take_new_session.
+static inline int pagesync_park_new_session(SSL *ssl, SSL_SESSION *session) {
+  SSL_SESSION *old = (SSL_SESSION *)SSL_get_app_data(ssl);
+  if (old) SSL_SESSION_free(old);
+  SSL_set_app_data(ssl, session);
+  return 1;
+}
+
+static inline void pagesync_ctx_collect_sessions(SSL_CTX *ctx) {
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(ctx, pagesync_park_new_session);
+}
+
+/// The newest session parked for `ssl` (owned by the caller), or NULL.
+static inline SSL_SESSION *pagesync_take_new_session(SSL *ssl) {
+  SSL_SESSION *session = (SSL_SESSION *)SSL_get_app_data(ssl);
+  SSL_set_app_data(ssl, NULL);
+  return session;
+}

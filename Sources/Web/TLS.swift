@@ -121,9 +121,16 @@ public final class TLSServerContext: @unchecked Sendable {
 /// address in the certificate's IP entries), SNI, ALPN `http/1.1`. There is no way to turn verification off.
 ///
 /// Threading: an `SSL_CTX` may be shared between threads once set up.
+///
+/// Resumption: the context keeps the newest resumable session of each host it connected to (one `SSL_SESSION`
+/// each, under a lock) and offers it on the next connection there, so a daemon that reconnects resumes instead
+/// of paying a full handshake.
 public final class TLSClientContext: @unchecked Sendable {
   let context: OpaquePointer
   public let caFile: String?
+  private let lock = Lock()
+  /// The newest resumable session by host (retained `SSL_SESSION`s).
+  private var sessions: [String: OpaquePointer] = [:]
 
   public init(caFile: String? = nil) throws(TLSError) {
     ERR_clear_error()
@@ -136,6 +143,7 @@ public final class TLSClientContext: @unchecked Sendable {
     _ = pagesync_ctx_set_mode(context, Int(SSL_MODE_RELEASE_BUFFERS))
     pagesync_ctx_set_options(context, 0)
     SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+    pagesync_ctx_collect_sessions(context)
     if let caFile {
       try checkReadable(caFile, "the CA certificates")
       guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
@@ -149,14 +157,27 @@ public final class TLSClientContext: @unchecked Sendable {
     ERR_clear_error()
   }
 
-  deinit { SSL_CTX_free(context) }
+  deinit {
+    for session in sessions.values { SSL_SESSION_free(session) }
+    SSL_CTX_free(context)
+  }
 
-  /// A new client-side session that verifies the server as `host` (a DNS name or an IP address literal).
-  /// `maximumVersion12`: offer TLS 1.2 at most (for tests of a server's TLS 1.2).
+  /// A new client-side session that verifies the server as `host` (a DNS name or an IP address literal),
+  /// offering the last session of that host for resumption. `maximumVersion12`: offer TLS 1.2 at most (for tests
+  /// of a server's TLS 1.2).
   public func makeSession(host: String, maximumVersion12: Bool = false) -> TLSSession {
     let session = TLSSession(context: context, owner: self, client: host)
     if maximumVersion12 { session.limitToTLS12() }
+    lock.withLock {
+      if let saved = sessions[host] { session.offer(saved) }
+    }
     return session
+  }
+
+  /// Keeps `session` (retained by the caller, handed over) as the one to offer `host` next time.
+  func keep(_ session: OpaquePointer, for host: String) {
+    let replaced = lock.withLock { sessions.updateValue(session, forKey: host) }
+    if let replaced { SSL_SESSION_free(replaced) }
   }
 }
 
@@ -212,9 +233,30 @@ public final class TLSSession: ByteStreamFilter {
     }
   }
 
-  deinit { SSL_free(ssl) }
+  deinit {
+    if let parked = pagesync_take_new_session(ssl) { SSL_SESSION_free(parked) }
+    // Freed without a close_notify, OpenSSL would mark the session not resumable (`ssl_clear_bad_session`): a
+    // connection that ended well (the peer closed, a keep-alive let go) keeps its session for the next one. One
+    // that failed does not.
+    if !failed { SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN) }
+    SSL_free(ssl)
+  }
 
   func limitToTLS12() { _ = pagesync_set_max_tls12(ssl) }
+
+  /// Offers `session` for resumption (before the handshake starts).
+  func offer(_ session: OpaquePointer) { _ = SSL_set_session(ssl, session) }
+
+  /// A client hands each new resumable session (TLS 1.3: one per ticket, after the handshake; TLS 1.2: with the
+  /// handshake) to its context, for the next connection to the same host.
+  private func keepNewSession() {
+    guard isClient, let session = pagesync_take_new_session(ssl) else { return }
+    if let peerName, let owner = owner as? TLSClientContext {
+      owner.keep(session, for: peerName)
+    } else {
+      SSL_SESSION_free(session)
+    }
+  }
 
   static func isIPAddress(_ host: String) -> Bool {
     var storage = in6_addr()
@@ -265,7 +307,9 @@ public final class TLSSession: ByteStreamFilter {
           continue
         }
         switch SSL_get_error(ssl, read) {
-        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE, SSL_ERROR_ZERO_RETURN: return
+        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE, SSL_ERROR_ZERO_RETURN:
+          keepNewSession()
+          return
         default: throw failure("bad record")
         }
       }

@@ -135,6 +135,66 @@ import Web
     #expect(texts == ["echo one", "echo " + String(repeating: "x", count: 70_000)])
   }
 
+  /// Runs `client` and `server` against each other in memory until neither has more to say; returns whether
+  /// both are established.
+  private func converse(_ client: TLSSession, _ server: TLSSession) throws -> Bool {
+    var toServer = try client.start()
+    for _ in 0..<10 {
+      let toClient = try toServer.flatMap { bytes in
+        try bytes.withUnsafeReadableBytes { try server.open($0) { _ in true } }
+      }
+      toServer = try toClient.flatMap { bytes in
+        try bytes.withUnsafeReadableBytes { try client.open($0) { _ in true } }
+      }
+      if toServer == nil && toClient == nil { break }
+    }
+    return client.isEstablished && server.isEstablished
+  }
+
+  @Test(arguments: [false, true]) func aReconnectResumesItsSession(tls12: Bool) throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("server")
+    let server = try TLSServerContext(certificateFile: pair.certificate, keyFile: pair.key)
+    let client = try TLSClientContext(caFile: ca.caFile)
+    let first = client.makeSession(host: "localhost", maximumVersion12: tls12)
+    #expect(try converse(first, server.makeSession()))
+    #expect(!first.isResumed)
+    #expect(first.protocolVersion == (tls12 ? "TLSv1.2" : "TLSv1.3"))
+    #expect(first.applicationProtocol == "http/1.1")
+    let second = client.makeSession(host: "localhost", maximumVersion12: tls12)
+    #expect(try converse(second, server.makeSession()))
+    #expect(second.isResumed)
+    // Another host name has no session to offer.
+    let other = client.makeSession(host: "127.0.0.1", maximumVersion12: tls12)
+    #expect(try converse(other, server.makeSession()))
+    #expect(!other.isResumed)
+  }
+
+  @Test func sessionsResumeAcrossAReloadOfThePair() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("server")
+    let renewed = try ca.issue("renewed")
+    let before = try TLSServerContext(certificateFile: pair.certificate, keyFile: pair.key)
+    let client = try TLSClientContext(caFile: ca.caFile)
+    #expect(try converse(client.makeSession(host: "localhost"), before.makeSession()))
+    let control = client.makeSession(host: "localhost")
+    #expect(try converse(control, before.makeSession()))
+    #expect(control.isResumed)
+    // A reload that keeps the ticket keys: the ticket from before is taken.
+    let reloaded = try TLSServerContext(
+      certificateFile: renewed.certificate, keyFile: renewed.key, reusingTicketKeysOf: before)
+    let resumed = client.makeSession(host: "localhost")
+    #expect(try converse(resumed, reloaded.makeSession()))
+    #expect(resumed.isResumed)
+    // Without them it is not (what the copy is for).
+    let fresh = try TLSServerContext(certificateFile: renewed.certificate, keyFile: renewed.key)
+    let full = client.makeSession(host: "localhost")
+    #expect(try converse(full, fresh.makeSession()))
+    #expect(!full.isResumed)
+  }
+
   @Test func aBadPairIsAnErrorNamingTheFile() throws {
     let ca = try TestCertificates()
     defer { ca.remove() }
