@@ -947,7 +947,7 @@ def table_config(s):
          '[broker]\nurl = "https://b.example"\nca_file = "/nonexistent/ca.pem"\n',
          " broker.ca_file: cannot read the CA certificates /nonexistent/ca.pem: No such file or directory"),
         ("broker: a TLS certificate without its key", broker, '[server.tls]\ncert = "c.pem"\n',
-         "2: server.tls.key: is needed with cert"),
+         "1: server.tls.key: is needed with cert"),
         ("broker: a TLS certificate that cannot be read", broker,
          '[server.tls]\ncert = "/nonexistent/c.pem"\nkey = "/nonexistent/c.key"\n',
          " server.tls: cannot read the certificate chain /nonexistent/c.pem: No such file or directory"),
