@@ -40,6 +40,34 @@ private func sampleConfig(file: String = #filePath) -> String {
     #expect(try BrokerConfiguration.parse(uncommented, file: "sample") == BrokerConfiguration())
   }
 
+  @Test func tlsIsReadAndItsFilesChangeOnReloadWhileTurningItOnNeedsARestart() throws {
+    let plain = try BrokerConfiguration.parse("[server]\nlisten = \"127.0.0.1:0\"\n", file: "t.toml")
+    #expect(plain.tlsCertificateFile == nil && plain.tlsKeyFile == nil)
+    let tls = try BrokerConfiguration.parse(
+      "[server]\nlisten = \"127.0.0.1:0\"\n[server.tls]\ncert = \"a.pem\"\nkey = \"a.key\"\n", file: "t.toml")
+    #expect(tls.tlsCertificateFile == "a.pem" && tls.tlsKeyFile == "a.key")
+    let renamed = try BrokerConfiguration.parse(
+      "[server]\nlisten = \"127.0.0.1:0\"\n[server.tls]\ncert = \"b.pem\"\nkey = \"b.key\"\n", file: "t.toml")
+    let plan = tls.reloadPlan(to: renamed)
+    #expect(plan.applied == ["server.tls.cert", "server.tls.key"] && plan.needsRestart.isEmpty)
+    #expect(tls.reloaded(from: renamed).tlsCertificateFile == "b.pem")
+    #expect(plain.reloadPlan(to: tls).needsRestart == ["server.tls"])
+    #expect(plain.reloaded(from: tls).tlsCertificateFile == nil)
+    #expect(tls.reloaded(from: plain).tlsCertificateFile == "a.pem")
+    for (text, message) in [
+      ("[server.tls]\nkey = \"a.key\"\n", "t.toml:1: server.tls.cert: is needed with key"),
+      ("[server.tls]\ncert = \"\"\nkey = \"a.key\"\n", "t.toml:2: server.tls.cert: must not be empty"),
+      ("[server.tls]\ncert = \"a\"\nkey = \"b\"\nca = \"c\"\n", "t.toml:4: server.tls.ca: unknown key"),
+    ] {
+      #expect(throws: (any Error).self) { try BrokerConfiguration.parse(text, file: "t.toml") }
+      do {
+        _ = try BrokerConfiguration.parse(text, file: "t.toml")
+      } catch {
+        #expect("\(error)".hasPrefix(message), "\(error)")
+      }
+    }
+  }
+
   @Test func tokensAndLimitsAreRead() throws {
     let configuration = try BrokerConfiguration.parse(
       """

@@ -119,6 +119,16 @@ private func readText(_ path: String) -> String {
     }
   }
 
+  @Test func anHTTPSBrokerWithAPrivateCAIsRead() throws {
+    let configuration = try DaemonConfiguration.parse(
+      "[broker]\nurl = \"https://b.example\"\nca_file = \"/etc/ca.pem\"\n", file: "t.toml")
+    #expect(configuration.brokerURL.isSecure && configuration.brokerURL.port == 443)
+    #expect(configuration.caFile == "/etc/ca.pem")
+    let next = try DaemonConfiguration.parse("[broker]\nurl = \"https://b.example\"\n", file: "t.toml")
+    #expect(configuration.reloadPlan(to: next).needsRestart == ["broker.ca_file"])
+    #expect(configuration.reloaded(from: next).caFile == "/etc/ca.pem")
+  }
+
   @Test func anUnreadableFileIsNamed() {
     #expect {
       _ = try DaemonMain.loadConfiguration(path: "/nonexistent/pagesyncd.toml")
