@@ -117,3 +117,10 @@ static inline SSL_SESSION *pagesync_take_new_session(SSL *ssl) {
   SSL_set_app_data(ssl, NULL);
   return session;
 }
+
+/// The bytes a memory BIO has allocated (whatever it holds now).
+static inline size_t pagesync_bio_capacity(BIO *bio) {
+  BUF_MEM *memory = NULL;
+  BIO_get_mem_ptr(bio, &memory);
+  return memory ? memory->max : 0;
+}

@@ -193,8 +193,8 @@ public final class TLSClientContext: @unchecked Sendable {
 /// Threading: loop thread only.
 public final class TLSSession: ByteStreamFilter {
   private let ssl: OpaquePointer
-  private let readBIO: OpaquePointer
-  private let writeBIO: OpaquePointer
+  private var readBIO: OpaquePointer
+  private var writeBIO: OpaquePointer
   /// Keeps the context (and its `SSL_CTX`) alive as long as the session.
   private let owner: AnyObject
   private let isClient: Bool
@@ -205,6 +205,9 @@ public final class TLSSession: ByteStreamFilter {
 
   /// Largest plaintext piece handed to `deliver` at once (one TLS record's worth).
   static let readChunk = 16 * 1024
+  /// A memory BIO that is empty but holds more than this is replaced by a new one, so that a connection that
+  /// once carried a large read or answer does not keep its buffer while idle.
+  static let idleBIOCapacity = 1024
 
   init(context: OpaquePointer, owner: AnyObject, client host: String?) {
     ssl = SSL_new(context)!
@@ -297,6 +300,7 @@ public final class TLSSession: ByteStreamFilter {
       try handshake()
       guard isEstablished else { return takeOutput() }
     }
+    defer { trimEmptyBIOs() }
     try withUnsafeTemporaryAllocation(byteCount: Self.readChunk, alignment: 1) {
       (chunk) throws(ByteStreamFilterError) in
       while true {
@@ -330,6 +334,7 @@ public final class TLSSession: ByteStreamFilter {
       return true
     }
     guard complete else { throw failure("cannot write") }
+    defer { trimEmptyBIOs() }
     return takeOutput() ?? ByteBuffer(capacity: 0)
   }
 
@@ -355,6 +360,25 @@ public final class TLSSession: ByteStreamFilter {
       reason = "certificate verify failed: \(String(cString: X509_verify_cert_error_string(verify)))"
     }
     return ByteStreamFilterError(reason: "\(what): \(reason)", alert: takeOutput())
+  }
+
+  /// Replaces an empty BIO that grew past `idleBIOCapacity` (OpenSSL's memory BIOs keep their buffer once
+  /// grown); with `SSL_MODE_RELEASE_BUFFERS` an idle connection then holds no buffer of a record's size.
+  private func trimEmptyBIOs() {
+    if pagesync_bio_pending(readBIO) == 0, pagesync_bio_capacity(readBIO) > Self.idleBIOCapacity,
+      let fresh = BIO_new(BIO_s_mem())
+    {
+      pagesync_bio_retry_when_empty(fresh)
+      SSL_set0_rbio(ssl, fresh)
+      readBIO = fresh
+    }
+    if pagesync_bio_pending(writeBIO) == 0, pagesync_bio_capacity(writeBIO) > Self.idleBIOCapacity,
+      let fresh = BIO_new(BIO_s_mem())
+    {
+      pagesync_bio_retry_when_empty(fresh)
+      SSL_set0_wbio(ssl, fresh)
+      writeBIO = fresh
+    }
   }
 
   /// What OpenSSL wrote for the peer since the last call, if anything.
