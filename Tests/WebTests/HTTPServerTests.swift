@@ -562,9 +562,13 @@ import Web
     #expect(try HTTPURL(parsing: "ws://[::1]:80").address == .inet(host: "::1", port: 80))
     #expect(try HTTPURL(parsing: "http://example").port == 80)
     #expect(try HTTPURL(parsing: "http://h:1").target == "/")
+    // TLS: https and wss default to 443.
+    #expect(try HTTPURL(parsing: "https://example").port == 443)
+    #expect(try HTTPURL(parsing: "wss://example:8443/x").isSecure)
+    #expect(try !HTTPURL(parsing: "http://example").isSecure)
   }
 
-  @Test(arguments: ["127.0.0.1:7700", "https://h:1", "http://", "http://h:99999", "http://u@h:1"])
+  @Test(arguments: ["127.0.0.1:7700", "ftp://h:1", "http://", "http://h:99999", "http://u@h:1"])
   func refusesWhatItCannotServe(_ text: String) {
     #expect(throws: HTTPURL.ParseError.self) { try HTTPURL(parsing: text) }
   }
