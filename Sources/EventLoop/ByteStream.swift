@@ -541,6 +541,12 @@ public final class ByteStream: LoopHandle {
   /// ends too. Writes after this fail.
   public func shutdownWrite() {
     guard !isClosing, !shutdownRequested else { return }
+    if let filter, filter.isEstablished {
+      // What the owner wrote, then the filter's end (close_notify), then FIN.
+      sealUnsealed()
+      if !isClosing, let end = filter.finish() { writeWire(end) }
+    }
+    guard !isClosing else { return }
     shutdownRequested = true
     if queuedBytes == 0 && !writeInFlight {
       ShutdownRequest.start(self)

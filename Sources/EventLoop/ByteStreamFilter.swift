@@ -20,6 +20,9 @@ public protocol ByteStreamFilter: AnyObject {
     throws(ByteStreamFilterError) -> ByteBuffer?
   /// The owner's bytes, once established: what goes on the wire for them.
   func seal(_ bytes: ByteBuffer) throws(ByteStreamFilterError) -> ByteBuffer
+  /// The bytes that tell the peer nothing more comes (TLS's close_notify), sent before the stream's FIN; nil for
+  /// none.
+  func finish() -> ByteBuffer?
 }
 
 /// Why a filter gave up on the stream: a failed handshake (with the peer's certificate problem), a bad record.

@@ -338,6 +338,14 @@ public final class TLSSession: ByteStreamFilter {
     return takeOutput() ?? ByteBuffer(capacity: 0)
   }
 
+  public func finish() -> ByteBuffer? {
+    guard isEstablished, !failed else { return nil }
+    ERR_clear_error()
+    _ = SSL_shutdown(ssl)
+    ERR_clear_error()
+    return takeOutput()
+  }
+
   private func handshake() throws(ByteStreamFilterError) {
     ERR_clear_error()
     let result = SSL_do_handshake(ssl)

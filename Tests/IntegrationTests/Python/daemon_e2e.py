@@ -2321,10 +2321,15 @@ def scenario_tls_broker(s):
 
     # TLS 1.3 resumption with Python's ssl: the ticket comes after the handshake, so read an answer first.
     first = socket.create_connection(("127.0.0.1", broker.port))
-    tls = context.wrap_socket(first, server_hostname="localhost")
+    # suppress_ragged_eofs=False: an end without close_notify (a possible truncation) would raise SSLEOFError.
+    tls = context.wrap_socket(first, server_hostname="localhost", suppress_ragged_eofs=False)
     tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-    while tls.recv(4096):
-        pass
+    try:
+        while tls.recv(4096):
+            pass
+        check(True, "Connection: close ends with close_notify before FIN")
+    except ssl.SSLEOFError as error:
+        check(False, "Connection: close ends with close_notify before FIN", "close_notify", str(error))
     ticket = tls.session
     tls.close()
     again = context.wrap_socket(socket.create_connection(("127.0.0.1", broker.port)), server_hostname="localhost",
