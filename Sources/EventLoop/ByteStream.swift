@@ -58,6 +58,10 @@ public final class ByteStream: LoopHandle {
   private var unsealed: [ByteBuffer] = []
   /// TLS or another layer between the socket and the owner (`install(_:)`).
   public private(set) var filter: (any ByteStreamFilter)?
+  /// The owner stopped reading while the filter may still hold bytes it opened from an earlier read (records
+  /// after the one delivered): `startReading` has them delivered at the end of the turn, socket or not.
+  private var filterMayHoldMore = false
+  private var filterDrainPending = false
   private var pendingHead = 0
   private var writeInFlight = false
   private var flushScheduled = false
@@ -233,6 +237,12 @@ public final class ByteStream: LoopHandle {
         // A lingering close (no `onRead`) still opens what comes, and drops it.
         guard !self.isClosing else { return false }
         self.onRead?(plain)
+        // As over TCP, an owner that stops reading gets nothing more until it starts again (the rest of what the
+        // socket gave stays in the filter: at most one socket read's worth).
+        guard self.isReading else {
+          self.filterMayHoldMore = true
+          return false
+        }
         return !self.isClosing
       }
       if let reply { writeWire(reply) }
@@ -263,6 +273,14 @@ public final class ByteStream: LoopHandle {
       fail(LoopError(code: result, operation: "start reading"))
     } else {
       isReading = true
+      if filterMayHoldMore {
+        filterMayHoldMore = false
+        filterDrainPending = true
+        if !flushScheduled {
+          flushScheduled = true
+          loop.scheduleFlush(self)
+        }
+      }
     }
   }
 
@@ -341,6 +359,14 @@ public final class ByteStream: LoopHandle {
   /// `uv_write` that keeps the buffers alive until its callback. Called by the loop once per turn.
   func flush() {
     flushScheduled = false
+    if filterDrainPending, !isClosing, let filter {
+      filterDrainPending = false
+      if isReading {
+        openFiltered(filter, UnsafeRawBufferPointer(start: nil, count: 0))
+      } else {
+        filterMayHoldMore = true
+      }
+    }
     guard !isClosing, !writeInFlight else { return }
     sealUnsealed()
     guard !isClosing else { return }

@@ -195,6 +195,68 @@ import Web
     #expect(!full.isResumed)
   }
 
+  /// An owner that stops reading gets nothing more until it starts again, as over TCP, though the socket read
+  /// that brought the first record brought the others too (they wait, opened or not, in the TLS session); and
+  /// when it starts again they come without a new byte from the socket.
+  @Test func stoppingReadingHoldsTheRecordsAlreadyReadUntilReadingStartsAgain() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("server")
+    let server = try TLSServerContext(certificateFile: pair.certificate, keyFile: pair.key)
+    let client = try TLSClientContext(caFile: ca.caFile)
+    let loop = try Loop()
+    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
+    var received: [UInt8] = []
+    var deliveredWhileStopped = 0
+    var stopped = false
+    let expected = (0..<3).flatMap { [UInt8](repeating: UInt8(65 + $0), count: 5000) }
+    var accepted: ByteStream?
+    listener.onConnection = { stream in
+      accepted = stream
+      stream.install(server.makeSession())
+      stream.onRead = { bytes in
+        if stopped { deliveredWhileStopped += 1 }
+        received.append(contentsOf: bytes)
+        if received.count == expected.count {
+          stream.close()
+          listener.close()
+        } else if received.count == 5000 {
+          // The first record: stop, and start again a little later.
+          stopped = true
+          stream.stopReading()
+          let timer = LoopTimer(loop: loop)
+          timer.start(after: 50) {
+            timer.close()
+            stopped = false
+            stream.startReading()
+          }
+        }
+      }
+      stream.startReading()
+    }
+    var sender: ByteStream?
+    ByteStream.connect(loop: loop, to: listener.address) { result in
+      guard case .success(let stream) = result else {
+        Issue.record("connect failed: \(result)")
+        listener.close()
+        return
+      }
+      sender = stream
+      stream.install(client.makeSession(host: "127.0.0.1"))
+      stream.onRead = { _ in }
+      stream.onEnd = { stream.close() }
+      stream.startReading()
+      // Three buffers over the merge limit: three records, written together.
+      for part in 0..<3 { stream.write(ByteBuffer(bytes: expected[(part * 5000)..<(part * 5000 + 5000)])) }
+    }
+    try loop.runUntilDone(timeout: 10_000)
+    accepted?.close()
+    sender?.close()
+    try loop.close()
+    #expect(received == expected)
+    #expect(deliveredWhileStopped == 0)
+  }
+
   @Test func aBadPairIsAnErrorNamingTheFile() throws {
     let ca = try TestCertificates()
     defer { ca.remove() }
