@@ -2150,6 +2150,10 @@ def scenario_tls_wrong_host(s):
                                     and "certificate verify failed: IP address mismatch" in (st["lastError"] or ""),
                                     st["lastError"]))(a.status()))
     check(not a.status()["connected"], "A is not connected", False, a.status()["connected"])
+    # Retried with the backoff (50 to 500 ms here), and refused each time.
+    wait_until("A retries the broker", lambda: (lambda st: (st["reconnects"] >= 3 and not st["connected"]
+                                                           and "IP address mismatch" in (st["lastError"] or ""),
+                                                           st))(a.status()))
     # The broker logs every stream it opens: none came through.
     with open(broker.log_path, errors="replace") as log:
         text = log.read()
