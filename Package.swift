@@ -138,7 +138,7 @@ let package = Package(
       dependencies: [
         "ByteBuffers", "DaemonCore", "DaemonStore", "RichText", "SQLiteStore", "SyncModel", "SyncProtocol",
         "StrictJSON",
-        "TOMLConfig", "Web", "EventLoop", "ServiceManager",
+        "TOMLConfig", "Web", "EventLoop", "ServiceManager", "CMallocInfo",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .executableTarget(

@@ -88,6 +88,7 @@ def main():
     parser.add_argument("--rows", type=int, default=50)
     parser.add_argument("--idle", type=float, default=60)
     parser.add_argument("--heartbeat", type=int, default=30)
+    parser.add_argument("--smaps", help="copy the idle daemon's /proc/PID/smaps to this file, to study its mappings")
     args = parser.parse_args()
     binary = os.path.abspath(args.bin)
     work = tempfile.mkdtemp(prefix="pagesync-idle-")
@@ -162,6 +163,9 @@ def main():
             samples.append(int(status["VmRSS"].split()[0]) * 1024)
             time.sleep(1)
         after, _ = wakeups(daemon.pid)
+        if args.smaps:
+            with open(f"/proc/{daemon.pid}/smaps") as source, open(args.smaps, "w") as copy:
+                copy.write(source.read())
         status = read_status(daemon.pid)
         heartbeats = args.idle / args.heartbeat
         report = {

@@ -65,6 +65,15 @@ final class SyncDriver {
   let changes: ChangeStream
   /// The queue's length as last published, nil when an edit or an answer may have changed it.
   var publishedPending: Int?
+  /// The fetch under way, while its answers come (SyncDriver+Fetch.swift); weak: the link's completion owns it.
+  weak var fetchRound: FetchRound?
+  /// Fires once a burst of work is over, to give the memory it freed back to the system (SyncDriver+Memory.swift).
+  let memoryTimer: LoopTimer
+  /// How many times memory was given back (tests).
+  var memoryReturns = 0
+  /// How long after the last burst of work the memory is given back: long enough that a sync's fetch rounds are
+  /// over, short enough that an idle daemon is small a second after going idle. Tests shorten it.
+  var memoryReturnDelayMillis: UInt64 = 1_000
 
   /// Opens the store at `configuration.storePath` and restores the offline set. `link` defaults to the broker
   /// at `configuration.brokerURL`; tests pass a scripted one.
@@ -85,6 +94,7 @@ final class SyncDriver {
         loop: loop, url: configuration.brokerURL, token: configuration.token,
         timeoutMillis: UInt64(configuration.requestTimeoutSeconds) * 1000)
     timer = LoopTimer(loop: loop)
+    memoryTimer = LoopTimer(loop: loop)
     changes = ChangeStream(
       loop: loop, eventsKept: configuration.eventsKept, maxStreams: configuration.eventStreams,
       firstID: WallClock.millis() * 1000)
@@ -133,6 +143,7 @@ final class SyncDriver {
   func stop(drainMillis: UInt64 = 5_000, then: @escaping () -> Void = {}) {
     handle(.stop)
     timer.close()
+    memoryTimer.close()
     changes.close()
     let finish = { [self] in
       link.close()
