@@ -1,3 +1,4 @@
+import ByteBuffers
 import DaemonCore
 import DaemonStore
 import EventLoop
@@ -73,7 +74,14 @@ final class LocalAPI {
       }
     }
     router.add(.GET, "/v1/offline") { [unowned self] _, responder in
-      respond(responder) { try store.offlineList().map(OfflineEntryJSON.init) }
+      do {
+        let body = OfflineListJSON.bytes(try store.offlineList())
+        responder.respond(
+          HTTPResponse(
+            status: .ok, headers: ["Content-Type": "application/json"], body: ByteBuffer(bytes: body)))
+      } catch {
+        responder.respond(errorResponse(error))
+      }
     }
     for (path, reason) in [("/v1/offline/*", OfflineReason.toggled), ("/v1/favorites/*", .favorite)] {
       for method in [HTTPMethod.PUT, .DELETE] {
