@@ -2,10 +2,6 @@ import JSONWebToken
 import SyncModel
 import Web
 
-#if canImport(Glibc)
-  import Glibc
-#endif
-
 /// Who a request is, once its token checked out.
 public struct Grant: Sendable, Equatable {
   public var user: EntityID
@@ -78,7 +74,9 @@ public final class Authenticator {
 
   public init(
     tokens: [TokenGrant], jwt: [JWTConfiguration] = [], limits: BrokerLimits = BrokerLimits(),
-    now: @escaping () -> Int64 = { Int64(time(nil)) }
+    // Not time(2): glibc answers it from the coarse clock, a tick behind the CLOCK_REALTIME the stream's expiry
+    // timer reads, and a stream closed for expiry could then reconnect with its token inside that tick.
+    now: @escaping () -> Int64 = { BrokerServer.wallClockMillis() / 1000 }
   ) {
     grants = tokens.map {
       (Crypto.sha256(Array($0.token.utf8)), Grant(user: $0.user, workspaces: $0.workspaces))
@@ -131,7 +129,7 @@ public final class Authenticator {
     if let cached = cache.value(for: digest, now: now) { return .success(cached) }
     guard let parts = JWTParts(token) else { return .failure(jwtRefusal(.malformed)) }
     signatureChecks += 1
-    var refusal = JWTRefusal.malformed
+    var refusal = JWTFailure(refusal: .malformed, afterSignature: false)
     for verifier in verifiers {
       switch verifier.verify(parts, now: now) {
       case .success(let verified):
@@ -143,7 +141,7 @@ public final class Authenticator {
       case .failure(let reason): refusal = max(refusal, reason)
       }
     }
-    return .failure(jwtRefusal(refusal))
+    return .failure(jwtRefusal(refusal.refusal))
   }
 
   private static func grant(_ token: VerifiedToken) -> Grant? {

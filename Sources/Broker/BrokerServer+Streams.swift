@@ -135,9 +135,12 @@ extension BrokerServer {
     }
     let timer = session.expiryTimer ?? LoopTimer(loop: loop)
     session.expiryTimer = timer
-    let delay = max(0, expiresAt * 1000 - Self.wallClockMillis())
+    let delay = max(1, expiresAt * 1000 - Self.wallClockMillis())
     timer.start(after: UInt64(delay)) { [weak self, weak session] in
       guard let self, let session, !session.isClosed else { return }
+      // The loop's clock is in whole milliseconds and may run a little ahead of the wall clock's: never close
+      // before the token really stops verifying (a reconnect with it would be let in again).
+      guard Self.wallClockMillis() >= expiresAt * 1000 else { return self.scheduleExpiry(of: session) }
       session.close(.tokenExpired)
       self.logger.info(
         "stream closed: token expired", metadata: ["broker.connection.id": "\(session.connection)"])
@@ -145,7 +148,7 @@ extension BrokerServer {
   }
 
   /// The wall clock in milliseconds since 1970 (a token's `exp` is wall-clock time).
-  static func wallClockMillis() -> Int64 {
+  public static func wallClockMillis() -> Int64 {
     var spec = timespec()
     clock_gettime(CLOCK_REALTIME, &spec)
     return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000

@@ -11,9 +11,8 @@ public enum JWTAlgorithm: String, Sendable, Hashable, CaseIterable {
   case edDSA = "EdDSA"
 }
 
-/// Why a token was refused: the 401's reason and the `/metrics` label. Ordered by how far verification got, so
-/// that when several `[[auth.jwt]]` entries refuse a token the most telling refusal is reported (an expired
-/// token of issuer A is "expired", not issuer B's "bad signature").
+/// Why a token was refused: the 401's reason and the `/metrics` label. Ordered by the stage of verification
+/// that refuses it (`JWTFailure` ranks the refusals of several `[[auth.jwt]]` entries by it).
 public enum JWTRefusal: Int, Error, Sendable, Hashable, CaseIterable, Comparable {
   /// Not three base64url segments of JSON objects, a claim of the wrong type, a required claim (`exp`, the user
   /// and workspaces claims) absent, or longer than `[limits] token_bytes`.

@@ -66,7 +66,8 @@ public final class JWTKey: @unchecked Sendable {
             BN_free(n)
             return nil
           }
-          guard OSSL_PARAM_BLD_push_BN(builder, "n", n) == 1, OSSL_PARAM_BLD_push_BN(builder, "e", e) == 1
+          guard OSSL_PARAM_BLD_push_BN(builder, cName("n"), n) == 1,
+            OSSL_PARAM_BLD_push_BN(builder, cName("e"), e) == 1
           else {
             BN_free(n)
             BN_free(e)
@@ -87,8 +88,8 @@ public final class JWTKey: @unchecked Sendable {
     let made = point.withUnsafeBufferPointer { point in
       "prime256v1".withCString { group in
         Self.fromData(type: "EC") { builder in
-          guard OSSL_PARAM_BLD_push_utf8_string(builder, "group", group, 0) == 1,
-            OSSL_PARAM_BLD_push_octet_string(builder, "pub", point.baseAddress, point.count) == 1
+          guard OSSL_PARAM_BLD_push_utf8_string(builder, cName("group"), group, 0) == 1,
+            OSSL_PARAM_BLD_push_octet_string(builder, cName("pub"), point.baseAddress, point.count) == 1
           else { return nil }
           return []
         }
@@ -220,6 +221,12 @@ public final class JWTKey: @unchecked Sendable {
       throw JWTKeyError("a key of a type the broker does not verify (RSA, EC P-256 or Ed25519)")
     }
   }
+}
+
+/// A parameter name as a C string that lives as long as the program: OSSL_PARAM_BLD keeps the name's pointer
+/// until `OSSL_PARAM_BLD_to_param`, so the temporary C string Swift makes of a `String` argument will not do.
+private func cName(_ name: StaticString) -> UnsafePointer<CChar> {
+  UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self)
 }
 
 /// Why a key could not be used: a sentence, which the configuration prefixes with the file.

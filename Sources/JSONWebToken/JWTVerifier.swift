@@ -45,29 +45,39 @@ public struct JWTVerifier: Sendable {
   /// `token`'s user, workspaces and end of validity at `now` (Unix seconds), or why it is refused.
   public func verify(_ token: some Collection<UInt8>, now: Int64) -> Result<VerifiedToken, JWTRefusal> {
     guard let parts = JWTParts(token) else { return .failure(.malformed) }
-    return verify(parts, now: now)
+    return verify(parts, now: now).mapError(\.refusal)
   }
 
-  /// As `verify(_:now:)`, for a token already split and decoded (several policies check one token).
-  public func verify(_ parts: JWTParts, now: Int64) -> Result<VerifiedToken, JWTRefusal> {
+  /// As `verify(_:now:)`, for a token already split and decoded (several policies check one token); a refusal
+  /// says whether the signature had verified.
+  public func verify(_ parts: JWTParts, now: Int64) -> Result<VerifiedToken, JWTFailure> {
+    verifySignature(parts).flatMap {
+      check(parts.claims, now: now).mapError { JWTFailure(refusal: $0, afterSignature: true) }
+    }
+  }
+
+  private func verifySignature(_ parts: JWTParts) -> Result<Void, JWTFailure> {
+    func failure(_ refusal: JWTRefusal) -> Result<Void, JWTFailure> {
+      .failure(JWTFailure(refusal: refusal, afterSignature: false))
+    }
     guard let algorithm = JWTAlgorithm(rawValue: parts.header.algorithm),
       policy.algorithms.contains(algorithm)
-    else { return .failure(.algorithmNotAllowed) }
+    else { return failure(.algorithmNotAllowed) }
     let candidates: [JWTKey]
     if let kid = parts.header.keyID {
-      guard let key = keys.first(where: { $0.id == kid }) else { return .failure(.unknownKeyID) }
-      guard key.algorithm == algorithm else { return .failure(.algorithmNotAllowed) }
+      guard let key = keys.first(where: { $0.id == kid }) else { return failure(.unknownKeyID) }
+      guard key.algorithm == algorithm else { return failure(.algorithmNotAllowed) }
       candidates = [key]
     } else {
       candidates = keys.filter { $0.algorithm == algorithm }
-      guard !candidates.isEmpty else { return .failure(.algorithmNotAllowed) }
+      guard !candidates.isEmpty else { return failure(.algorithmNotAllowed) }
     }
     guard
       candidates.contains(where: {
         $0.verify(algorithm, input: parts.signingInput, signature: parts.signature)
       })
-    else { return .failure(.badSignature) }
-    return check(parts.claims, now: now)
+    else { return failure(.badSignature) }
+    return .success(())
   }
 
   /// The claims' checks, after the signature verified (internal for tests: an injected clock, no keys).
@@ -101,6 +111,24 @@ public struct JWTVerifier: Sendable {
     // The first second at which `exp <= now - leeway` holds.
     let expiresAt = Int64(exp.rounded(.up)) + leeway
     return .success(VerifiedToken(user: user, workspaces: workspaces, expiresAt: expiresAt))
+  }
+}
+
+/// A refusal and how far verification got: when several `[[auth.jwt]]` entries refuse one token, the refusal
+/// of an entry whose key verified the signature is the one that tells (an expired token of issuer A is
+/// "expired", not issuer B's "bad signature"); among the others, the later stage.
+public struct JWTFailure: Error, Sendable, Equatable, Comparable {
+  public var refusal: JWTRefusal
+  /// Whether the signature had verified (the claims refused it).
+  public var afterSignature: Bool
+
+  public init(refusal: JWTRefusal, afterSignature: Bool) {
+    self.refusal = refusal
+    self.afterSignature = afterSignature
+  }
+
+  public static func < (a: JWTFailure, b: JWTFailure) -> Bool {
+    (a.afterSignature ? 1 : 0, a.refusal.rawValue) < (b.afterSignature ? 1 : 0, b.refusal.rawValue)
   }
 }
 

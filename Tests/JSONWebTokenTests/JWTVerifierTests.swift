@@ -125,8 +125,15 @@ import Web
       Base64URL.encode(Array(#"{"alg":"none"}"#.utf8)) + "." + Base64URL.encode(Array(Self.good.utf8))
     #expect(verdict(none + ".") == .algorithmNotAllowed)
     // The ranking reports the refusal that got furthest.
-    #expect(max(JWTRefusal.badSignature, .expired) == .expired)
-    #expect(max(JWTRefusal.malformed, .algorithmNotAllowed) == .algorithmNotAllowed)
+    let claimsMalformed = JWTFailure(refusal: .malformed, afterSignature: true)
+    #expect(
+      max(claimsMalformed, JWTFailure(refusal: .badSignature, afterSignature: false)) == claimsMalformed)
+    #expect(
+      max(
+        JWTFailure(refusal: .malformed, afterSignature: false),
+        .init(refusal: .unknownKeyID, afterSignature: false)
+      )
+      .refusal == .unknownKeyID)
   }
 
   @Test func aSecretKeyNeverVerifiesAnotherAlgorithm() throws {
