@@ -6,9 +6,9 @@ FUZZ_BUILD := .build-fuzz
 ASAN_BUILD := .build-asan
 TSAN_BUILD := .build-tsan
 FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames FuzzProtocolMessages FuzzMutationBatch FuzzTextOps FuzzLocalAPI \
-  FuzzConfig
+  FuzzConfig FuzzJWT
 # The libFuzzer dictionary of each target that has one (Fuzz/Corpus/NAME.dict): tokens its inputs are made of.
-FUZZ_DICTS := FuzzProtocolMessages=json FuzzMutationBatch=json FuzzLocalAPI=json FuzzConfig=toml
+FUZZ_DICTS := FuzzProtocolMessages=json FuzzMutationBatch=json FuzzLocalAPI=json FuzzConfig=toml FuzzJWT=json
 # Targets run without libFuzzer's per-input leak check: FuzzLocalAPI keeps one daemon across inputs (what it
 # holds is not a leak, and Swift's weak-reference side tables look like one to LeakSanitizer). `make sanitize`
 # checks our code for leaks. (SWIFT_BACKTRACE=enable=no: libFuzzer reports a crash, not the
