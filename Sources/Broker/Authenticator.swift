@@ -88,6 +88,12 @@ public final class Authenticator {
     isOpen = tokens.isEmpty && jwt.isEmpty
   }
 
+  /// Takes over `previous`'s verified tokens: for a reload that changed the static tokens but no JWT setting, so
+  /// that re-authorizing every open stream costs a lookup each, not a signature each.
+  public func keepVerifiedTokens(of previous: Authenticator) {
+    cache = previous.cache
+  }
+
   /// The grant for `head`, or the refusal (401) naming what is wrong.
   public func authenticate(_ head: HTTPRequestHead) -> Result<Grant, AuthRefusal> {
     if isOpen {

@@ -64,8 +64,15 @@ extension BrokerServer {
       || old.limits.tokenBytes != configuration.limits.tokenBytes
       || old.limits.jwtCacheEntries != configuration.limits.jwtCacheEntries
     {
+      let previous = authenticator
       authenticator = Authenticator(
         tokens: configuration.tokens, jwt: configuration.jwt, limits: configuration.limits)
+      // Verified JWTs stay verified unless a JWT setting changed (keys, policies, the cache's size).
+      if old.jwt == configuration.jwt && old.limits.tokenBytes == configuration.limits.tokenBytes
+        && old.limits.jwtCacheEntries == configuration.limits.jwtCacheEntries
+      {
+        authenticator.keepVerifiedTokens(of: previous)
+      }
       authorizeStreamsAgain()
     }
     return plan

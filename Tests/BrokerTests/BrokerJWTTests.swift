@@ -90,6 +90,14 @@ import Web
       #expect(answer.status == .ok)
     }
     #expect(harness.broker.authenticator.signatureChecks == 1, "verified once, then a cache lookup")
+    // A reload that changes only the static tokens keeps the verified tokens: the open stream is authorized
+    // again from the cache.
+    let stream = try harness.openStream(token: token)
+    var next = harness.broker.configuration
+    next.tokens.append(TokenGrant(token: "another-static-token-0123", user: id("zed"), workspaces: []))
+    #expect(harness.broker.reload(next).applied == ["auth.tokens"])
+    #expect(harness.broker.authenticator.signatureChecks == 0, "no signature checked again")
+    #expect(stream.closedWith == nil)
     // Its grant is the claims': the user may not write workspace w2.
     let other = try harness.request(.POST, "/v1/catchup", token: BrokerHarness.alice, body: #"{"pages": {}}"#)
     #expect(other.status == .ok, "static tokens still work beside JWTs")
