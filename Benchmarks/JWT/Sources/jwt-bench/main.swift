@@ -5,7 +5,7 @@ import Web
   import Glibc
 #endif
 
-/// `jwt-bench DIR`: DIR holds what `mint.py` wrote (hs256.secret, jwks.json, hs256.jwt, es256.jwt). For each
+/// `jwt-bench DIR`: DIR holds what `mint.py` wrote (hs256.secret, jwks.json, and a token per algorithm). For each
 /// algorithm it times the broker's two paths: uncached (split, decode, verify the signature, check the claims:
 /// what `Authenticator` does for a token it has not seen) and cached (SHA-256 of the token and a cache lookup:
 /// a device that reconnects). One thread, as on the broker's loop.
@@ -55,6 +55,14 @@ let cases: [(String, JWTVerifier, [UInt8])] = [
   (
     "ES256", JWTVerifier(policy: JWTPolicy(algorithms: [.es256]), keys: jwks),
     readFile(directory + "/es256.jwt")
+  ),
+  (
+    "RS256", JWTVerifier(policy: JWTPolicy(algorithms: [.rs256]), keys: jwks),
+    readFile(directory + "/rs256.jwt")
+  ),
+  (
+    "EdDSA", JWTVerifier(policy: JWTPolicy(algorithms: [.edDSA]), keys: jwks),
+    readFile(directory + "/eddsa.jwt")
   ),
 ]
 print("| algorithm | uncached (verifications/s) | µs each | cached (lookups/s) | µs each |")
