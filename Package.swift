@@ -217,7 +217,7 @@ let package = Package(
       dependencies: [
         "ByteBuffers",
         "Broker", "BrokerCore", "BrokerStore", "EventLoop", "EventLoopTestKit", "SQLiteStore", "SyncModel",
-        "SyncProtocol", "TOMLConfig", "Web", .product(name: "Logging", package: "swift-log"),
+        "SyncProtocol", "TOMLConfig", "Web", "JSONWebToken", .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(
       name: "DaemonCoreTests",
