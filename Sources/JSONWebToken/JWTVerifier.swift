@@ -6,7 +6,8 @@ public struct JWTPolicy: Sendable, Equatable {
   public var algorithms: Set<JWTAlgorithm>
   /// `iss` must equal it, when set.
   public var issuer: String?
-  /// `aud` (a string, or an array of strings) must hold it, when set.
+  /// `aud` (a string, or an array of strings) must hold it, when set; when not set, a token with an `aud` is
+  /// refused (RFC 7519 section 4.1.3).
   public var audience: String?
   /// The claim that names the user (a string that is an id).
   public var userClaim = "sub"
@@ -91,6 +92,10 @@ public struct JWTVerifier: Sendable {
       case .strings(let aud)? where aud.contains(audience): break
       default: return .failure(.wrongAudience)
       }
+    } else if claims["aud"] != nil {
+      // RFC 7519 section 4.1.3: a token with an audience is refused by a recipient that does not identify with
+      // a value of it, and without `audience` the broker identifies with none (PyJWT refuses it too).
+      return .failure(.wrongAudience)
     }
     let leeway = policy.leewaySeconds
     switch claims["nbf"] {

@@ -85,6 +85,10 @@ import Web
         == .failure(.wrongAudience))
     #expect(
       verifier.verify(claims(#""iss":"https://id.example""#), now: Self.now) == .failure(.wrongAudience))
+    // Without a configured audience, a token that names one is not for this broker (RFC 7519 section 4.1.3).
+    let anyAudience = try Self.verifier()
+    #expect(anyAudience.verify(claims(#""aud":"pagesync""#), now: Self.now) == .failure(.wrongAudience))
+    #expect(anyAudience.verify(claims(#""iss":"x""#), now: Self.now).isSuccess)
   }
 
   @Test func theClaimNamesAreConfigurable() throws {
