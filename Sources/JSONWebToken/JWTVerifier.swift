@@ -187,8 +187,10 @@ public struct JWTParts: Sendable {
     self.signature = signature
   }
 
-  /// The members of the JSON object `bytes` (the first of duplicate keys wins, as StrictJSON's decoders do),
-  /// or nil if `bytes` is not exactly one strict JSON object.
+  /// The members of the JSON object `bytes`, or nil if `bytes` is not exactly one strict JSON object or has a
+  /// key twice. RFC 7515 section 5.2 and RFC 7519 section 4 allow a parser either to refuse duplicates or to
+  /// take the last; parsers differ (Python's json takes the last, StrictJSON's decoders the first), so a token
+  /// with `"alg"` twice could mean one thing to its issuer and another here: refused.
   static func members(_ bytes: [UInt8]) -> [String: ClaimValue]? {
     try? bytes.withUnsafeBufferPointer { buffer throws(JSONReadError) in
       try JSONReader.read(buffer) { reader throws(JSONReadError) in
@@ -197,7 +199,7 @@ public struct JWTParts: Sendable {
         while let key = try reader.nextKey(&object) {
           let name = key.string
           let value = try readValue(&reader)
-          if out[name] == nil { out[name] = value }
+          guard out.updateValue(value, forKey: name) == nil else { return nil }
         }
         return out
       }

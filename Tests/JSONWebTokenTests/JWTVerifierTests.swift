@@ -116,6 +116,10 @@ import Web
     #expect(verdict(Self.mint(header: #"{"alg":"HS256","kid":"k9"}"#, claims: Self.good)) == .unknownKeyID)
     #expect(verdict(Self.mint(header: #"{"alg":"HS256","crit":["x"]}"#, claims: Self.good)) == .malformed)
     #expect(verdict(Self.mint(header: #"{"alg":"HS256",}"#, claims: Self.good)) == .malformed)
+    // A key twice, in the header or the claims (RFC 7515 section 5.2, RFC 7519 section 4).
+    #expect(verdict(Self.mint(header: #"{"alg":"HS256","alg":"HS256"}"#, claims: Self.good)) == .malformed)
+    #expect(
+      verdict(Self.mint(claims: #"{"sub":"a","sub":"b","workspaces":[],"exp":1700000100}"#)) == .malformed)
     #expect(verdict(Self.mint(claims: #"{"sub":"a","workspaces":[]}"#)) == .malformed, "no exp")
     #expect(verdict(Self.mint(claims: #"{"sub":"a","workspaces":"w","exp":1700000100}"#)) == .malformed)
     #expect(verdict(Self.mint(claims: #"{"sub":1,"workspaces":[],"exp":1700000100}"#)) == .malformed)

@@ -158,6 +158,10 @@ def cases(directory):
     confused_input = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + body
     confused = confused_input + "." + b64(hmac.new(rsa_public_pem, confused_input.encode(), hashlib.sha256).digest())
     good_hs = jwt.encode(claims, secret, algorithm="HS256")
+    # "alg" twice: Python's json (so PyJWT) takes the last, HS256; the broker refuses duplicate names (RFC 7515
+    # section 5.2 allows either), so the token's meaning cannot depend on the parser.
+    twice_input = b64(b'{"alg":"none","alg":"HS256"}') + "." + body
+    twice = twice_input + "." + b64(hmac.new(secret, twice_input.encode(), hashlib.sha256).digest())
     tampered = good_hs[:-4] + ("AAAA" if not good_hs.endswith("AAAA") else "BBBB")
     padded_header, padded_rest = good_hs.split(".", 1)
     return [
@@ -187,6 +191,7 @@ def cases(directory):
         ("unknown kid", jwt.encode(jwks_claims, keys["ec"], algorithm="ES256", headers={"kid": "nope"}), js,
          "unknown key id", None),
         ("malformed (not JSON)", "abc.def.ghi", hs, "malformed", None),
+        ("alg twice (none, then HS256)", twice, hs, "malformed", None),
         ("malformed (padded base64url)", padded_header + "==." + padded_rest, hs, "malformed", None),
         ("no exp", jwt.encode({k: v for k, v in claims.items() if k != "exp"}, secret, algorithm="HS256"), hs,
          "malformed", None),
@@ -255,7 +260,11 @@ def run_checks(base, directory):
                 fail("PyJWT accepted an asymmetric key's PEM as an HMAC secret")
             except jwt.InvalidKeyError:
                 check(True, "PyJWT refuses the RSA public key's PEM as an HMAC secret")
-        check(verdict == reason, f"{name}: PyJWT's verdict is {verdict or 'accepted'}")
+        if name.startswith("alg twice"):
+            # The one deliberate disagreement: PyJWT reads the last "alg" and accepts.
+            check(verdict is None, f"{name}: PyJWT accepts it (its JSON parser keeps the last duplicate)")
+        else:
+            check(verdict == reason, f"{name}: PyJWT's verdict is {verdict or 'accepted'}")
         status, body, challenge = request(base, token)
         if reason is None:
             check(status == 200, f"{name}: the broker accepts it ({status} {body})")
