@@ -139,7 +139,7 @@ install-files:
 
 # libFuzzer with AddressSanitizer, each target for FUZZ_SECONDS, starting from the checked-in corpus: the HTTP
 # request and WebSocket frame decoders, every protocol message, batches applied to a page store, the block text
-# CRDT (its binary form, replicas exchanging edits), the daemon's local API, and both configuration files (docs/architecture.md, "Testing"). A crash or a broken property leaves
+# CRDT (its binary form, replicas exchanging edits), the daemon's local API, both configuration files, and the broker's JWT reader (docs/architecture.md, "Testing"). A crash or a broken property leaves
 # its input in fuzz-artifacts/; replay it with `$(FUZZ_BUILD)/debug/TARGET fuzz-artifacts/FILE`.
 fuzz: deps
 	cd Fuzz && $(SWIFT) build --scratch-path ../$(FUZZ_BUILD) -Xswiftc -sanitize=fuzzer,address
