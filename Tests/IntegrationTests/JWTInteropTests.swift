@@ -17,4 +17,18 @@ import Testing
     try expectBrokerScriptPasses(
       "jwt_interop.py", [keys.path], extraConfig: made.output, timeout: 90_000)
   }
+
+  /// Key files the broker must refuse, made with `cryptography` (RSA of 1024 bits, P-384, a private key, a point
+  /// off the curve, a JWK whose `alg` is not its key's, a short secret, a missing file): `--check-config` exits
+  /// 64 with an error naming the file and the problem.
+  @Test func badKeyFilesAreRefusedNamingTheFile() throws {
+    let keys = ScratchDirectory()
+    defer { keys.remove() }
+    let binDirectory = String(builtProgram("").dropLast())
+    let run = try runToCompletion(
+      "python3", [integrationResource("Python/jwt_interop.py"), "badkeys", binDirectory, keys.path],
+      timeout: 60_000)
+    #expect(run.status == 0, "\(run.output)\(run.errorOutput)")
+    #expect(run.output.hasSuffix("ALL OK\n"), "\(run.output)")
+  }
 }

@@ -3,6 +3,9 @@
 Usage:
   jwt_interop.py keys DIR        makes the keys (HS256 secret, RSA PEM, a JWK Set of RSA, EC P-256 and Ed25519
                                  keys made with `cryptography`) in DIR and prints the [[auth.jwt]] entries
+  jwt_interop.py badkeys BIN DIR writes key files the broker must refuse (RSA of 1024 bits, P-384, a private key,
+                                 a point off the curve, a JWK whose alg is not its key's) and checks that
+                                 `BIN/pagesync-broker --check-config` exits 64 naming the file and the problem
   jwt_interop.py BASE DIR        mints a token for every case with PyJWT, asks PyJWT's verdict, sends each to the
                                  broker at BASE, and checks the status, the 401's reason, /metrics, and that a
                                  device stream is closed with 4401 "token expired" when its token expires
@@ -287,9 +290,51 @@ def run_checks(base, directory):
     print("ALL OK")
 
 
+def bad_keys(bin_dir, directory):
+    import subprocess
+
+    def pem(key):
+        return pem_public(key).decode()
+
+    ec_numbers = ec.generate_private_key(ec.SECP256R1()).public_key().public_numbers()
+    off_curve = {"kty": "EC", "crv": "P-256", "x": b64(ec_numbers.x.to_bytes(32, "big")),
+                 "y": b64(((ec_numbers.y + 1) % (2**256)).to_bytes(32, "big"))}
+    rsa_numbers = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key().public_numbers()
+    rsa_jwk = {"kty": "RSA", "kid": "r", "alg": "ES256", "n": b64(rsa_numbers.n.to_bytes(256, "big")), "e": "AQAB"}
+    cases = [
+        ("RS256", "public_key", "rsa1024.pem", pem(rsa.generate_private_key(public_exponent=65537, key_size=1024)),
+         "an RSA key must have at least 2048 bits (it has 1024)"),
+        ("ES256", "public_key", "p384.pem", pem(ec.generate_private_key(ec.SECP384R1())),
+         "an EC key must be on P-256 (ES256)"),
+        ("ES256", "public_key", "private.pem", pem_private(ec.generate_private_key(ec.SECP256R1())).decode(),
+         "not a PEM public key"),
+        ("ES256", "jwks_file", "off-curve.json", json.dumps({"keys": [off_curve]}), "key 0: "),
+        ("RS256", "jwks_file", "alg-mismatch.json", json.dumps({"keys": [rsa_jwk]}),
+         'key 0 (kid "r"): "alg": "ES256" is not what its key verifies (RS256)'),
+        ("HS256", "secret_file", "short.secret", "too short\n", "an HS256 secret must be at least 32 bytes"),
+        ("ES256", "jwks_file", "missing.json", None, "cannot read the file: No such file or directory"),
+    ]
+    for algorithm, source, name, text, message in cases:
+        path = os.path.join(directory, name)
+        if text is not None:
+            with open(path, "w") as file:
+                file.write(text)
+        config = os.path.join(directory, name + ".toml")
+        with open(config, "w") as file:
+            file.write(f'[[auth.jwt]]\nalgorithms = ["{algorithm}"]\n{source} = "{path}"\n')
+        run = subprocess.run([os.path.join(bin_dir, "pagesync-broker"), "--config", config, "--check-config"],
+                             capture_output=True, text=True, timeout=30)
+        expected = f"Error: {path}: auth.jwt[0].{source}: "
+        check(run.returncode == 64 and expected in run.stderr and message in run.stderr,
+              f"{name}: exit 64 naming the file: {run.stderr.splitlines()[0] if run.stderr else run.returncode}")
+    print("ALL OK")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "keys":
         make_keys(sys.argv[2])
+    elif sys.argv[1] == "badkeys":
+        bad_keys(sys.argv[2], sys.argv[3])
     elif sys.argv[1].startswith("http://"):
         run_checks(sys.argv[1], sys.argv[2])
     else:
