@@ -42,6 +42,8 @@ let package = Package(
         .product(name: "StrictJSONTestKit", package: "pagesync"),
       ]),
     .executableTarget(
+      name: "FuzzJWT", dependencies: ["FuzzSupport", .product(name: "JSONWebToken", package: "pagesync")]),
+    .executableTarget(
       name: "FuzzTextOps", dependencies: ["FuzzSupport", .product(name: "RichText", package: "pagesync")]),
     .executableTarget(
       name: "FuzzLocalAPI",

@@ -15,7 +15,9 @@ public enum BrokerMain {
   /// The configuration in `path`, or the embedded defaults when nil. Errors name the file, line and key.
   public static func loadConfiguration(path: String?) throws -> BrokerConfiguration {
     guard let path else { return BrokerConfiguration() }
-    return try BrokerConfiguration.parse(ConfigReader(contentsOf: path))
+    var configuration = try BrokerConfiguration.parse(ConfigReader(contentsOf: path))
+    try configuration.loadJWTKeys()
+    return configuration
   }
 
   /// Runs the broker on the calling thread until SIGTERM or SIGINT; returns once drained. SIGHUP reloads

@@ -30,7 +30,10 @@ private func sampleConfig(file: String = #filePath) -> String {
     let uncommented = sample.split(separator: "\n", omittingEmptySubsequences: false).map {
       line -> Substring in
       let isKey = line.hasPrefix("# ") && line.dropFirst(2).first?.isLowercase == true && line.contains(" = ")
-      let isTokenExample = ["# token", "# user", "# workspaces"].contains { line.hasPrefix($0) }
+      let isTokenExample = [
+        "# token", "# user", "# workspaces", "# algorithms", "# secret_file", "# public_key", "# jwks_file",
+        "# issuer", "# audience", "# leeway_s",
+      ].contains { line.hasPrefix($0) }
       return isKey && !isTokenExample ? line.dropFirst(2) : line
     }.joined(separator: "\n")
     #expect(uncommented != sample)
