@@ -13,9 +13,8 @@ public enum BearerToken {
   }
 
   /// The token on the first line of `bytes` (a file's contents, a command's output): the line without its
-  /// `\n` or `\r\n` and without spaces or tabs around it, checked by `problem(with:maxBytes:)`. `complete`: the
-  /// bytes are all there is (the end of the file or output); otherwise a first line not ended within `maxBytes`
-  /// is too long.
+  /// `\n` or `\r\n` and without spaces or tabs around it, checked by `problem(with:maxBytes:)`. Callers read at
+  /// most `maxBytes` + 2 bytes: a first line not ended by then is too long, and is refused as such.
   public static func firstLine(of bytes: [UInt8], maxBytes: Int) -> Result<String, TokenReadError> {
     let end = bytes.firstIndex(of: UInt8(ascii: "\n")) ?? bytes.endIndex
     var line = bytes[..<end]
