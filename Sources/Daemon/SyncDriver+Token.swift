@@ -83,10 +83,12 @@ extension SyncDriver {
   }
 
   /// Whether the broker closed the device stream because of its token: 4401 `token expired` (a JSON Web Token's
-  /// `exp` passed), or 1008 `token revoked` (a reload removed it).
+  /// `exp` passed), 1008 `token revoked` (a reload removed it) or 1008 `not authorized` (the stream opened as a
+  /// reload removed it). Other 1008s (`access changed; subscribe again`, a frame too slow) are not the token's.
   static func refusesToken(_ close: BrokerStreamClose) -> Bool {
-    close.code == BrokerStreamClose.tokenExpiredCode
-      || (close.code == BrokerProtocol.StreamCloseReason.tokenRevoked.code
-        && close.reason == BrokerProtocol.StreamCloseReason.tokenRevoked.reason)
+    guard close.byBroker else { return false }
+    if close.code == BrokerStreamClose.tokenExpiredCode { return true }
+    let refusals: [BrokerProtocol.StreamCloseReason] = [.tokenRevoked, .notAuthorized]
+    return refusals.contains { close.code == $0.code && close.reason == $0.reason }
   }
 }

@@ -232,4 +232,15 @@ import Web
     #expect(harness.broker.tokens.last == "beta")
     try harness.shutdown()
   }
+
+  @Test(arguments: [
+    (4401, "token expired", true, true), (1008, "token revoked", true, true),
+    (1008, "not authorized", true, true),
+    (1008, "access changed; subscribe again", true, false), (1001, "broker shutting down", true, false),
+    (1006, "", true, false), (4401, "token expired", false, false),
+  ])
+  func whichClosesMeanTheTokenWasRefused(code: Int, reason: String, byBroker: Bool, refused: Bool) {
+    let close = BrokerStreamClose(code: UInt16(code), reason: reason, byBroker: byBroker)
+    #expect(SyncDriver.refusesToken(close) == refused, "\(close)")
+  }
 }
