@@ -26,7 +26,7 @@ extension SyncDriver {
         lastError = error.description
         logger.notice("cannot connect to the broker", metadata: ["error": "\(error)"])
         // The upgrade refused 401: the token is stale; the next attempt, after the backoff delay, gets another.
-        if case .status(401, let message) = error { tokenRefused(message) }
+        if case .status(401, let message) = error { tokenRefused("401 \(message)") }
         handle(.connectionFailed(now: loop.now, reason: lastError ?? error.description))
       case .success(let stream):
         opened(stream, generation: current)
@@ -51,7 +51,7 @@ extension SyncDriver {
       lastError = "the stream closed: \(close)"
       logger.notice("lost the broker stream", metadata: ["reason": "\(close)"])
       // Closed for its token (expired, revoked): the reconnect gets a fresh one.
-      if Self.refusesToken(close) { tokenRefused(close.reason) }
+      if Self.refusesToken(close) { tokenRefused("\(close.code) \(close.reason)") }
       handle(.connectionClosed(now: loop.now, reason: close.description))
     }
     logger.info("connected to the broker", metadata: ["url": "\(configuration.brokerURL)"])

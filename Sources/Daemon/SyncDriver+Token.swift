@@ -60,8 +60,8 @@ extension SyncDriver {
     handle(.mutationsQueued)
   }
 
-  /// The broker refused the token in use (`reason`: its message or close reason): `status` says so until a
-  /// token is accepted.
+  /// The broker refused the token in use (`reason`: the status or close code and the broker's message, `401 the
+  /// token is not valid`, `4401 token expired`): `status` says so until a token is accepted.
   func tokenRefused(_ reason: String) {
     counters.tokenRefusals += 1
     tokens.refused(reason: reason)
@@ -75,7 +75,7 @@ extension SyncDriver {
   func refusedToken(_ error: BrokerLinkError, generation expected: Int) -> Bool {
     guard case .status(401, let message) = error else { return false }
     guard expected == generation else { return true }
-    tokenRefused(message)
+    tokenRefused("401 \(message)")
     let problem = lastError ?? message
     dropConnection(problem, generation: expected)
     lastError = problem

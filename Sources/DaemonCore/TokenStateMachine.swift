@@ -133,7 +133,8 @@ public struct TokenStateMachine: Sendable, Equatable {
       problem =
         fixed.isEmpty
         ? "the broker wants a token (\(reason)): set [broker] token, token_file or token_command, or PUT /v1/token"
-        : "the broker refused [broker] token (\(reason)); waiting for a reload or PUT /v1/token"
+        : "the broker refused [broker] token (\(reason)); tried again after the backoff delay (reload a new one, "
+          + "or PUT /v1/token)"
     case .file:
       if sourced == token { stale = true }
       problem = "the broker refused the token read from [broker] token_file (\(reason)); reading it again"

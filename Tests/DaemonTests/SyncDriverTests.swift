@@ -240,7 +240,7 @@ import Testing
     // A 401 is the token's problem, and the status says so (no token configured here).
     #expect(
       harness.driver.lastError
-        == "the broker wants a token (unknown token): set [broker] token, token_file or token_command, or PUT /v1/token"
+        == "the broker wants a token (401 unknown token): set [broker] token, token_file or token_command, or PUT /v1/token"
     )
     try harness.run(until: "the next attempt") { harness.broker.streamOpens.count == 2 }
     harness.broker.acceptStream().answerSubscribe()
