@@ -55,9 +55,10 @@ extension SyncDriver {
   /// An app hands a token (`PUT /v1/token`): it wins over the configured source until the broker refuses it.
   func hand(token: String) {
     logger.info("a token was handed by the local API", metadata: ["bytes": "\(token.utf8.count)"])
-    performToken(tokens.hand(token))
+    let actions = tokens.hand(token)
+    performToken(actions)
     // A batch refused for the old token may pass now.
-    handle(.mutationsQueued)
+    if !actions.isEmpty { handle(.mutationsQueued) }
   }
 
   /// The broker refused the token in use (`reason`: the status or close code and the broker's message, `401 the
