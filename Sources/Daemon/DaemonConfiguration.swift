@@ -182,9 +182,10 @@ extension DaemonConfiguration {
       "token_command_timeout", default: configuration.tokenCommandTimeoutSeconds, range: 1...600)
     configuration.tokenMaxBytes = try broker.int(
       "token_max_bytes", default: configuration.tokenMaxBytes, range: 64...1_048_576)
-    if configuration.token.utf8.count > configuration.tokenMaxBytes {
-      throw broker.error(
-        "token", "must be at most token_max_bytes (\(configuration.tokenMaxBytes)) bytes long")
+    if !configuration.token.isEmpty,
+      let problem = BearerToken.problem(with: configuration.token, maxBytes: configuration.tokenMaxBytes)
+    {
+      throw broker.error("token", "is not a usable bearer token: \(problem)")
     }
   }
 

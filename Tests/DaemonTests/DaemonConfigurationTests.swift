@@ -117,6 +117,14 @@ private func readText(_ path: String) -> String {
       "[broker]\ntoken_command_timeout = 0\n", "t.toml:2: broker.token_command_timeout: must be from 1 to 600"
     ),
     ("[broker]\ntoken_max_bytes = 10\n", "t.toml:2: broker.token_max_bytes: must be from 64"),
+    (
+      "[broker]\ntoken = \"caf\u{e9}\"\n",
+      "t.toml:2: broker.token: is not a usable bearer token: the token holds a byte"
+    ),
+    (
+      "[broker]\ntoken = \"\(String(repeating: "x", count: 65))\"\ntoken_max_bytes = 64\n",
+      "t.toml:2: broker.token: is not a usable bearer token: the token is longer than [broker] token_max_bytes (64)"
+    ),
     ("[daemon]\nx = 1\n", "t.toml:1: daemon: unknown key"),
   ])
   func badValuesNameTheKey(text: String, expected: String) {
