@@ -138,4 +138,50 @@ import Web
     #expect(harness.driver.fetchedPages - fetchedBefore <= 1)
     try Self.shutdown(harness, broker, storePath: storePath)
   }
+
+  /// The real link's reading of a close frame: a peer that closes the stream 4401 `token expired` (what the broker
+  /// does when a JSON Web Token's `exp` passes) is a refused token, and the next attempt reads the file again.
+  @Test func aStreamClosed4401ByThePeerIsAnExpiredTokenAndTheFileIsReadAgain() throws {
+    let loop = try Loop()
+    let router = HTTPRouter()
+    let server = HTTPServer(loop: loop, router: router)
+    let address = try server.listen(on: .inet(host: "127.0.0.1", port: 0))
+    guard case .inet(_, let port) = address else { throw HarnessTimedOut(what: "a bound port") }
+    var presented: [String] = []
+    var sockets: [WebSocket] = []
+    router.webSocket(
+      "/v1/stream",
+      WebSocketRoute(
+        shouldAccept: { request in
+          presented.append(request.head.headers["Authorization"] ?? "")
+          return .accept()
+        },
+        onOpen: { socket in
+          sockets.append(socket)
+          if presented.last == "Bearer old" {
+            socket.close(code: WebSocketCloseCode(4401), reason: "token expired")
+          }
+        }))
+    let url = try HTTPURL(parsing: "http://127.0.0.1:\(port)")
+    let harness = try DaemonHarness(
+      configure: {
+        $0.brokerURL = url
+        $0.tokenFile = TokenTests.directory($0) + "token"
+        $0.backoffCap = 20
+      }, loop: loop, realLink: true)
+    let file = TokenTests.directory(harness.configuration) + "token"
+    try TokenTests.write("old\n", to: file)
+    harness.driver.start()
+    try harness.run(until: "the stream closed for its token") { harness.driver.counters.tokenRefusals >= 1 }
+    #expect(harness.driver.counters.streamsOpened == 1)
+    #expect(harness.driver.tokens.problem?.contains("4401 token expired") == true)
+    try TokenTests.write("new\n", to: file)
+    try harness.run(until: "reconnected with the new token") {
+      presented.last == "Bearer new" && harness.driver.isConnected
+    }
+    #expect(presented.first == "Bearer old")
+    server.close()
+    for socket in sockets { socket.close(code: .goingAway, reason: "") }
+    try harness.shutdown()
+  }
 }
