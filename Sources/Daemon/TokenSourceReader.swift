@@ -60,13 +60,18 @@ final class TokenSourceReader {
     command = nil
   }
 
-  /// The token on the first line of the file at `path`.
+  /// The token on the first line of the file at `path`: a regular file only (opened without blocking, so that a
+  /// FIFO put there cannot stop the loop).
   static func readFile(_ path: String, maxBytes: Int) -> Result<String, TokenReadError> {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
     guard fd >= 0 else {
       return .failure(TokenReadError("token_file \(path): \(String(cString: strerror(errno)))"))
     }
     defer { Glibc.close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+      return .failure(TokenReadError("token_file \(path): not a regular file"))
+    }
     var bytes = [UInt8](repeating: 0, count: maxBytes + 2)
     var count = 0
     while count < bytes.count {
@@ -84,8 +89,9 @@ final class TokenSourceReader {
   }
 }
 
-/// One run of `token_command`: see `TokenSourceReader`. Done once the process exited and its stdout ended (or at
-/// the deadline). Loop thread only.
+/// One run of `token_command`: see `TokenSourceReader`. Done once the process exited and its stdout ended or held
+/// a whole first line (a program that leaves a child holding its stdout is not waited for), or at the deadline.
+/// Loop thread only.
 private final class RunningCommand {
   let loop: Loop
   let argv: [String]
@@ -132,6 +138,7 @@ private final class RunningCommand {
     stdout?.onRead = { [self] chunk in
       let room = maxBytes + 2 - output.count
       if room > 0 { output += chunk.prefix(room) }
+      if exit != nil { checkDone() }
     }
     stdout?.onEnd = { [self] in
       outputEnded = true
@@ -150,12 +157,12 @@ private final class RunningCommand {
   }
 
   private func checkDone() {
-    guard let exit, outputEnded || process?.standardOutput == nil else { return }
+    guard let exit, completion != nil else { return }
     if exit.signal != 0 {
       finish(.failure(TokenReadError("\(name) was killed by signal \(exit.signal)")))
     } else if exit.status != 0 {
       finish(.failure(TokenReadError("\(name) exited with status \(exit.status)")))
-    } else {
+    } else if outputEnded || output.contains(UInt8(ascii: "\n")) || process?.standardOutput == nil {
       finish(
         BearerToken.firstLine(of: output, maxBytes: maxBytes).mapError { TokenReadError("\(name): \($0)") })
     }

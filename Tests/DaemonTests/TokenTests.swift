@@ -154,6 +154,35 @@ import Web
     try harness.shutdown()
   }
 
+  /// A program that exits 0 leaving a child that holds its stdout: the first line is taken at its exit, not at the
+  /// timeout (the child would keep the pipe open for 3 s).
+  @Test func aCommandWhoseChildKeepsItsOutputOpenIsNotWaitedFor() throws {
+    let harness = try DaemonHarness(
+      configure: {
+        $0.tokenCommand = ["/bin/sh", "-c", "echo from-sh; sleep 3 &"]
+        $0.tokenCommandTimeoutSeconds = 1
+      })
+    harness.driver.start()
+    try harness.run(until: "the token read", timeout: 5_000) {
+      !harness.broker.streamOpens.isEmpty || harness.driver.counters.tokenFailures > 0
+    }
+    #expect(harness.driver.counters.tokenFailures == 0, "\(harness.driver.tokens.problem ?? "")")
+    #expect(harness.broker.tokens.last == "from-sh")
+    try harness.shutdown()
+  }
+
+  /// A FIFO as token_file would block a plain open(2) until a writer came: it is refused, the loop runs on.
+  @Test func aTokenFileThatIsAFIFOIsRefusedWithoutBlocking() throws {
+    let harness = try DaemonHarness(configure: { $0.tokenFile = TokenTests.directory($0) + "fifo" })
+    let fifo = Self.directory(harness.configuration) + "fifo"
+    try #require(mkfifo(fifo, 0o600) == 0)
+    defer { unlink(fifo) }
+    harness.driver.start()
+    try harness.run(until: "the read failed") { harness.driver.counters.tokenFailures > 0 }
+    #expect(harness.driver.lastError == "no usable token: token_file \(fifo): not a regular file")
+    try harness.shutdown()
+  }
+
   /// PUT /v1/token with curl, an HTTP client nobody here wrote.
   @Test func aTokenHandedByCurlWinsUntilRefusedAndMalformedBodiesAre400() throws {
     let harness = try DaemonHarness(
