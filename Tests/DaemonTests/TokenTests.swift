@@ -180,6 +180,8 @@ import Web
     harness.driver.start()
     try harness.run(until: "the read failed") { harness.driver.counters.tokenFailures > 0 }
     #expect(harness.driver.lastError == "no usable token: token_file \(fifo): not a regular file")
+    // systemd's STATUS= line says it too.
+    #expect(DaemonMain.status(of: harness.driver).contains("(token_file \(fifo): not a regular file)"))
     try harness.shutdown()
   }
 
