@@ -98,6 +98,12 @@ final class LocalAPI {
     router.add(.PUT, "/v1/token") { [unowned self] request, responder in
       respond(responder) { try handToken(request) }
     }
+    router.add(.DELETE, "/v1/token") { [unowned self] _, responder in
+      respond(responder) {
+        driver.withdrawToken()
+        return TokenAnswer(tokenSource: driver.tokens.origin)
+      }
+    }
     router.add(.GET, "/v1/events") { [unowned self] request, responder in
       driver.changes.open(request, responder)
     }

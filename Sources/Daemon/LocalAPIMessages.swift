@@ -74,7 +74,7 @@ struct StatusJSON: Encodable {
   }
 }
 
-/// What `PUT /v1/token` answers: where the token in use now comes from (`api`).
+/// What `PUT /v1/token` and `DELETE /v1/token` answer: where the token in use now comes from (`api` after a PUT).
 struct TokenAnswer: Encodable {
   var tokenSource: String
 }

@@ -61,6 +61,12 @@ extension SyncDriver {
     if !actions.isEmpty { handle(.mutationsQueued) }
   }
 
+  /// The app withdraws its token (`DELETE /v1/token`): the configured source is used again.
+  func withdrawToken() {
+    logger.info("the token handed by the local API was withdrawn")
+    performToken(tokens.withdraw())
+  }
+
   /// The broker refused the token in use (`reason`: the status or close code and the broker's message, `401 the
   /// token is not valid`, `4401 token expired`): `status` says so until a token is accepted.
   func tokenRefused(_ reason: String) {

@@ -161,6 +161,15 @@ public struct TokenStateMachine: Sendable, Equatable {
     return token == inUse ? [] : [.reconnect]
   }
 
+  /// The app withdraws its token (`DELETE /v1/token`, its user signed out): the configured source is used again,
+  /// reconnecting if the connection presents the withdrawn token.
+  public mutating func withdraw() -> [Action] {
+    guard let withdrawn = handed else { return [] }
+    handed = nil
+    problem = nil
+    return withdrawn == inUse && current != inUse ? [.reconnect] : []
+  }
+
   /// A reload: the token settings, re-read. The file is read (the command run) again at once, whether or not the
   /// settings changed: an operator reloads to make the daemon take a new token.
   public mutating func reconfigure(_ new: Source) -> [Action] {

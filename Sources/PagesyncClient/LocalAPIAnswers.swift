@@ -48,9 +48,10 @@ public struct DaemonStatus: Decodable, Equatable, Sendable {
   public var bytesSent: Int?
 }
 
-/// What `PUT /v1/token` answers.
+/// What `PUT /v1/token` (`setToken`) and `DELETE /v1/token` (`clearToken`) answer.
 public struct TokenHanded: Decodable, Equatable, Sendable {
-  /// Where the token in use comes from now: `api`.
+  /// Where the token in use comes from now: `api` after `setToken`; after `clearToken`, the configured source
+  /// (`token`, `token_file`, `token_command`, `none`).
   public var tokenSource: String
 }
 

@@ -94,6 +94,10 @@ extension LocalAPICall where Answer == TokenHanded {
   public static func setToken(_ token: String) -> Self {
     Self(LocalAPIRequest(.PUT, "/v1/token", body: .object(["token": .string(token)])))
   }
+
+  /// `DELETE /v1/token`: withdraws the token `setToken` handed (the user signed out); the daemon goes back to its
+  /// configured token, reconnecting if the connection used the withdrawn one.
+  public static var clearToken: Self { Self(LocalAPIRequest(.DELETE, "/v1/token")) }
 }
 
 extension LocalAPICall where Answer == [Conflict] {

@@ -40,6 +40,21 @@ import Testing
     #expect(tokens.connectionWanted() == [.connect(token: "from-command-2")])
   }
 
+  @Test func aWithdrawnTokenGivesWayToTheSourceWithAReconnect() {
+    var tokens = TokenStateMachine(source: .file)
+    #expect(tokens.withdraw() == [], "nothing handed, nothing to withdraw")
+    #expect(tokens.hand("app") == [.reconnect])
+    #expect(tokens.connectionWanted() == [.connect(token: "app")])
+    #expect(tokens.withdraw() == [.reconnect])
+    #expect(tokens.origin == "token_file")
+    #expect(tokens.connectionWanted() == [.refresh(1)])
+    // Withdrawn before any connection used it: no reconnect.
+    var fixed = TokenStateMachine(source: .fixed("configured"))
+    #expect(fixed.connectionWanted() == [.connect(token: "configured")])
+    #expect(fixed.hand("app") == [.reconnect])
+    #expect(fixed.withdraw() == [])
+  }
+
   @Test func aHandedTokenServesAConnectionWaitingForAFailingSource() {
     var tokens = TokenStateMachine(source: .command)
     #expect(tokens.connectionWanted() == [.refresh(1)])

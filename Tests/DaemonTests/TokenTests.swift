@@ -191,14 +191,17 @@ import Web
       prepare: SyncDriverTests.threePages, configure: { $0.token = "configured" }, api: true)
     harness.goLive()
     #expect(harness.broker.tokens.isEmpty || harness.broker.tokens.last == "configured")
-    func curl(_ body: String) throws -> (status: String, body: String) {
+    /// `PUT /v1/token` with `body`, or `DELETE /v1/token` when nil.
+    func curl(_ body: String?) throws -> (status: String, body: String) {
       var run: ProcessRun?
+      let request =
+        body.map { ["-X", "PUT", "-H", "Content-Type: application/json", "--data-binary", $0] } ?? [
+          "-X", "DELETE",
+        ]
       let started = try ProcessRun(
         loop: harness.loop, "curl",
-        [
-          "-sS", "--unix-socket", harness.configuration.socketPath, "-X", "PUT", "-H",
-          "Content-Type: application/json", "--data-binary", body, "-w", "\n%{http_code}",
-          "http://localhost/v1/token",
+        ["-sS", "--unix-socket", harness.configuration.socketPath] + request + [
+          "-w", "\n%{http_code}", "http://localhost/v1/token",
         ]
       ) { run = $0 }
       _ = started
@@ -239,6 +242,16 @@ import Web
     try harness.run(until: "the reconnect") { harness.broker.streamOpens.count == 3 }
     #expect(harness.broker.tokens.last == "configured")
     #expect(try Self.status(harness).tokenSource == "token")
+    // The app hands another, then its user signs out: back to the configured token.
+    let again = try curl(#"{"token": "second-app-token"}"#)
+    #expect(again.status == "200")
+    try harness.run(until: "the reconnect") { harness.broker.streamOpens.count == 4 }
+    #expect(harness.broker.tokens.last == "second-app-token")
+    harness.broker.acceptStream()
+    let withdrawn = try curl(nil)
+    #expect(withdrawn.status == "200" && withdrawn.body.contains(#""tokenSource":"token""#))
+    try harness.run(until: "the reconnect") { harness.broker.streamOpens.count == 5 }
+    #expect(harness.broker.tokens.last == "configured")
     // The token is not in the log.
     #expect(!harness.log.messages(atLeast: .trace).contains { $0.contains("from-the-app") })
     try harness.shutdown()

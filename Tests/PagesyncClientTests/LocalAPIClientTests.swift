@@ -115,6 +115,9 @@ import Web
     let request = try #require(daemon.requests.last)
     #expect(request.method == "PUT" && request.target == "/v1/token")
     #expect(request.body == #"{"token":"eyJhbGciOiJFUzI1NiJ9.e30.sig"}"#)
+    daemon.answer(.DELETE, "/v1/token", #"{"tokenSource": "token_file"}"#)
+    #expect(try client.send(.clearToken) == TokenHanded(tokenSource: "token_file"))
+    #expect(daemon.requests.last?.method == "DELETE" && daemon.requests.last?.target == "/v1/token")
     daemon.answer(
       .PUT, "/v1/token", #"{"error": 400, "message": "invalid token: the token is empty"}"#, status: 400)
     do {
