@@ -235,6 +235,8 @@ let package = Package(
         "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "SyncProtocol", "StrictJSON",
         "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit", "Web", "SQLiteStore",
         .product(name: "Logging", package: "swift-log"),
+        // A real broker in-process, on the daemon's loop, for the token tests (RealBrokerTokenTests.swift).
+        "Broker",
       ]),
     .testTarget(
       name: "PagesyncClientTests",

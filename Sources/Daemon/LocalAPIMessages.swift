@@ -23,6 +23,10 @@ struct StatusJSON: Encodable {
   var workspace: String
   var broker: String
   var lastError: String?
+  /// Where the token in use comes from: `api` (PUT /v1/token), `token`, `token_file`, `token_command`, `none`.
+  var tokenSource: String
+  /// Why there is no usable token, or why the broker refused the last one; nil once a token is accepted.
+  var tokenProblem: String?
   /// Since the daemon started (docs/operations.md, "Metrics").
   var counters: SyncCounters
   var bytesReceived: Int
@@ -31,9 +35,10 @@ struct StatusJSON: Encodable {
   private enum CodingKeys: String, CodingKey {
     case connected, state, pendingMutations, failedMutations, offlinePages, missingPages, lastSuccessfulSync,
       lastSyncAttempt
-    case fetchedPages, clientId, workspace, broker, lastError
+    case fetchedPages, clientId, workspace, broker, lastError, tokenSource, tokenProblem
     case batchesPushed, mutationsPushed, mutationsRejected, pushFailures, catchUpRequests, fetchRequests
-    case notificationsReceived, reconnects, streamsOpened, bytesReceived, bytesSent
+    case notificationsReceived, reconnects, streamsOpened, tokenRefusals, tokenFailures, bytesReceived,
+      bytesSent
   }
 
   func encode(to encoder: any Encoder) throws {
@@ -51,6 +56,8 @@ struct StatusJSON: Encodable {
     try container.encode(workspace, forKey: .workspace)
     try container.encode(broker, forKey: .broker)
     try container.encode(lastError, forKey: .lastError)
+    try container.encode(tokenSource, forKey: .tokenSource)
+    try container.encode(tokenProblem, forKey: .tokenProblem)
     try container.encode(counters.batchesPushed, forKey: .batchesPushed)
     try container.encode(counters.mutationsPushed, forKey: .mutationsPushed)
     try container.encode(counters.mutationsRejected, forKey: .mutationsRejected)
@@ -60,9 +67,16 @@ struct StatusJSON: Encodable {
     try container.encode(counters.notificationsReceived, forKey: .notificationsReceived)
     try container.encode(counters.reconnects, forKey: .reconnects)
     try container.encode(counters.streamsOpened, forKey: .streamsOpened)
+    try container.encode(counters.tokenRefusals, forKey: .tokenRefusals)
+    try container.encode(counters.tokenFailures, forKey: .tokenFailures)
     try container.encode(bytesReceived, forKey: .bytesReceived)
     try container.encode(bytesSent, forKey: .bytesSent)
   }
+}
+
+/// What `PUT /v1/token` and `DELETE /v1/token` answer: where the token in use now comes from (`api` after a PUT).
+struct TokenAnswer: Encodable {
+  var tokenSource: String
 }
 
 /// What an edit queued.

@@ -21,6 +21,7 @@ extension SyncDriver {
       guard let self, current == generation else { return }
       switch result {
       case .failure(let error):
+        if refusedToken(error, generation: current) { return }
         dropConnection("catch-up failed: \(error)", generation: current)
       case .success(let answer):
         caughtUp(answer, askedWithEpoch: request.epoch)
@@ -70,7 +71,9 @@ extension SyncDriver {
     link.catchUp(request) { [weak self] result in
       guard let self else { return }
       switch result {
-      case .failure(let error): handle(.syncCheckFailed(id, .broker("catch-up failed: \(error)")))
+      case .failure(let error):
+        _ = refusedToken(error, generation: generation)
+        handle(.syncCheckFailed(id, .broker("catch-up failed: \(error)")))
       case .success(let answer): handle(.syncCheckAnswered(id, changed: answer.changed))
       }
     }
@@ -119,7 +122,7 @@ extension SyncDriver {
   }
 
   fileprivate func fetchFailed(_ error: BrokerLinkError, in round: FetchRound) {
-    lastError = "fetch failed: \(error)"
+    if !refusedToken(error, generation: round.generation) { lastError = "fetch failed: \(error)" }
     logger.warning("fetch failed", metadata: ["error": "\(error)", "pages": "\(round.pages.count)"])
     finish(round, failed: round.pages.filter { !round.storedSet.contains($0) })
   }

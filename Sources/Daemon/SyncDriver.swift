@@ -30,6 +30,12 @@ final class SyncDriver {
   private(set) var machine: SyncStateMachine<SystemRandomNumberGenerator>
   let link: any BrokerLink
   private let timer: LoopTimer
+  /// Which token connections present, and when to read the source again (SyncDriver+Token.swift).
+  var tokens: TokenStateMachine
+  /// Reads `token_file`, runs `token_command`.
+  let tokenReader: TokenSourceReader
+  /// The token the link presents now (empty: none).
+  var linkToken: String
 
   /// The open device stream of the current connection.
   var stream: (any BrokerStream)?
@@ -88,10 +94,14 @@ final class SyncDriver {
     offlineSet = try OfflineSet(
       store: store, databaseRowLimit: configuration.databaseRowLimit, recentLimit: configuration.recentLimit,
       logger: logger)
+    tokens = TokenStateMachine(source: configuration.tokenSource)
+    tokenReader = TokenSourceReader(loop: loop)
+    // The configured `token` until the machine says otherwise (a file or command is read at the first attempt).
+    linkToken = configuration.tokenFile == nil && configuration.tokenCommand == nil ? configuration.token : ""
     self.link =
       link
       ?? HTTPBrokerLink(
-        loop: loop, url: configuration.brokerURL, token: configuration.token,
+        loop: loop, url: configuration.brokerURL, token: linkToken,
         timeoutMillis: UInt64(configuration.requestTimeoutSeconds) * 1000)
     timer = LoopTimer(loop: loop)
     memoryTimer = LoopTimer(loop: loop)
@@ -142,6 +152,7 @@ final class SyncDriver {
   /// mutation once). `then` runs once the store is closed.
   func stop(drainMillis: UInt64 = 5_000, then: @escaping () -> Void = {}) {
     handle(.stop)
+    tokenReader.cancel()
     timer.close()
     memoryTimer.close()
     changes.close()
@@ -188,7 +199,7 @@ final class SyncDriver {
 
   private func perform(_ action: SyncAction) {
     switch action {
-    case .openConnection: openConnection()
+    case .openConnection: openConnectionWithToken()
     case .closeConnection: closeConnection(reason: "the daemon is stopping")
     case .scheduleTimer(let at):
       let now = loop.now
