@@ -6,9 +6,9 @@ FUZZ_BUILD := .build-fuzz
 ASAN_BUILD := .build-asan
 TSAN_BUILD := .build-tsan
 FUZZ_TARGETS := FuzzHTTPRequest FuzzWebSocketFrames FuzzProtocolMessages FuzzMutationBatch FuzzTextOps FuzzLocalAPI \
-  FuzzConfig FuzzTLS
+  FuzzConfig FuzzTLS FuzzJWT
 # The libFuzzer dictionary of each target that has one (Fuzz/Corpus/NAME.dict): tokens its inputs are made of.
-FUZZ_DICTS := FuzzProtocolMessages=json FuzzMutationBatch=json FuzzLocalAPI=json FuzzConfig=toml
+FUZZ_DICTS := FuzzProtocolMessages=json FuzzMutationBatch=json FuzzLocalAPI=json FuzzConfig=toml FuzzJWT=json
 # Targets run without libFuzzer's per-input leak check: FuzzLocalAPI keeps one daemon across inputs (what it
 # holds is not a leak, and Swift's weak-reference side tables look like one to LeakSanitizer). `make sanitize`
 # checks our code for leaks. (SWIFT_BACKTRACE=enable=no: libFuzzer reports a crash, not the
@@ -139,9 +139,10 @@ install-files:
 
 # libFuzzer with AddressSanitizer, each target for FUZZ_SECONDS, starting from the checked-in corpus: the HTTP
 # request and WebSocket frame decoders, every protocol message, batches applied to a page store, the block text
-# CRDT (its binary form, replicas exchanging edits), the daemon's local API, both configuration files, and the
-# TLS server (a client's first flight, records after a real handshake) (docs/architecture.md, "Testing"). A
-# crash or a broken property leaves its input in fuzz-artifacts/; replay it with `$(FUZZ_BUILD)/debug/TARGET fuzz-artifacts/FILE`.
+# CRDT (its binary form, replicas exchanging edits), the daemon's local API, both configuration files, the
+# TLS server (a client's first flight, records after a real handshake) and the broker's JWT reader
+# (docs/architecture.md, "Testing"). A crash or a broken property leaves its input in fuzz-artifacts/; replay it
+# with `$(FUZZ_BUILD)/debug/TARGET fuzz-artifacts/FILE`.
 fuzz: deps
 	cd Fuzz && $(SWIFT) build --scratch-path ../$(FUZZ_BUILD) -Xswiftc -sanitize=fuzzer,address
 	@mkdir -p fuzz-artifacts

@@ -15,6 +15,8 @@ let package = Package(
     .library(name: "SyncModel", targets: ["SyncModel"]),
     .library(name: "RichText", targets: ["RichText"]),
     .library(name: "StrictJSON", targets: ["StrictJSON"]),
+    // JSON Web Token verification over libcrypto (the broker's [[auth.jwt]]; the fuzz target FuzzJWT).
+    .library(name: "JSONWebToken", targets: ["JSONWebToken"]),
     // The strict reader's oracle and agreement check, for tests and the fuzz targets that hold the broker's
     // readers to JSONDecoder.
     .library(name: "StrictJSONTestKit", targets: ["StrictJSONTestKit"]),
@@ -72,6 +74,10 @@ let package = Package(
     // A strict JSON reader (RFC 8259) over UTF-8 bytes, for hand-written decoders of hot request bodies: no
     // tree, no Foundation. The broker's batch, catch-up, fetch and stream messages are read with it.
     .target(name: "StrictJSON"),
+    // JSON Web Tokens (RFC 7515, 7519) and JWK Sets (RFC 7517) verified over libcrypto: HS256, RS256, ES256,
+    // EdDSA; claims read with StrictJSON; a bounded cache of verified tokens. No I/O, the clock an argument.
+    // Not vapor/jwt-kit: docs/architecture.md, "JSON Web Tokens".
+    .target(name: "JSONWebToken", dependencies: ["CCrypto", "StrictJSON"]),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
     .target(
       name: "Web", dependencies: ["ByteBuffers", "EventLoop", "CHTTPParser", "CCrypto", "CSSL", "StrictJSON"]),
@@ -121,7 +127,7 @@ let package = Package(
       name: "Broker",
       dependencies: [
         "ByteBuffers", "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON",
-        "TOMLConfig",
+        "TOMLConfig", "JSONWebToken",
         "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -141,7 +147,7 @@ let package = Package(
       dependencies: [
         "ByteBuffers", "DaemonCore", "DaemonStore", "RichText", "SQLiteStore", "SyncModel", "SyncProtocol",
         "StrictJSON",
-        "TOMLConfig", "Web", "EventLoop", "ServiceManager",
+        "TOMLConfig", "Web", "EventLoop", "ServiceManager", "CMallocInfo",
         .product(name: "Logging", package: "swift-log"),
       ]),
     .executableTarget(
@@ -202,6 +208,7 @@ let package = Package(
         "SyncProtocol", "SyncModel", "StrictJSON", "StrictJSONTestKit", "Web", "EventLoop",
         "EventLoopTestKit",
       ]),
+    .testTarget(name: "JSONWebTokenTests", dependencies: ["JSONWebToken", "Web"]),
     .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore", "SeededRandom"]),
     .testTarget(name: "RichTextTests", dependencies: ["RichText", "SeededRandom", "EventLoopTestKit"]),
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
@@ -213,7 +220,7 @@ let package = Package(
       dependencies: [
         "ByteBuffers",
         "Broker", "BrokerCore", "BrokerStore", "EventLoop", "EventLoopTestKit", "SQLiteStore", "SyncModel",
-        "SyncProtocol", "TOMLConfig", "Web", .product(name: "Logging", package: "swift-log"),
+        "SyncProtocol", "TOMLConfig", "Web", "JSONWebToken", .product(name: "Logging", package: "swift-log"),
       ]),
     .testTarget(
       name: "DaemonCoreTests",
@@ -231,6 +238,8 @@ let package = Package(
         "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "SyncProtocol", "StrictJSON",
         "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit", "Web", "SQLiteStore",
         .product(name: "Logging", package: "swift-log"),
+        // A real broker in-process, on the daemon's loop, for the token tests (RealBrokerTokenTests.swift).
+        "Broker",
       ]),
     .testTarget(
       name: "PagesyncClientTests",

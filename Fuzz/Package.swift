@@ -48,6 +48,8 @@ let package = Package(
         .product(name: "EventLoop", package: "pagesync"), .product(name: "Web", package: "pagesync"),
       ]),
     .executableTarget(
+      name: "FuzzJWT", dependencies: ["FuzzSupport", .product(name: "JSONWebToken", package: "pagesync")]),
+    .executableTarget(
       name: "FuzzTextOps", dependencies: ["FuzzSupport", .product(name: "RichText", package: "pagesync")]),
     .executableTarget(
       name: "FuzzLocalAPI",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The idle-daemon figure of issue #6: a pagesyncd holding ~10,000 offline pages, once synced and left alone,
-must stay under 30 MB RSS and wake up for nothing but its heartbeat (issue #22 aims at 16 MB, 24 MB at the peak
-of the first sync: not met yet, docs/benchmarks.md).
+must stay under 30 MB RSS and wake up for nothing but its heartbeat; issue #22 aims at 16 MB, 24 MB at the peak
+of the first sync (`target_rss_ok`, `target_peak_ok`: not met yet, docs/benchmarks.md).
 
   scripts/idle-daemon.py [--bin .build/release] [--databases 200] [--rows 50] [--idle 60] [--heartbeat 30]
 
@@ -88,6 +88,7 @@ def main():
     parser.add_argument("--rows", type=int, default=50)
     parser.add_argument("--idle", type=float, default=60)
     parser.add_argument("--heartbeat", type=int, default=30)
+    parser.add_argument("--smaps", help="copy the idle daemon's /proc/PID/smaps to this file, to study its mappings")
     args = parser.parse_args()
     binary = os.path.abspath(args.bin)
     work = tempfile.mkdtemp(prefix="pagesync-idle-")
@@ -162,6 +163,9 @@ def main():
             samples.append(int(status["VmRSS"].split()[0]) * 1024)
             time.sleep(1)
         after, _ = wakeups(daemon.pid)
+        if args.smaps:
+            with open(f"/proc/{daemon.pid}/smaps") as source, open(args.smaps, "w") as copy:
+                copy.write(source.read())
         status = read_status(daemon.pid)
         heartbeats = args.idle / args.heartbeat
         report = {
@@ -174,8 +178,11 @@ def main():
             "heartbeats_expected": heartbeats,
             "switches_per_heartbeat": round((after - before) / heartbeats, 1) if heartbeats else None,
             "resident_kb_by_mapping": smaps_breakdown(daemon.pid),
-            # Issue #6's limit; issue #22's (16 MB idle, 24 MB peak) is not met yet: docs/benchmarks.md.
-            "target_rss_ok": samples[-1] <= 30 * 1024 * 1024,
+            # Issue #22's targets: 16 MB idle, 24 MB at the peak of the first sync (not met yet:
+            # docs/benchmarks.md, "The idle daemon at rest"); issue #6's 30 MB, met.
+            "target_rss_ok": samples[-1] <= 16 * 1024 * 1024,
+            "target_peak_ok": int(status["VmHWM"].split()[0]) * 1024 <= 24 * 1024 * 1024,
+            "issue6_rss_ok": samples[-1] <= 30 * 1024 * 1024,
             "broker_idle": broker_idle,
         }
         print(json.dumps(report, indent=1))

@@ -5,6 +5,15 @@ extension BrokerConfiguration {
   ///
   /// One line per key of config/pagesync-broker.toml, in its order (`BrokerStatusPageTests` checks that none is
   /// missing).
+  /// `[[auth.jwt]]` as the status page shows it: how many issuers and their algorithms; no key, file, issuer
+  /// or audience.
+  var jwtDisplay: String {
+    guard !jwt.isEmpty else { return "none" }
+    let algorithms = jwt.map { $0.policy.algorithms.map(\.rawValue).sorted().joined(separator: ", ") }
+    return "\(jwt.count) \(jwt.count == 1 ? "issuer" : "issuers") (" + algorithms.joined(separator: "; ")
+      + ")"
+  }
+
   public var displayedKeys: [(key: String, value: String)] {
     func quoted(_ text: String) -> String { "\"\(text)\"" }
     let users = Set(tokens.map(\.user)).count
@@ -22,6 +31,7 @@ extension BrokerConfiguration {
       ("store.log_retention", "\(logRetention)"),
       ("store.readers", "\(readers)"),
       ("auth.tokens", auth),
+      ("auth.jwt", jwtDisplay),
       ("limits.connections", "\(limits.connections)"),
       ("limits.connections_per_peer", "\(limits.connectionsPerPeer)"),
       ("limits.subscriptions_per_connection", "\(limits.subscriptionsPerConnection)"),
@@ -42,6 +52,8 @@ extension BrokerConfiguration {
       ("limits.answer_bytes", "\(limits.answerBytes)"),
       ("limits.tree_depth", "\(limits.treeDepth)"),
       ("limits.batch_work", "\(limits.batchWork)"),
+      ("limits.token_bytes", "\(limits.tokenBytes)"),
+      ("limits.jwt_cache_entries", "\(limits.jwtCacheEntries)"),
       ("log.level", quoted(logLevel)),
       ("stream.ping_interval", "\(pingIntervalSeconds)"),
     ]

@@ -24,6 +24,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
   public var readers = 2
   /// `[[auth.tokens]]`: who may do what. Empty means no authentication, allowed only on a loopback address.
   public var tokens: [TokenGrant] = []
+  /// `[[auth.jwt]]`: issuers whose JSON Web Tokens are accepted (JWTConfiguration.swift).
+  public var jwt: [JWTConfiguration] = []
   public var limits = BrokerLimits()
   /// `[log] level`.
   public var logLevel = "info"
@@ -102,6 +104,11 @@ public struct BrokerLimits: Sendable, Equatable {
   /// its batch past it waits for the client's next batch, so one batch holds the store's one writer thread for
   /// about this long at most.
   public var batchWork = 100_000
+  /// Bytes a bearer token may have (a longer one is refused as `malformed` before any parsing).
+  public var tokenBytes = 8192
+  /// Verified JSON Web Tokens kept (by their SHA-256, until their `exp`) so that a reconnect costs a lookup; 0
+  /// verifies every request.
+  public var jwtCacheEntries = 100_000
 
   public init() {}
 }
@@ -167,6 +174,7 @@ extension BrokerConfiguration {
       try entry.rejectUnknownKeys()
       configuration.tokens.append(TokenGrant(token: token, user: user, workspaces: workspaces))
     }
+    configuration.jwt = try parseJWT(auth)
     try auth.rejectUnknownKeys()
 
     let limits = try document.table("limits")
@@ -215,6 +223,10 @@ extension BrokerConfiguration {
       "tree_depth", default: configuration.limits.treeDepth, range: 2...100_000)
     configuration.limits.batchWork = try limits.int(
       "batch_work", default: configuration.limits.batchWork, range: 1_000...100_000_000)
+    configuration.limits.tokenBytes = try limits.int(
+      "token_bytes", default: configuration.limits.tokenBytes, range: 256...65_536)
+    configuration.limits.jwtCacheEntries = try limits.int(
+      "jwt_cache_entries", default: configuration.limits.jwtCacheEntries, range: 0...10_000_000)
     try limits.rejectUnknownKeys()
 
     let log = try document.table("log")
@@ -229,9 +241,11 @@ extension BrokerConfiguration {
 
     try document.rejectUnknownKeys()
 
-    if configuration.tokens.isEmpty && !configuration.listen.isLoopback {
+    if configuration.tokens.isEmpty && configuration.jwt.isEmpty && !configuration.listen.isLoopback {
       throw server.error(
-        "listen", "\(configuration.listen) is not a loopback address: configure [[auth.tokens]] to serve it")
+        "listen",
+        "\(configuration.listen) is not a loopback address: configure [[auth.tokens]] or [[auth.jwt]] to serve it"
+      )
     }
     return configuration
   }
@@ -260,6 +274,9 @@ extension BrokerConfiguration {
     plan.restart("store.readers", readers, new.readers)
     plan.live("store.log_retention", logRetention, new.logRetention)
     plan.live("auth.tokens", tokens, new.tokens)
+    plan.live("auth.jwt", jwt, new.jwt)
+    plan.live("limits.token_bytes", limits.tokenBytes, new.limits.tokenBytes)
+    plan.live("limits.jwt_cache_entries", limits.jwtCacheEntries, new.limits.jwtCacheEntries)
     plan.live("limits.connections", limits.connections, new.limits.connections)
     plan.live("limits.connections_per_peer", limits.connectionsPerPeer, new.limits.connectionsPerPeer)
     plan.live("limits.clock_ahead_seconds", limits.clockAheadSeconds, new.limits.clockAheadSeconds)

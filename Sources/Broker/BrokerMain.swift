@@ -16,7 +16,8 @@ public enum BrokerMain {
   /// The configuration in `path`, or the embedded defaults when nil. Errors name the file, line and key.
   public static func loadConfiguration(path: String?) throws -> BrokerConfiguration {
     guard let path else { return BrokerConfiguration() }
-    let configuration = try BrokerConfiguration.parse(ConfigReader(contentsOf: path))
+    var configuration = try BrokerConfiguration.parse(ConfigReader(contentsOf: path))
+    try configuration.loadJWTKeys()
     // A pair that cannot serve is refused here, at start, by --check-config and by a reload (which then keeps
     // the running pair).
     do {

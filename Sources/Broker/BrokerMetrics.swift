@@ -67,6 +67,7 @@ public final class BrokerMetrics {
   private var refused: [Int: Counter] = [:]
   private var streamErrors: [BrokerProtocol.StreamErrorCode: Counter] = [:]
   private var streamCloses: [UInt16: Counter] = [:]
+  private var authRefusals: [String: Counter] = [:]
   private let bytesReceived: Counter
   private let bytesSent: Counter
   private let writerJobs: Gauge
@@ -94,6 +95,11 @@ public final class BrokerMetrics {
     name(
       "stream_errors", "total",
       "Error messages sent on device streams, by code (docs/protocol.md, Stream error codes).")
+  }
+  static var authRefusals: MetricNameDescriptor {
+    name(
+      "auth_refusals", "total",
+      "Requests and WebSocket upgrades refused with 401, by reason (docs/protocol.md, Authentication).")
   }
   static var streamCloses: MetricNameDescriptor {
     name(
@@ -171,6 +177,9 @@ public final class BrokerMetrics {
         descriptor: Self.streamErrors, labels: [("code", String(code.rawValue))])
     }
     for reason in BrokerProtocol.StreamCloseReason.allCases { _ = streamCloseCounter(reason.code) }
+    for reason in AuthRefusal.reasons {
+      authRefusals[reason] = registry.makeCounter(descriptor: Self.authRefusals, labels: [("reason", reason)])
+    }
   }
 
   // MARK: Recording (loop thread)
@@ -197,6 +206,9 @@ public final class BrokerMetrics {
 
   /// A device stream closed with `code` (sent or received; 1006 when it dropped).
   public func streamClosed(code: UInt16) { streamCloseCounter(code).increment() }
+
+  /// A request or upgrade was refused with 401 for `reason` (`AuthRefusal.reason`).
+  public func authRefused(_ reason: String) { authRefusals[reason]?.increment() }
 
   // MARK: Scraping
 

@@ -61,8 +61,19 @@ extension BrokerServer {
           box.store.maxBatchWork = batchWork
         }, completion: { (_: Result<Void, Error>) in })
     }
-    if old.tokens != configuration.tokens {
-      authenticator = Authenticator(tokens: configuration.tokens)
+    if old.tokens != configuration.tokens || old.jwt != configuration.jwt
+      || old.limits.tokenBytes != configuration.limits.tokenBytes
+      || old.limits.jwtCacheEntries != configuration.limits.jwtCacheEntries
+    {
+      let previous = authenticator
+      authenticator = Authenticator(
+        tokens: configuration.tokens, jwt: configuration.jwt, limits: configuration.limits)
+      // Verified JWTs stay verified unless a JWT setting changed (keys, policies, the cache's size).
+      if old.jwt == configuration.jwt && old.limits.tokenBytes == configuration.limits.tokenBytes
+        && old.limits.jwtCacheEntries == configuration.limits.jwtCacheEntries
+      {
+        authenticator.keepVerifiedTokens(of: previous)
+      }
       authorizeStreamsAgain()
     }
     return plan
@@ -91,9 +102,12 @@ extension BrokerServer {
 
   private func authorizeStreamsAgain() {
     for case let session? in sessions {
-      guard let request = session.socket.request,
-        case .success(let grant) = authenticator.authenticate(request.head)
-      else {
+      let result = session.socket.request.map { authenticator.authenticate($0.head) }
+      if case .failure(let refusal)? = result, refusal.jwt == .expired {
+        session.close(.tokenExpired)
+        continue
+      }
+      guard case .success(let grant)? = result else {
         // Nothing more reaches it from now on, whatever the close handshake takes.
         session.grant.workspaces = []
         _ = withFanOut { $0.removeAllSubscriptions(of: session.id) }
@@ -105,6 +119,7 @@ extension BrokerServer {
       }
       let narrowed = !grant.workspaces.isSuperset(of: session.grant.workspaces)
       session.grant = grant
+      scheduleExpiry(of: session)
       withFanOut { $0.setWorkspaces(grant.workspaceIDs, of: session.id) }
       if narrowed { withdrawInaccessible(session) }
     }

@@ -72,7 +72,9 @@ extension BrokerServer {
           }
           switch self.authenticator.authenticate(request.head) {
           case .success: return .accept()
-          case .failure(let error): return .reject(error.response)
+          case .failure(let refusal):
+            self.metrics.authRefused(refusal.reason)
+            return .reject(refusal.response)
           }
         },
         onOpen: { [unowned self] socket in self.openStream(socket) }))
@@ -84,7 +86,9 @@ extension BrokerServer {
   func authorized(_ request: HTTPRequest, _ responder: HTTPResponder, _ body: (Grant) -> Void) {
     switch authenticator.authenticate(request.head) {
     case .success(let grant): body(grant)
-    case .failure(let error): responder.respond(error.response)
+    case .failure(let refusal):
+      metrics.authRefused(refusal.reason)
+      responder.respond(refusal.response)
     }
   }
 

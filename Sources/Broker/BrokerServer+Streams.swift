@@ -1,9 +1,14 @@
 import BrokerCore
 import BrokerStore
 import ByteBuffers
+import EventLoop
 import SyncModel
 import SyncProtocol
 import Web
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 // Device streams: the server owns the sessions and calls them; a session asks the server only through
 // `StreamSessionHost`. What the streams decide (subscriptions, queues, workspaces, who is dirty) is the `FanOut`'s;
@@ -113,9 +118,40 @@ extension BrokerServer {
       id: id, connection: connection, socket: socket, grant: grant, host: self, json: json)
     if sessions.count <= Int(id.rawValue) { sessions.append(nil) }
     sessions[Int(id.rawValue)] = session
+    scheduleExpiry(of: session)
     streamCount += 1
     logger.debug(
       "stream opened", metadata: ["broker.connection.id": "\(connection)", "broker.user": "\(grant.user)"])
+  }
+
+  /// Arms (or re-arms, after a reload) the timer that closes `session` with 4401 when its JWT expires: at
+  /// `expiresAt`, the second its token stops verifying, so a device that reconnects with the same token is
+  /// refused rather than let in again.
+  func scheduleExpiry(of session: StreamSession) {
+    guard let expiresAt = session.grant.expiresAt else {
+      session.expiryTimer?.close()
+      session.expiryTimer = nil
+      return
+    }
+    let timer = session.expiryTimer ?? LoopTimer(loop: loop)
+    session.expiryTimer = timer
+    let delay = max(1, expiresAt * 1000 - Self.wallClockMillis())
+    timer.start(after: UInt64(delay)) { [weak self, weak session] in
+      guard let self, let session, !session.isClosed else { return }
+      // The loop's clock is in whole milliseconds and may run a little ahead of the wall clock's: never close
+      // before the token really stops verifying (a reconnect with it would be let in again).
+      guard Self.wallClockMillis() >= expiresAt * 1000 else { return self.scheduleExpiry(of: session) }
+      session.close(.tokenExpired)
+      self.logger.info(
+        "stream closed: token expired", metadata: ["broker.connection.id": "\(session.connection)"])
+    }
+  }
+
+  /// The wall clock in milliseconds since 1970 (a token's `exp` is wall-clock time).
+  public static func wallClockMillis() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
   }
 
   /// After a reload narrowed `session`'s grant: ends the subscriptions to pages it may no longer see and tells
@@ -236,6 +272,8 @@ extension BrokerServer: StreamSessionHost {
   }
 
   func sessionClosed(_ session: StreamSession, _ info: WebSocketCloseInfo) {
+    session.expiryTimer?.close()
+    session.expiryTimer = nil
     let removed = withFanOut { $0.removeSubscriber(session.id) }
     subscriptionQuota.record(user: session.quotaUser, from: session.countedSubscriptions, to: 0)
     session.countedSubscriptions = 0

@@ -137,7 +137,8 @@ public final class BrokerServer {
         PageReader(store: try PageStore(reading: connection))
       } : nil
     healthCheck = try StoreHealthCheck(loop: loop, path: configuration.storePath)
-    authenticator = Authenticator(tokens: configuration.tokens)
+    authenticator = Authenticator(
+      tokens: configuration.tokens, jwt: configuration.jwt, limits: configuration.limits)
     var http = HTTPServerConfiguration()
     http.limits = HTTPParserLimits(maxHeaderBytes: 32 * 1024, maxBodyBytes: configuration.limits.bodyBytes)
     http.maxConnections = configuration.limits.connections
@@ -159,7 +160,8 @@ public final class BrokerServer {
       "listening",
       metadata: [
         "broker.address": "\(address)", "broker.epoch": "\(epoch)",
-        "broker.auth": "\(authenticator.isOpen ? "off (loopback)" : "tokens")",
+        "broker.auth":
+          "\(authenticator.isOpen ? "off (loopback)" : configuration.jwt.isEmpty ? "tokens" : "tokens, jwt")",
         "broker.tls": "\(tls.map { "on (\($0.certificateFile))" } ?? "off")",
       ])
     return address

@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerStore
 import ByteBuffers
+import EventLoop
 import StrictJSON
 import SyncModel
 import SyncProtocol
@@ -95,6 +96,8 @@ final class StreamSession {
   let quotaUser: String
   /// Its subscriptions as last recorded in the host's quota.
   var countedSubscriptions = 0
+  /// Closes the stream when its JSON Web Token expires (4401); nil for a token that does not expire.
+  var expiryTimer: LoopTimer?
 
   init(
     id: SubscriberID, connection: UInt64, socket: any StreamSocket, grant: Grant, host: any StreamSessionHost,

@@ -80,12 +80,28 @@ enum BrokerStreamFrame {
   }
 }
 
+/// How a device stream ended: the close code and reason (docs/protocol.md, "Codes").
+struct BrokerStreamClose: Equatable, CustomStringConvertible {
+  /// The code of the close frame that ended it (1006 when the connection dropped without one).
+  var code: UInt16
+  var reason: String
+  /// Whether the broker (or the network) ended it, not the daemon.
+  var byBroker: Bool
+
+  /// The broker's close of a stream whose JSON Web Token expired (`token expired`).
+  static let tokenExpiredCode = BrokerProtocol.StreamCloseReason.tokenExpired.code
+
+  var description: String {
+    "\(code)\(reason.isEmpty ? "" : " \(reason)") (\(byBroker ? "peer" : "local"))"
+  }
+}
+
 /// One open device stream. Loop thread only.
 protocol BrokerStream: AnyObject {
   /// Each frame the broker sends, in order.
   var onFrame: ((BrokerStreamFrame) -> Void)? { get set }
   /// Called once when the stream is gone, whoever closed it, with why; callbacks are dropped after it.
-  var onClose: ((String) -> Void)? { get set }
+  var onClose: ((BrokerStreamClose) -> Void)? { get set }
   /// Bytes read from and sent on the stream, the opening handshake included (final once closed).
   var bytes: (received: Int, sent: Int) { get }
 

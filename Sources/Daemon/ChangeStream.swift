@@ -21,7 +21,9 @@ import Web
 /// Loop thread only.
 final class ChangeStream {
   private let loop: Loop
-  private var feed: ChangeFeed<ChangeEventKey, [UInt8]>
+  /// The window keeps the events, not their frames: a frame is written when a stream is sent it. Kept as frames,
+  /// 10,000 events held 2.6 MB of a daemon idle after its first sync; as events, 0.7 MB.
+  private var feed: ChangeFeed<ChangeEventKey, ChangeEvent>
   /// `[api] event_streams`: the most streams open at once.
   var maxStreams: Int
   /// A stream's unsent bytes above which it is not written (it keeps its position).
@@ -76,8 +78,7 @@ final class ChangeStream {
       guard event != lastSync else { return }
       lastSync = event
     }
-    let id = feed.newestID + 1
-    feed.append(key: event.key, payload: Self.frame(event, id: id))
+    feed.append(key: event.key, payload: event)
     for reader in streams.values { pump(reader) }
   }
 
@@ -172,7 +173,7 @@ final class ChangeStream {
         out = Self.frame(.reset(reason: reason), id: feed.newestID)
         reader.position = feed.newestID
       case .events(let entries):
-        for entry in entries { out += entry.payload }
+        for entry in entries { out += Self.frame(entry.payload, id: entry.id) }
         reader.position = entries.last?.id ?? feed.newestID
       }
       reader.responder.writeChunk(ByteBuffer(bytes: out))

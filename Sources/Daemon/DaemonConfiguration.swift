@@ -15,6 +15,17 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var caFile: String?
   /// `[broker] token`: the bearer token; empty when the broker has no tokens (loopback only).
   public var token = ""
+  /// `[broker] token_file`: a file whose first line is the token, read at the first connection and again when
+  /// the broker refuses it (or on a reload). Exclusive with `token` and `token_command`.
+  public var tokenFile: String?
+  /// `[broker] token_command`: a program and its arguments (no shell) whose first line of output is the token,
+  /// run when a token is needed. Exclusive with `token` and `token_file`.
+  public var tokenCommand: [String]?
+  /// `[broker] token_command_timeout`: seconds `token_command` may run before it is killed (a failure).
+  public var tokenCommandTimeoutSeconds = 10
+  /// `[broker] token_max_bytes`: the longest token taken from any source (the file, the command's output,
+  /// `PUT /v1/token`).
+  public var tokenMaxBytes = 16_384
   /// `[broker] workspace`: where pages created without a parent go.
   public var workspace = try! EntityID(validating: "default")
   /// `[store] path`: the local SQLite file (created owner-only).
@@ -87,6 +98,7 @@ extension DaemonConfiguration {
     if configuration.token.contains(where: { $0 == " " || $0 == "\r" || $0 == "\n" }) {
       throw broker.error("token", "must not contain spaces or line breaks")
     }
+    try parseTokenSource(broker, into: &configuration)
     let workspace = try broker.string("workspace", default: configuration.workspace.rawValue)
     guard let workspaceID = try? EntityID(validating: workspace) else {
       throw broker.error("workspace", "must be an id (1 to 64 of A-Z a-z 0-9 _ -)")
@@ -155,6 +167,46 @@ extension DaemonConfiguration {
     return configuration
   }
 
+  /// `[broker] token_file`, `token_command`, `token_command_timeout`, `token_max_bytes`: at most one of
+  /// `token`, `token_file` and `token_command`.
+  private static func parseTokenSource(
+    _ broker: ConfigTable, into configuration: inout DaemonConfiguration
+  ) throws(ConfigError) {
+    let set = ["token", "token_file", "token_command"].filter { broker.contains($0) }
+    if set.count > 1 {
+      throw broker.error(
+        set[1],
+        "set only one of token, token_file and token_command (this file sets \(set.joined(separator: ", ")))")
+    }
+    if let file = try broker.optionalString("token_file") {
+      if file.isEmpty { throw broker.error("token_file", "must not be empty") }
+      configuration.tokenFile = file
+    }
+    if broker.contains("token_command") {
+      let argv = try broker.stringArray("token_command", default: [])
+      guard let program = argv.first, !program.isEmpty else {
+        throw broker.error("token_command", "must name a program: [\"PROGRAM\", \"ARG\", …]")
+      }
+      configuration.tokenCommand = argv
+    }
+    configuration.tokenCommandTimeoutSeconds = try broker.int(
+      "token_command_timeout", default: configuration.tokenCommandTimeoutSeconds, range: 1...600)
+    configuration.tokenMaxBytes = try broker.int(
+      "token_max_bytes", default: configuration.tokenMaxBytes, range: 64...1_048_576)
+    if !configuration.token.isEmpty,
+      let problem = BearerToken.problem(with: configuration.token, maxBytes: configuration.tokenMaxBytes)
+    {
+      throw broker.error("token", "is not a usable bearer token: \(problem)")
+    }
+  }
+
+  /// Where the token comes from (`[broker] token`, `token_file` or `token_command`).
+  public var tokenSource: TokenStateMachine.Source {
+    if tokenFile != nil { return .file }
+    if tokenCommand != nil { return .command }
+    return .fixed(token)
+  }
+
   /// The reconnect policy of `[sync]`.
   public var backoff: ReconnectBackoff {
     ReconnectBackoff(base: backoffBase, cap: backoffCap, resetAfter: backoffReset)
@@ -173,6 +225,10 @@ extension DaemonConfiguration {
     plan.restart("broker.url", brokerURL, new.brokerURL)
     plan.restart("broker.ca_file", caFile, new.caFile)
     plan.live("broker.token", token, new.token)
+    plan.live("broker.token_file", tokenFile ?? "", new.tokenFile ?? "")
+    plan.live("broker.token_command", tokenCommand ?? [], new.tokenCommand ?? [])
+    plan.live("broker.token_command_timeout", tokenCommandTimeoutSeconds, new.tokenCommandTimeoutSeconds)
+    plan.live("broker.token_max_bytes", tokenMaxBytes, new.tokenMaxBytes)
     plan.live("broker.workspace", workspace, new.workspace)
     plan.restart("store.path", storePath, new.storePath)
     plan.restart("api.socket", socketPath, new.socketPath)

@@ -95,7 +95,8 @@ public enum DaemonMain {
 
   /// The `STATUS=` line `systemctl status` shows: the link to the broker and what waits in the store.
   static func status(of driver: SyncDriver) -> String {
-    let link = "\(driver.isConnected ? "connected to" : "not connected to") \(driver.configuration.brokerURL)"
+    var link = "\(driver.isConnected ? "connected to" : "not connected to") \(driver.configuration.brokerURL)"
+    if let problem = driver.tokens.problem { link += " (\(problem))" }
     do {
       let counts = try driver.store.status()
       return

@@ -227,7 +227,7 @@ final class HTTPBrokerLink: BrokerLink {
 final class WebSocketBrokerStream: BrokerStream {
   private let socket: WebSocket
   var onFrame: ((BrokerStreamFrame) -> Void)?
-  var onClose: ((String) -> Void)?
+  var onClose: ((BrokerStreamClose) -> Void)?
 
   init(_ socket: WebSocket) {
     self.socket = socket
@@ -236,7 +236,8 @@ final class WebSocketBrokerStream: BrokerStream {
       let callback = onClose
       onFrame = nil
       onClose = nil
-      callback?(info.description)
+      callback?(
+        BrokerStreamClose(code: info.code.rawValue, reason: info.reason, byBroker: info.initiatedByPeer))
     }
   }
 

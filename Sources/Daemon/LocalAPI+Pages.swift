@@ -253,6 +253,8 @@ extension LocalAPI {
             responder.respond(HTTPResponseError(.notFound, "page \(page) not found").response)
           }
         case .failure(let error):
+          // Refused for the token: the connection is dropped and the reconnect gets a fresh one.
+          _ = driver.refusedToken(error, generation: driver.generation)
           responder.respond(HTTPResponseError(.badGateway, "reading page \(page) through: \(error)").response)
         }
       }

@@ -1,3 +1,4 @@
+import ByteBuffers
 import DaemonCore
 import DaemonStore
 import EventLoop
@@ -73,7 +74,14 @@ final class LocalAPI {
       }
     }
     router.add(.GET, "/v1/offline") { [unowned self] _, responder in
-      respond(responder) { try store.offlineList().map(OfflineEntryJSON.init) }
+      do {
+        let body = OfflineListJSON.bytes(try store.offlineList())
+        responder.respond(
+          HTTPResponse(
+            status: .ok, headers: ["Content-Type": "application/json"], body: ByteBuffer(bytes: body)))
+      } catch {
+        responder.respond(errorResponse(error))
+      }
     }
     for (path, reason) in [("/v1/offline/*", OfflineReason.toggled), ("/v1/favorites/*", .favorite)] {
       for method in [HTTPMethod.PUT, .DELETE] {
@@ -95,6 +103,15 @@ final class LocalAPI {
       respond(responder) { try store.conflicts().map(ConflictJSON.init) }
     }
     router.add(.POST, "/v1/sync") { [unowned self] _, responder in startSync(responder) }
+    router.add(.PUT, "/v1/token") { [unowned self] request, responder in
+      respond(responder) { try handToken(request) }
+    }
+    router.add(.DELETE, "/v1/token") { [unowned self] _, responder in
+      respond(responder) {
+        driver.withdrawToken()
+        return TokenAnswer(tokenSource: driver.tokens.origin)
+      }
+    }
     router.add(.GET, "/v1/events") { [unowned self] request, responder in
       driver.changes.open(request, responder)
     }
@@ -169,8 +186,23 @@ final class LocalAPI {
       lastSuccessfulSync: counts.lastSuccessfulSync, lastSyncAttempt: counts.lastSyncAttempt,
       fetchedPages: driver.fetchedPages, clientId: store.clientID.rawValue,
       workspace: driver.configuration.workspace.rawValue, broker: driver.configuration.brokerURL.description,
-      lastError: driver.lastError, counters: driver.counters, bytesReceived: bytes.received,
+      lastError: driver.lastError, tokenSource: driver.tokens.origin, tokenProblem: driver.tokens.problem,
+      counters: driver.counters, bytesReceived: bytes.received,
       bytesSent: bytes.sent)
+  }
+
+  // MARK: The token
+
+  /// `PUT /v1/token {"token": "…"}`: an app on the device hands the daemon the token its user signed in with.
+  /// Kept in memory only (never stored, never logged); it wins over `[broker]`'s until the broker refuses it.
+  private func handToken(_ request: HTTPRequest) throws -> TokenAnswer {
+    struct Body: Decodable { var token: String }
+    let token = try json.decode(Body.self, request).get().token
+    if let problem = BearerToken.problem(with: token, maxBytes: driver.configuration.tokenMaxBytes) {
+      throw HTTPResponseError(.badRequest, "invalid token: \(problem)")
+    }
+    driver.hand(token: token)
+    return TokenAnswer(tokenSource: driver.tokens.origin)
   }
 
   // MARK: The offline set

@@ -23,6 +23,10 @@ struct StatusJSON: Encodable {
   var workspace: String
   var broker: String
   var lastError: String?
+  /// Where the token in use comes from: `api` (PUT /v1/token), `token`, `token_file`, `token_command`, `none`.
+  var tokenSource: String
+  /// Why there is no usable token, or why the broker refused the last one; nil once a token is accepted.
+  var tokenProblem: String?
   /// Since the daemon started (docs/operations.md, "Metrics").
   var counters: SyncCounters
   var bytesReceived: Int
@@ -31,9 +35,10 @@ struct StatusJSON: Encodable {
   private enum CodingKeys: String, CodingKey {
     case connected, state, pendingMutations, failedMutations, offlinePages, missingPages, lastSuccessfulSync,
       lastSyncAttempt
-    case fetchedPages, clientId, workspace, broker, lastError
+    case fetchedPages, clientId, workspace, broker, lastError, tokenSource, tokenProblem
     case batchesPushed, mutationsPushed, mutationsRejected, pushFailures, catchUpRequests, fetchRequests
-    case notificationsReceived, reconnects, streamsOpened, bytesReceived, bytesSent
+    case notificationsReceived, reconnects, streamsOpened, tokenRefusals, tokenFailures, bytesReceived,
+      bytesSent
   }
 
   func encode(to encoder: any Encoder) throws {
@@ -51,6 +56,8 @@ struct StatusJSON: Encodable {
     try container.encode(workspace, forKey: .workspace)
     try container.encode(broker, forKey: .broker)
     try container.encode(lastError, forKey: .lastError)
+    try container.encode(tokenSource, forKey: .tokenSource)
+    try container.encode(tokenProblem, forKey: .tokenProblem)
     try container.encode(counters.batchesPushed, forKey: .batchesPushed)
     try container.encode(counters.mutationsPushed, forKey: .mutationsPushed)
     try container.encode(counters.mutationsRejected, forKey: .mutationsRejected)
@@ -60,9 +67,16 @@ struct StatusJSON: Encodable {
     try container.encode(counters.notificationsReceived, forKey: .notificationsReceived)
     try container.encode(counters.reconnects, forKey: .reconnects)
     try container.encode(counters.streamsOpened, forKey: .streamsOpened)
+    try container.encode(counters.tokenRefusals, forKey: .tokenRefusals)
+    try container.encode(counters.tokenFailures, forKey: .tokenFailures)
     try container.encode(bytesReceived, forKey: .bytesReceived)
     try container.encode(bytesSent, forKey: .bytesSent)
   }
+}
+
+/// What `PUT /v1/token` and `DELETE /v1/token` answer: where the token in use now comes from (`api` after a PUT).
+struct TokenAnswer: Encodable {
+  var tokenSource: String
 }
 
 /// What an edit queued.
@@ -99,6 +113,48 @@ struct ReasonJSON: Encodable {
     try container.encode(from, forKey: .from)
     try container.encode(type, forKey: .type)
   }
+}
+
+/// `GET /v1/offline`'s body, written straight as bytes: byte for byte what `JSONEncoder` (sorted keys) writes
+/// for `[OfflineEntryJSON]`, without its intermediate tree, which for 10,000 offline pages took the daemon's
+/// resident memory from 23 to 38 MB for as long as it lasted (scripts/idle-daemon.py lists the set).
+enum OfflineListJSON {
+  static func bytes(_ entries: [OfflineEntry]) -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(entries.count * 160 + 2)
+    out.append(UInt8(ascii: "["))
+    for (index, entry) in entries.enumerated() {
+      if index > 0 { out.append(UInt8(ascii: ",")) }
+      append(Array(#"{"complete":"#.utf8), to: &out)
+      append(Array((entry.complete ? "true" : "false").utf8), to: &out)
+      append(Array(#","id":"#.utf8), to: &out)
+      JSONText.appendString(entry.id.rawValue, to: &out)
+      append(Array(#","lastDownloadedTimestamp":"#.utf8), to: &out)
+      JSONText.appendNumber(entry.lastDownloadedTimestamp, to: &out)
+      append(Array(#","missing":"#.utf8), to: &out)
+      append(Array((entry.missing ? "true" : "false").utf8), to: &out)
+      append(Array(#","reasons":["#.utf8), to: &out)
+      for (number, reason) in entry.reasons.enumerated() {
+        if number > 0 { out.append(UInt8(ascii: ",")) }
+        append(Array(#"{"from":"#.utf8), to: &out)
+        if let from = reason.from {
+          JSONText.appendString(from.rawValue, to: &out)
+        } else {
+          append(Array("null".utf8), to: &out)
+        }
+        append(Array(#","origin":"#.utf8), to: &out)
+        JSONText.appendString(reason.origin.rawValue, to: &out)
+        append(Array(#","type":"#.utf8), to: &out)
+        JSONText.appendString(reason.type.rawValue, to: &out)
+        out.append(UInt8(ascii: "}"))
+      }
+      append(Array("]}".utf8), to: &out)
+    }
+    out.append(UInt8(ascii: "]"))
+    return out
+  }
+
+  private static func append(_ bytes: [UInt8], to out: inout [UInt8]) { out += bytes }
 }
 
 /// One entry of `GET /v1/offline`.

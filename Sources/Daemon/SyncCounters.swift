@@ -18,6 +18,10 @@ struct SyncCounters: Sendable, Equatable {
   var mutationsRejected = 0
   /// Pushes that failed (unreachable broker, an error status): their mutations stay queued.
   var pushFailures = 0
+  /// Times the broker refused the token (401, close 4401 `token expired`, close 1008 `token revoked`).
+  var tokenRefusals = 0
+  /// Reads of `token_file` and runs of `token_command` that gave no token.
+  var tokenFailures = 0
 
   /// Connection attempts after the first: each follows a lost stream or a failed attempt.
   var reconnects: Int { max(0, connectionAttempts - 1) }

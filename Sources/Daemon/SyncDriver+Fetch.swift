@@ -21,6 +21,7 @@ extension SyncDriver {
       guard let self, current == generation else { return }
       switch result {
       case .failure(let error):
+        if refusedToken(error, generation: current) { return }
         dropConnection("catch-up failed: \(error)", generation: current)
       case .success(let answer):
         caughtUp(answer, askedWithEpoch: request.epoch)
@@ -70,7 +71,9 @@ extension SyncDriver {
     link.catchUp(request) { [weak self] result in
       guard let self else { return }
       switch result {
-      case .failure(let error): handle(.syncCheckFailed(id, .broker("catch-up failed: \(error)")))
+      case .failure(let error):
+        _ = refusedToken(error, generation: generation)
+        handle(.syncCheckFailed(id, .broker("catch-up failed: \(error)")))
       case .success(let answer): handle(.syncCheckAnswered(id, changed: answer.changed))
       }
     }
@@ -80,10 +83,10 @@ extension SyncDriver {
   /// savepoint per delta), prunes the offline set by what they say, and reports `fetched`. `refetchAll`: every
   /// page whole (the broker's epoch changed).
   func fetch(_ pages: [EntityID], refetchAll: Bool) {
-    let current = generation
     var since: [EntityID: UInt64] = [:]
     do {
       let downloaded = refetchAll ? [:] : try store.catchUpMap()
+      since.reserveCapacity(pages.count)
       for page in pages { since[page] = downloaded[page] ?? 0 }
     } catch {
       logger.error("cannot read download times", metadata: ["error": "\(error)"])
@@ -91,53 +94,51 @@ extension SyncDriver {
       return
     }
     let epoch = refetchAll ? nil : (try? store.epoch()) ?? nil
-    var stored: [EntityID] = []
-    var storedSet: Set<EntityID> = []
-    var gone: [EntityID] = []
-    func page(cursor: EntityID?) {
-      let request = BrokerProtocol.FetchRequest(
-        epoch: epoch, pages: since, limit: configuration.fetchBatch, cursor: cursor)
-      counters.fetchRequests += 1
-      link.fetch(request) { [weak self] result in
-        guard let self else { return }
-        switch result {
-        case .failure(let error):
-          lastError = "fetch failed: \(error)"
-          logger.warning("fetch failed", metadata: ["error": "\(error)", "pages": "\(pages.count)"])
-          finish(failed: pages.filter { !storedSet.contains($0) })
-        case .success(let answer):
-          for page in storeDeltas(answer.deltas) {
-            stored.append(page)
-            storedSet.insert(page)
-          }
-          gone += answer.gone
-          if let next = answer.nextCursor, let cursor, next <= cursor {
-            // Asking again from there would never end: an answer not understood.
-            let problem = "the broker's nextCursor \(next) does not advance past \(cursor)"
-            lastError = "fetch failed: \(problem)"
-            logger.warning("fetch failed", metadata: ["error": "\(problem)", "pages": "\(pages.count)"])
-            finish(failed: pages.filter { !storedSet.contains($0) })
-          } else if let next = answer.nextCursor {
-            page(cursor: next)
-          } else {
-            let goneSet = Set(gone)
-            finish(failed: pages.filter { !storedSet.contains($0) && !goneSet.contains($0) })
-          }
-        }
-      }
+    let round = FetchRound(
+      driver: self, generation: generation, pages: pages, since: since, epoch: epoch, refetchAll: refetchAll)
+    fetchRound = round
+    round.ask(cursor: nil)
+  }
+
+  /// One answer of a round: its deltas stored, then the next page asked for or the round finished.
+  fileprivate func fetched(_ answer: BrokerProtocol.FetchResponse, in round: FetchRound, cursor: EntityID?) {
+    for page in storeDeltas(answer.deltas) {
+      round.stored.append(page)
+      round.storedSet.insert(page)
     }
-    func finish(failed: [EntityID]) {
-      pagesGone(gone)
-      if refetchAll, failed.isEmpty, let epoch = epochToAdopt {
-        record { try store.setEpoch(epoch) }
-        epochToAdopt = nil
-      }
-      // Pruning changes the offline set whichever connection fetched: the machine hears of it either way.
-      offlineSetChanged(offlineSet.prune(afterFetching: stored))
-      guard current == generation else { return }
-      handle(.fetched(pages: stored, failed: failed))
+    round.gone += answer.gone
+    if let next = answer.nextCursor, let cursor, next <= cursor {
+      // Asking again from there would never end: an answer not understood.
+      let problem = "the broker's nextCursor \(next) does not advance past \(cursor)"
+      lastError = "fetch failed: \(problem)"
+      logger.warning("fetch failed", metadata: ["error": "\(problem)", "pages": "\(round.pages.count)"])
+      finish(round, failed: round.pages.filter { !round.storedSet.contains($0) })
+    } else if let next = answer.nextCursor {
+      round.ask(cursor: next)
+    } else {
+      let goneSet = Set(round.gone)
+      finish(round, failed: round.pages.filter { !round.storedSet.contains($0) && !goneSet.contains($0) })
     }
-    page(cursor: nil)
+  }
+
+  fileprivate func fetchFailed(_ error: BrokerLinkError, in round: FetchRound) {
+    if !refusedToken(error, generation: round.generation) { lastError = "fetch failed: \(error)" }
+    logger.warning("fetch failed", metadata: ["error": "\(error)", "pages": "\(round.pages.count)"])
+    finish(round, failed: round.pages.filter { !round.storedSet.contains($0) })
+  }
+
+  private func finish(_ round: FetchRound, failed: [EntityID]) {
+    if fetchRound === round { fetchRound = nil }
+    pagesGone(round.gone)
+    if round.refetchAll, failed.isEmpty, let epoch = epochToAdopt {
+      record { try store.setEpoch(epoch) }
+      epochToAdopt = nil
+    }
+    // Pruning changes the offline set whichever connection fetched: the machine hears of it either way.
+    offlineSetChanged(offlineSet.prune(afterFetching: round.stored))
+    memoryMayBeReturned()
+    guard round.generation == generation else { return }
+    handle(.fetched(pages: round.stored, failed: failed))
   }
 
   /// Stores one answer's deltas in one transaction, a savepoint per delta; returns the pages stored. Pages that
@@ -166,5 +167,48 @@ extension SyncDriver {
     }
     if !missing.isEmpty { missingPagesFound(stored.filter { missing.contains($0) }) }
     return stored
+  }
+}
+
+/// A fetch under way: what it asks and what its answers brought so far. Only the link's completion holds it while
+/// a request is out, and the driver weakly, so it goes when its last answer is handled. (It replaced local
+/// functions that captured themselves through the completion: a cycle that kept every round's maps alive, 0.4 MB
+/// for each fetch of 10,000 pages.)
+final class FetchRound {
+  private weak var driver: SyncDriver?
+  let generation: Int
+  let pages: [EntityID]
+  let since: [EntityID: UInt64]
+  let epoch: String?
+  let refetchAll: Bool
+  var stored: [EntityID] = []
+  var storedSet: Set<EntityID> = []
+  var gone: [EntityID] = []
+
+  init(
+    driver: SyncDriver, generation: Int, pages: [EntityID], since: [EntityID: UInt64], epoch: String?,
+    refetchAll: Bool
+  ) {
+    self.driver = driver
+    self.generation = generation
+    self.pages = pages
+    self.since = since
+    self.epoch = epoch
+    self.refetchAll = refetchAll
+  }
+
+  /// Asks for the page of answers that starts at `cursor`.
+  func ask(cursor: EntityID?) {
+    guard let driver else { return }
+    let request = BrokerProtocol.FetchRequest(
+      epoch: epoch, pages: since, limit: driver.configuration.fetchBatch, cursor: cursor)
+    driver.counters.fetchRequests += 1
+    driver.link.fetch(request) { [self] result in
+      guard let driver = self.driver else { return }
+      switch result {
+      case .failure(let error): driver.fetchFailed(error, in: self)
+      case .success(let answer): driver.fetched(answer, in: self, cursor: cursor)
+      }
+    }
   }
 }

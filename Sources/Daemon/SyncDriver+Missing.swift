@@ -63,10 +63,13 @@ extension SyncDriver {
     guard isConnected else { return completion(.unchecked(lastError ?? "not connected")) }
     counters.catchUpRequests += 1
     // No epoch: the question is only whether the page may be seen, not what changed since a time.
-    link.catchUp(BrokerProtocol.CatchUpRequest(epoch: nil, pages: [page: 0])) { result in
+    let current = generation
+    link.catchUp(BrokerProtocol.CatchUpRequest(epoch: nil, pages: [page: 0])) { [weak self] result in
       switch result {
       case .success(let answer): completion(answer.gone.contains(page) ? .missing : .exists)
-      case .failure(let error): completion(.unchecked("checking page \(page) failed: \(error)"))
+      case .failure(let error):
+        _ = self?.refusedToken(error, generation: current)
+        completion(.unchecked("checking page \(page) failed: \(error)"))
       }
     }
   }

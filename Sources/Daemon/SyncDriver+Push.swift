@@ -35,6 +35,8 @@ extension SyncDriver {
       case .success(let outcome): pushAnswered(outcome, sent: mutations.map(\.id), generation: current)
       case .failure(let error):
         counters.pushFailures += 1
+        // Refused for its token: the mutations stay queued, untouched, and go once a fresh token is accepted.
+        if refusedToken(error, generation: current) { return }
         lastError = "push failed: \(error)"
         logger.warning("push failed", metadata: ["error": "\(error)", "mutations": "\(mutations.count)"])
         record { try store.markPushFailed(ids: mutations.map(\.id), error: error.description) }

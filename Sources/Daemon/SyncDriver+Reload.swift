@@ -7,7 +7,8 @@ extension SyncDriver {
   /// Takes over a new configuration. The keys that need a restart keep their running values and are returned as
   /// such; the others apply without dropping anything: backoff, heartbeat and batch sizes from their next use,
   /// new offline limits at once (the offline set is reshaped and the machine told), and a new token by reopening
-  /// the stream with it (the broker authorizes a stream once, when it opens).
+  /// the stream with it (the broker authorizes a stream once, when it opens); `token_file` and `token_command` are
+  /// read again whether or not they changed.
   func reload(_ new: DaemonConfiguration) -> ReloadPlan {
     var plan = configuration.reloadPlan(to: new)
     let old = configuration
@@ -29,17 +30,14 @@ extension SyncDriver {
     store.clockBound = next.clockBound
     logger.logLevel = Logger.Level(rawValue: next.logLevel) ?? .info
     reconfigureMachine(next)
-    link.update(token: next.token, timeoutMillis: UInt64(next.requestTimeoutSeconds) * 1000)
+    link.update(token: linkToken, timeoutMillis: UInt64(next.requestTimeoutSeconds) * 1000)
     if old.token != next.token || old.workspace != next.workspace || old.pushBatch != next.pushBatch {
       // A batch the broker refused for its token, workspace or size may pass now.
       handle(.mutationsQueued)
     }
-    if old.token != next.token {
-      if machine.state != .disconnected && machine.state != .idle && machine.state != .stopped {
-        dropConnection("the token changed; reconnecting with the new one", generation: generation)
-      }
-      handle(.reconnectNow)
-    }
+    // The token settings, re-read: the file is read (the command run) again now, and a token that differs from
+    // the connection's replaces it (reconnecting, unless an app's token wins: SyncDriver+Token.swift).
+    performToken(tokens.reconfigure(next.tokenSource))
     return plan
   }
 }

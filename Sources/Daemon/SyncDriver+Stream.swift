@@ -25,7 +25,9 @@ extension SyncDriver {
       case .failure(let error):
         lastError = error.description
         logger.notice("cannot connect to the broker", metadata: ["error": "\(error)"])
-        handle(.connectionFailed(now: loop.now, reason: error.description))
+        // The upgrade refused 401: the token is stale; the next attempt, after the backoff delay, gets another.
+        if case .status(401, let message) = error { tokenRefused("401 \(message)") }
+        handle(.connectionFailed(now: loop.now, reason: lastError ?? error.description))
       case .success(let stream):
         opened(stream, generation: current)
       }
@@ -36,18 +38,21 @@ extension SyncDriver {
     self.stream = stream
     subscribeAnswersAwaited = []
     lastError = nil
+    tokens.accepted()
     counters.streamsOpened += 1
     stream.onFrame = { [weak self] frame in self?.received(frame, generation: current) }
-    stream.onClose = { [weak self, unowned stream] reason in
+    stream.onClose = { [weak self, unowned stream] close in
       guard let self else { return }
       closedStreamBytes.received += stream.bytes.received
       closedStreamBytes.sent += stream.bytes.sent
       guard current == generation else { return }
       generation += 1
       self.stream = nil
-      lastError = "the stream closed: \(reason)"
-      logger.notice("lost the broker stream", metadata: ["reason": "\(reason)"])
-      handle(.connectionClosed(now: loop.now, reason: reason))
+      lastError = "the stream closed: \(close)"
+      logger.notice("lost the broker stream", metadata: ["reason": "\(close)"])
+      // Closed for its token (expired, revoked): the reconnect gets a fresh one.
+      if Self.refusesToken(close) { tokenRefused("\(close.code) \(close.reason)") }
+      handle(.connectionClosed(now: loop.now, reason: close.description))
     }
     logger.info("connected to the broker", metadata: ["url": "\(configuration.brokerURL)"])
     handle(.connectionOpened(now: loop.now))

@@ -30,6 +30,12 @@ final class SyncDriver {
   private(set) var machine: SyncStateMachine<SystemRandomNumberGenerator>
   let link: any BrokerLink
   private let timer: LoopTimer
+  /// Which token connections present, and when to read the source again (SyncDriver+Token.swift).
+  var tokens: TokenStateMachine
+  /// Reads `token_file`, runs `token_command`.
+  let tokenReader: TokenSourceReader
+  /// The token the link presents now (empty: none).
+  var linkToken: String
 
   /// The open device stream of the current connection.
   var stream: (any BrokerStream)?
@@ -65,6 +71,15 @@ final class SyncDriver {
   let changes: ChangeStream
   /// The queue's length as last published, nil when an edit or an answer may have changed it.
   var publishedPending: Int?
+  /// The fetch under way, while its answers come (SyncDriver+Fetch.swift); weak: the link's completion owns it.
+  weak var fetchRound: FetchRound?
+  /// Fires once a burst of work is over, to give the memory it freed back to the system (SyncDriver+Memory.swift).
+  let memoryTimer: LoopTimer
+  /// How many times memory was given back (tests).
+  var memoryReturns = 0
+  /// How long after the last burst of work the memory is given back: long enough that a sync's fetch rounds are
+  /// over, short enough that an idle daemon is small a second after going idle. Tests shorten it.
+  var memoryReturnDelayMillis: UInt64 = 1_000
 
   /// Opens the store at `configuration.storePath` and restores the offline set. `link` defaults to the broker
   /// at `configuration.brokerURL`; tests pass a scripted one.
@@ -79,12 +94,17 @@ final class SyncDriver {
     offlineSet = try OfflineSet(
       store: store, databaseRowLimit: configuration.databaseRowLimit, recentLimit: configuration.recentLimit,
       logger: logger)
+    tokens = TokenStateMachine(source: configuration.tokenSource)
+    tokenReader = TokenSourceReader(loop: loop)
+    // The configured `token` until the machine says otherwise (a file or command is read at the first attempt).
+    linkToken = configuration.tokenFile == nil && configuration.tokenCommand == nil ? configuration.token : ""
     self.link =
       try link
       ?? HTTPBrokerLink(
-        loop: loop, url: configuration.brokerURL, token: configuration.token,
+        loop: loop, url: configuration.brokerURL, token: linkToken,
         timeoutMillis: UInt64(configuration.requestTimeoutSeconds) * 1000, caFile: configuration.caFile)
     timer = LoopTimer(loop: loop)
+    memoryTimer = LoopTimer(loop: loop)
     changes = ChangeStream(
       loop: loop, eventsKept: configuration.eventsKept, maxStreams: configuration.eventStreams,
       firstID: WallClock.millis() * 1000)
@@ -132,7 +152,9 @@ final class SyncDriver {
   /// mutation once). `then` runs once the store is closed.
   func stop(drainMillis: UInt64 = 5_000, then: @escaping () -> Void = {}) {
     handle(.stop)
+    tokenReader.cancel()
     timer.close()
+    memoryTimer.close()
     changes.close()
     let finish = { [self] in
       link.close()
@@ -177,7 +199,7 @@ final class SyncDriver {
 
   private func perform(_ action: SyncAction) {
     switch action {
-    case .openConnection: openConnection()
+    case .openConnection: openConnectionWithToken()
     case .closeConnection: closeConnection(reason: "the daemon is stopping")
     case .scheduleTimer(let at):
       let now = loop.now

@@ -9,7 +9,7 @@ extension OfflineForest {
   /// - `recentOrder` names each `recent` origin once, and no more than `recentLimit` of them.
   public func invariantViolation() -> String? {
     guard databaseRowLimit >= 0, recentLimit >= 0 else { return "negative limit" }
-    var expected: [EntityID: Set<TreeKey>] = [:]
+    var expected: [EntityID: TreeKeys] = [:]
     for key in trees.keys.sorted() {
       let parents = trees[key]!
       if let from = parents[key.origin] {

@@ -39,7 +39,7 @@ public struct OfflineForest: Sendable {
   /// never a key of its own tree's map; an active tree with no descendants is an empty map.
   var trees: [TreeKey: [EntityID: EntityID]] = [:]
   /// Impacted page → the trees with a row for it; never an empty set. Its keys are the offline set.
-  var treesByPage: [EntityID: Set<TreeKey>] = [:]
+  var treesByPage: [EntityID: TreeKeys] = [:]
 
   /// An empty forest.
   public init(databaseRowLimit: Int = 50, recentLimit: Int = 20) {
@@ -272,7 +272,7 @@ struct ChangeRecorder {
   }
 
   /// The change, given the offline set after the operation.
-  func finish(_ treesByPage: [EntityID: Set<OfflineForest.TreeKey>]) -> ForestChange {
+  func finish(_ treesByPage: [EntityID: OfflineForest.TreeKeys]) -> ForestChange {
     var result = change
     for (page, wasOffline) in touched {
       let isOffline = treesByPage[page] != nil

@@ -324,6 +324,8 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
       let pages = pending.keys.sorted().prefix(maxPagesPerFetch)
       var batch: [EntityID: UInt64] = [:]
       for page in pages { batch[page] = pending.removeValue(forKey: page) }
+      // A dictionary keeps its capacity when emptied: after a first sync of 10,000 pages, 0.4 MB for nothing.
+      if pending.isEmpty { pending = [:] }
       inFlight = batch
       return [.fetch(pages: batch)]
     }

@@ -67,6 +67,11 @@ public final class LocalStore {
     connection.close()
   }
 
+  /// Gives SQLite's unused cache pages back (the daemon calls it once a burst of work is over).
+  public func releaseMemory() {
+    connection.releaseMemory()
+  }
+
   /// This connection's `PRAGMA synchronous` (2 is FULL): a per-connection setting no other connection can see,
   /// so the tests ask the store itself.
   func synchronousSetting() throws -> SQLiteValue? {

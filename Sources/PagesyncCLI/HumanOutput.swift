@@ -58,6 +58,12 @@ public enum HumanOutput {
     for (key, label) in [("clientId", "client"), ("workspace", "workspace"), ("broker", "broker")] {
       if let value = answer[key] { lines.append(label, display(value)) }
     }
+    // Where the token comes from, and what is wrong, when something is: a daemon without a usable token says so
+    // here (docs/operations.md, "Tokens on the device").
+    if let value = answer["tokenSource"] { lines.append("token", display(value)) }
+    for (key, label) in [("tokenProblem", "token problem"), ("lastError", "last error")] {
+      if let value = answer[key]?.stringValue { lines.append(label, value) }
+    }
     return lines.text
   }
 

@@ -100,13 +100,18 @@ final class EventStreamBuffer: @unchecked Sendable {
 
   /// The next event, the stream's error (once), or nil at the end or once cancelled.
   func next() async -> Result<PagesyncEvent?, PagesyncClientError> {
-    await withTaskCancellationHandler {
+    let next = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
         if let ready = lock.withLock({ take(orWait: continuation) }) { continuation.resume(returning: ready) }
       }
     } onCancel: {
       cancel()
     }
+    // An event handed over by `push` was made on the reader's thread, which released the lock after making it.
+    // Taking the lock here orders the two for ThreadSanitizer as well, which cannot see every ordering inside
+    // the Swift runtime's continuations (it reported the client's other hand-over, LocalAPIExchange's, as a race).
+    lock.withLock {}
+    return next
   }
 
   /// Under `lock`: an event, the end, or nil after storing `continuation` as the waiter.

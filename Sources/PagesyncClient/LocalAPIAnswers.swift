@@ -26,6 +26,11 @@ public struct DaemonStatus: Decodable, Equatable, Sendable {
   public var broker: String?
   /// Why the last attempt to reach the broker failed, if it did.
   public var lastError: String?
+  /// Where the token in use comes from: `api` (`setToken`), `token`, `token_file`, `token_command`, `none`; nil
+  /// from a daemon before tokens.
+  public var tokenSource: String?
+  /// Why there is no usable token, or why the broker refused the last one; nil once one is accepted.
+  public var tokenProblem: String?
   // Activity since the daemon started (docs/operations.md, "Metrics").
   public var batchesPushed: Int?
   public var mutationsPushed: Int?
@@ -36,8 +41,18 @@ public struct DaemonStatus: Decodable, Equatable, Sendable {
   public var notificationsReceived: Int?
   public var reconnects: Int?
   public var streamsOpened: Int?
+  /// Times the broker refused the token; reads of `token_file` and runs of `token_command` that gave none.
+  public var tokenRefusals: Int?
+  public var tokenFailures: Int?
   public var bytesReceived: Int?
   public var bytesSent: Int?
+}
+
+/// What `PUT /v1/token` (`setToken`) and `DELETE /v1/token` (`clearToken`) answer.
+public struct TokenHanded: Decodable, Equatable, Sendable {
+  /// Where the token in use comes from now: `api` after `setToken`; after `clearToken`, the configured source
+  /// (`token`, `token_file`, `token_command`, `none`).
+  public var tokenSource: String
 }
 
 /// What an edit queued: every create, edit and delete of a page or block, and a view change.

@@ -87,6 +87,19 @@ extension LocalAPICall where Answer == SyncResult {
   }
 }
 
+extension LocalAPICall where Answer == TokenHanded {
+  /// `PUT /v1/token`: hands the daemon the bearer token the app's user signed in with. The daemon keeps it in
+  /// memory only and presents it to the broker (reconnecting if it differs from the one in use) until the broker
+  /// refuses it; a token that is empty, too long or not visible ASCII is refused 400.
+  public static func setToken(_ token: String) -> Self {
+    Self(LocalAPIRequest(.PUT, "/v1/token", body: .object(["token": .string(token)])))
+  }
+
+  /// `DELETE /v1/token`: withdraws the token `setToken` handed (the user signed out); the daemon goes back to its
+  /// configured token, reconnecting if the connection used the withdrawn one.
+  public static var clearToken: Self { Self(LocalAPIRequest(.DELETE, "/v1/token")) }
+}
+
 extension LocalAPICall where Answer == [Conflict] {
   /// `GET /v1/conflicts`: the mutations the broker rejected, kept for recovery.
   public static var conflicts: Self { Self(LocalAPIRequest(.GET, "/v1/conflicts")) }

@@ -57,14 +57,17 @@ public struct LocalAPIClient: Sendable {
   /// or may not have taken effect).
   public func send(_ request: LocalAPIRequest) async throws(PagesyncClientError) -> LocalAPIAnswer {
     let exchange = try LocalAPIExchange(socketPath: socketPath, request: request)
-    let outcome = await withTaskCancellationHandler {
-      await withCheckedContinuation { (continuation: CheckedContinuation<ExchangeOutcome, Never>) in
-        startDetachedThread { continuation.resume(returning: exchange.run()) }
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        startDetachedThread {
+          exchange.finish(with: exchange.run())
+          continuation.resume()
+        }
       }
     } onCancel: {
       exchange.cancel()
     }
-    return try answer(to: request, outcome).get()
+    return try answer(to: request, exchange.outcome()).get()
   }
 
   /// What an exchange's outcome means for the caller.
@@ -123,6 +126,8 @@ final class LocalAPIExchange: @unchecked Sendable {
   private var finished = false
   private var connection: HTTPClientConnection?
   private var cancelled = false
+  /// The outcome, handed from the exchange's thread to the awaiting task under `lock`.
+  private var handedOver: ExchangeOutcome?
 
   init(socketPath: String, request: LocalAPIRequest) throws(PagesyncClientError) {
     self.socketPath = socketPath
@@ -180,6 +185,19 @@ final class LocalAPIExchange: @unchecked Sendable {
     case nil:
       return .failed(.connectionLost(socket: socketPath, reason: "the exchange ended without a result"))
     }
+  }
+
+  /// Keeps `outcome` for the task that awaits it. The continuation alone orders the two threads, but the answer's
+  /// bytes were written on this one: passing them under the lock makes the order one that ThreadSanitizer sees
+  /// too (it cannot see every ordering inside the Swift runtime, and reported this hand-over as a race).
+  func finish(with outcome: ExchangeOutcome) {
+    lock.withLock { handedOver = outcome }
+  }
+
+  /// The outcome `finish(with:)` kept; called once the thread has resumed the awaiting task.
+  func outcome() -> ExchangeOutcome {
+    lock.withLock { handedOver }
+      ?? .failed(.connectionLost(socket: socketPath, reason: "the exchange ended without a result"))
   }
 
   /// Ends the exchange early: the connection (or the connect under way) is closed on the loop's thread. Does

@@ -145,6 +145,13 @@ public final class SQLiteConnection: @unchecked Sendable {
 
   // MARK: Statements
 
+  /// Frees what SQLite can of this connection's memory (`sqlite3_db_release_memory`): the page cache's unused
+  /// pages. They are read again from the file (the OS's cache) when next needed.
+  public func releaseMemory() {
+    guard let db else { return }
+    sqlite3_db_release_memory(db)
+  }
+
   /// Prepares one statement, not cached: it is finalized when released.
   public func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
     try prepareOne(sql, persistent: false)

@@ -38,12 +38,16 @@ extension BrokerProtocol {
     /// 1008: a frame or fragmented message took longer than `[limits] frame_seconds` from its first byte (the
     /// WebSocket layer decides it; the broker names the limit).
     case frameTimeout
+    /// 4401: the stream's JSON Web Token expired (`exp` plus the issuer's `leeway_s` passed). The device gets a
+    /// fresh token and reconnects.
+    case tokenExpired
 
     /// The WebSocket close code (RFC 6455 section 7.4).
     public var code: UInt16 {
       switch self {
       case .shuttingDown: 1001
       case .notAuthorized, .tokenRevoked, .accessChanged, .frameTimeout: 1008
+      case .tokenExpired: 4401
       }
     }
 
@@ -55,6 +59,7 @@ extension BrokerProtocol {
       case .tokenRevoked: "token revoked"
       case .accessChanged: "access changed; subscribe again"
       case .frameTimeout: "frame not completed within [limits] frame_seconds"
+      case .tokenExpired: "token expired"
       }
     }
   }

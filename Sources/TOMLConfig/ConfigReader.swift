@@ -95,6 +95,9 @@ public final class ConfigTable {
     return string
   }
 
+  /// Whether the table sets `key` (whatever its value; this does not count as reading it).
+  public func contains(_ key: String) -> Bool { table?[key] != nil }
+
   public func optionalString(_ key: String) throws(ConfigError) -> String? {
     guard let value = value(key) else { return nil }
     guard let string = value.string else { throw error(key, "must be a string") }

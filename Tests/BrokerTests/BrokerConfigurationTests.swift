@@ -31,9 +31,10 @@ private func sampleConfig(file: String = #filePath) -> String {
     let uncommented = sample.split(separator: "\n", omittingEmptySubsequences: false).map {
       line -> Substring in
       let isKey = line.hasPrefix("# ") && line.dropFirst(2).first?.isLowercase == true && line.contains(" = ")
-      let isTokenExample = ["# token", "# user", "# workspaces", "# cert", "# key"].contains {
-        line.hasPrefix($0)
-      }
+      let isTokenExample = [
+        "# token", "# user", "# workspaces", "# algorithms", "# secret_file", "# public_key", "# jwks_file",
+        "# issuer", "# audience", "# leeway_s", "# cert", "# key",
+      ].contains { line.hasPrefix($0) }
       return isKey && !isTokenExample ? line.dropFirst(2) : line
     }.joined(separator: "\n")
     #expect(uncommented != sample)

@@ -332,8 +332,15 @@ import Web
         text.dropFirst(2).first?.isLowercase == true
       {
         let key = String(text[text.index(text.startIndex, offsetBy: 2)..<equals.lowerBound])
-        // The token example's keys (token, user, workspaces) are one line on the page: auth.tokens.
-        let name = ["token", "user", "workspaces"].contains(key) ? "auth.tokens" : "\(section).\(key)"
+        // The token example's keys (token, user, workspaces) are one line on the page: auth.tokens; the JWT
+        // example's, auth.jwt.
+        let jwtKeys = [
+          "algorithms", "secret_file", "public_key", "jwks_file", "issuer", "audience", "user_claim",
+          "workspaces_claim", "leeway_s",
+        ]
+        let name =
+          ["token", "user", "workspaces"].contains(key)
+          ? "auth.tokens" : jwtKeys.contains(key) ? "auth.jwt" : "\(section).\(key)"
         if documented.last != name { documented.append(name) }
       }
     }

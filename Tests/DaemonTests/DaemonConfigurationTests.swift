@@ -109,6 +109,29 @@ private func readText(_ path: String) -> String {
     ("[sync]\npoll = true\n", "t.toml:2: sync.poll: unknown key"),
     ("[sync]\nclock_ahead_seconds = 0\n", "t.toml:2: sync.clock_ahead_seconds: must be from 1 to 315360000"),
     ("[log]\nlevel = \"loud\"\n", "t.toml:2: log.level: must be one of"),
+    (
+      "[broker]\ntoken = \"t\"\ntoken_file = \"/f\"\n",
+      "t.toml:3: broker.token_file: set only one of token, token_file and token_command (this file sets token, token_file)"
+    ),
+    (
+      "[broker]\ntoken_file = \"/f\"\ntoken_command = [\"x\"]\n",
+      "t.toml:3: broker.token_command: set only one of token, token_file and token_command"
+    ),
+    ("[broker]\ntoken_command = []\n", "t.toml:2: broker.token_command: must name a program"),
+    ("[broker]\ntoken_command = \"x --y\"\n", "t.toml:2: broker.token_command: must be an array of strings"),
+    ("[broker]\ntoken_file = \"\"\n", "t.toml:2: broker.token_file: must not be empty"),
+    (
+      "[broker]\ntoken_command_timeout = 0\n", "t.toml:2: broker.token_command_timeout: must be from 1 to 600"
+    ),
+    ("[broker]\ntoken_max_bytes = 10\n", "t.toml:2: broker.token_max_bytes: must be from 64"),
+    (
+      "[broker]\ntoken = \"caf\u{e9}\"\n",
+      "t.toml:2: broker.token: is not a usable bearer token: the token holds a byte"
+    ),
+    (
+      "[broker]\ntoken = \"\(String(repeating: "x", count: 65))\"\ntoken_max_bytes = 64\n",
+      "t.toml:2: broker.token: is not a usable bearer token: the token is longer than [broker] token_max_bytes (64)"
+    ),
     ("[daemon]\nx = 1\n", "t.toml:1: daemon: unknown key"),
   ])
   func badValuesNameTheKey(text: String, expected: String) {
@@ -127,6 +150,22 @@ private func readText(_ path: String) -> String {
     let next = try DaemonConfiguration.parse("[broker]\nurl = \"https://b.example\"\n", file: "t.toml")
     #expect(configuration.reloadPlan(to: next).needsRestart == ["broker.ca_file"])
     #expect(configuration.reloaded(from: next).caFile == "/etc/ca.pem")
+  }
+
+  @Test func theTokenSourceIsTheOneKeySet() throws {
+    #expect(DaemonConfiguration().tokenSource == .fixed(""))
+    let file = try DaemonConfiguration.parse(
+      "[broker]\ntoken_file = \"/run/t\"\ntoken_max_bytes = 4096\n", file: "t.toml")
+    #expect(file.tokenSource == .file && file.tokenFile == "/run/t" && file.tokenMaxBytes == 4096)
+    let command = try DaemonConfiguration.parse(
+      "[broker]\ntoken_command = [\"/bin/app\", \"print token\"]\ntoken_command_timeout = 3\n", file: "t.toml"
+    )
+    #expect(command.tokenSource == .command && command.tokenCommand == ["/bin/app", "print token"])
+    #expect(command.tokenCommandTimeoutSeconds == 3)
+    #expect(
+      DaemonConfiguration().reloadPlan(to: command).applied == [
+        "broker.token_command", "broker.token_command_timeout",
+      ])
   }
 
   @Test func anUnreadableFileIsNamed() {

@@ -66,11 +66,14 @@ final class DaemonHarness {
 
   /// `prepare` writes the store before the daemon opens it (pages stored and offline, an epoch, …);
   /// `configure` changes the configuration (socket and store paths are the harness's). `api`: serve the local
-  /// API (`syncTimeout` ms for `POST /v1/sync`).
+  /// API (`syncTimeout` ms for `POST /v1/sync`). `loop` and `realLink`: the daemon runs on a loop the test made
+  /// (where a real broker listens) and talks to `configuration.brokerURL` over HTTP and WebSocket, not to the
+  /// scripted broker.
   init(
     prepare: (LocalStore) throws -> Void = { _ in },
     configure: (inout DaemonConfiguration) -> Void = { _ in },
-    api: Bool = false, syncTimeout: UInt64 = LocalAPI.defaultSyncTimeout
+    api: Bool = false, syncTimeout: UInt64 = LocalAPI.defaultSyncTimeout, loop: Loop? = nil,
+    realLink: Bool = false
   ) throws {
     var template = Array("/tmp/pagesync-daemon-XXXXXX".utf8CString)
     guard let made = mkdtemp(&template) else { throw HarnessTimedOut(what: "a temporary directory") }
@@ -86,10 +89,11 @@ final class DaemonHarness {
     let prepared = try LocalStore(path: configuration.storePath)
     defer { prepared.close() }
     try prepare(prepared)
-    loop = try Loop()
+    self.loop = try loop ?? Loop()
     let recorder = log
     let logger = Logger(label: "test.daemon") { _ in LogRecorder.Handler(recorder: recorder) }
-    driver = try SyncDriver(loop: loop, configuration: configuration, logger: logger, link: broker)
+    driver = try SyncDriver(
+      loop: self.loop, configuration: configuration, logger: logger, link: realLink ? nil : broker)
     if api {
       let localAPI = LocalAPI(driver: driver, syncTimeout: syncTimeout)
       try localAPI.listen()

@@ -133,7 +133,7 @@ final class ScriptedStream: BrokerStream {
   }
 
   var onFrame: ((BrokerStreamFrame) -> Void)?
-  var onClose: ((String) -> Void)?
+  var onClose: ((BrokerStreamClose) -> Void)?
   var bytes = (received: 0, sent: 0)
   private(set) var sent: [Sent] = []
   /// Why the daemon closed it, nil while it has not.
@@ -146,7 +146,7 @@ final class ScriptedStream: BrokerStream {
   func close(reason: String) {
     guard isOpen else { return }
     closedByDaemon = reason
-    finish("1001 going away: \(reason)")
+    finish(BrokerStreamClose(code: 1001, reason: reason, byBroker: false))
   }
 
   /// The broker sends `message`, written as the broker writes it.
@@ -175,13 +175,13 @@ final class ScriptedStream: BrokerStream {
     send(.subscribed(BrokerProtocol.Subscribed(added: total, total: total, denied: denied)))
   }
 
-  /// The broker (or the network) drops the stream.
-  func closeByBroker(_ reason: String = "1006 connection lost") {
+  /// The broker (or the network) drops the stream: 1006 by default, as a connection lost without a close frame.
+  func closeByBroker(code: UInt16 = 1006, reason: String = "") {
     guard isOpen else { return }
-    finish(reason)
+    finish(BrokerStreamClose(code: code, reason: reason, byBroker: true))
   }
 
-  private func finish(_ reason: String) {
+  private func finish(_ reason: BrokerStreamClose) {
     isOpen = false
     let callback = onClose
     onFrame = nil

@@ -61,6 +61,25 @@ import Testing
     try harness.shutdown()
   }
 
+  /// A fetch round lives while its answers come and goes with the last: nothing of it is kept (its local
+  /// functions once captured themselves, so each round's maps were never freed). Once the burst is over, the memory
+  /// it freed is given back to the system.
+  @Test func aFetchRoundIsFreedWithItsLastAnswerAndTheMemoryItUsedIsGivenBack() throws {
+    let harness = try DaemonHarness(prepare: Self.threePages)
+    harness.driver.memoryReturnDelayMillis = 1
+    harness.goLive(caughtUp: Broker.caughtUp(changed: ["a": 3, "c": 4]))
+    weak var round = harness.driver.fetchRound
+    #expect(round != nil, "the round is kept while its first answer is awaited")
+    harness.broker.fetches[0].succeed(Broker.fetched([Broker.page("a", time: 3)], next: "a"))
+    #expect(round != nil && round === harness.driver.fetchRound, "and while its second is")
+    #expect(harness.driver.memoryReturns == 0)
+    harness.broker.fetches[1].succeed(Broker.fetched([Broker.page("c", time: 4)]))
+    #expect(harness.machine.state == .live)
+    #expect(round == nil, "nothing holds a round that is over")
+    try harness.run(until: "the memory given back") { harness.driver.memoryReturns == 1 }
+    try harness.shutdown()
+  }
+
   /// A broker that answers a cursor at or before the one asked with (hostile, or broken) would have the daemon
   /// ask again forever: that answer is not understood, the fetch ends with the pages not stored as failed.
   @Test func aCursorThatDoesNotAdvanceEndsTheFetch() throws {
@@ -237,7 +256,11 @@ import Testing
     try #require(harness.broker.streamOpens.count == 1)
     harness.broker.streamOpens[0].fail(.status(401, "unknown token"))
     #expect(harness.machine.state == .disconnected)
-    #expect(harness.driver.lastError == "the broker answered 401: unknown token")
+    // A 401 is the token's problem, and the status says so (no token configured here).
+    #expect(
+      harness.driver.lastError
+        == "the broker wants a token (401 unknown token): set [broker] token, token_file or token_command, or PUT /v1/token"
+    )
     try harness.run(until: "the next attempt") { harness.broker.streamOpens.count == 2 }
     harness.broker.acceptStream().answerSubscribe()
     #expect(harness.driver.lastError == nil && harness.broker.catchUps.count == 1)

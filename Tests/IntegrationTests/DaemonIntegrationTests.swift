@@ -31,6 +31,10 @@ import Testing
   /// SIGTERM with a push in flight: the answer is waited for and recorded before the store closes; exit 0.
   @Test func stoppingWaitsForThePushInFlight() throws { try runScenario("drain") }
 
+  /// Tokens from token_command: a refused one shows in status with the edit queued; the right one pushes it; a
+  /// broker reload replacing it resumes with the command's next one and a catch-up; PUT /v1/token with curl.
+  @Test func aRefusedTokenIsReplacedFromTheCommandWithNothingLost() throws { try runScenario("tokens") }
+
   /// A workspace revoked on the broker by a reload: its pages leave the device; the stream stays.
   @Test func aRevokedWorkspaceIsPurgedFromTheDevice() throws { try runScenario("revoke") }
 

@@ -70,6 +70,27 @@ import Testing
         """)
   }
 
+  @Test func statusNamesTheTokenProblemAndTheLastError() throws {
+    let answer = #"""
+      {"connected": false, "state": "disconnected", "pendingMutations": 1, "failedMutations": 0,
+       "offlinePages": 0, "fetchedPages": 0, "broker": "http://b", "tokenSource": "token_file",
+       "tokenProblem": "the broker refused the token read from [broker] token_file (token expired); reading it again",
+       "lastError": "the broker refused the token read from [broker] token_file (token expired); reading it again"}
+      """#
+    let run = try runPagesync(["status"], answer: .ok(answer))
+    #expect(run.status == 0, "\(run.errorOutput)")
+    let lines = run.output.split(separator: "\n").map { line in
+      line.split(separator: ":", maxSplits: 1).map { String($0.drop { $0 == " " }) }
+    }
+    #expect(lines.contains(["token", "token_file"]))
+    #expect(
+      lines.contains([
+        "token problem",
+        "the broker refused the token read from [broker] token_file (token expired); reading it again",
+      ]))
+    #expect(lines.contains { $0.first == "last error" && $0.last?.hasPrefix("the broker refused") == true })
+  }
+
   @Test func offlineListIsATableOfReasons() throws {
     let answer = #"""
       [{"id": "D", "reasons": [{"origin": "D", "from": null, "type": "toggled"}],

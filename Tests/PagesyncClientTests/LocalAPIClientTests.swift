@@ -106,6 +106,28 @@ import Web
     #expect(daemon.requests[1].body == #"{"title":"Home"}"#)
   }
 
+  @Test func setTokenSendsTheTokenAsJSONAndAReasonedRefusalIsADaemonError() throws {
+    let daemon = try ScriptedDaemon()
+    defer { daemon.shutdown() }
+    let client = LocalAPIClient(socketPath: daemon.path)
+    daemon.answer(.PUT, "/v1/token", #"{"tokenSource": "api"}"#)
+    #expect(try client.send(.setToken("eyJhbGciOiJFUzI1NiJ9.e30.sig")) == TokenHanded(tokenSource: "api"))
+    let request = try #require(daemon.requests.last)
+    #expect(request.method == "PUT" && request.target == "/v1/token")
+    #expect(request.body == #"{"token":"eyJhbGciOiJFUzI1NiJ9.e30.sig"}"#)
+    daemon.answer(.DELETE, "/v1/token", #"{"tokenSource": "token_file"}"#)
+    #expect(try client.send(.clearToken) == TokenHanded(tokenSource: "token_file"))
+    #expect(daemon.requests.last?.method == "DELETE" && daemon.requests.last?.target == "/v1/token")
+    daemon.answer(
+      .PUT, "/v1/token", #"{"error": 400, "message": "invalid token: the token is empty"}"#, status: 400)
+    do {
+      _ = try client.send(.setToken(""))
+      Issue.record("a 400 gave an answer")
+    } catch {
+      #expect("\(error)".contains("invalid token: the token is empty"))
+    }
+  }
+
   @Test func anAnswerMissingAPromisedFieldIsInvalidAndSaysWhich() async throws {
     let daemon = try ScriptedDaemon()
     defer { daemon.shutdown() }

@@ -393,6 +393,8 @@ class Device:
         self.name = name
         self.broker_url = broker_url
         self.token = USERS[user][0]
+        # Instead of `token`: `[broker] token_command`, an argv list (the "tokens" scenario).
+        self.token_command = None
         self.workspace = workspace
         self.config_overrides = config
         self.dir = os.path.join(scenario.dir, name)
@@ -410,7 +412,9 @@ class Device:
         for key, value in self.config_overrides.items():
             (broker if key == "ca_file" else offline if key in offline else sync)[key] = value
         lines = [
-            "[broker]", f'url = "{self.broker_url}"', f'token = "{self.token}"', f'workspace = "{self.workspace}"',
+            "[broker]", f'url = "{self.broker_url}"',
+            (f"token_command = {json.dumps(self.token_command)}" if self.token_command else f'token = "{self.token}"'),
+            f'workspace = "{self.workspace}"',
             *(f'{key} = "{value}"' for key, value in broker.items()),
             "[store]", f'path = "{self.store}"',
             "[api]", f'socket = "{self.socket}"',
@@ -2410,6 +2414,76 @@ def scenario_tls_broker(s):
     asyncio.run(streams())
 
 
+def scenario_tokens(s):
+    """The daemon's token from token_command (the built pagesyncd running a real program): a wrong token is
+    refused 401 and status says so while an edit waits in the queue; the right one printed, the edit goes out;
+    the broker's reload replaces the token (1008 token revoked) and the command's next token resumes with a
+    catch-up, not a download of every page; a token handed with PUT /v1/token (curl) that the broker refuses falls
+    back to the command's; malformed PUT bodies are 400s."""
+    broker = s.broker()
+    b = Device(s, "B", broker.url, "alice", "w1", {})
+    token_file = os.path.join(b.dir, "token")
+
+    def print_token(token):
+        with open(token_file, "w") as f:
+            f.write(token + "\n")
+
+    print_token("wrong-token-0123456789")
+    b.token_command = ["/bin/cat", token_file]
+    b.start(wait_connected=False)
+    wait_until("B says the broker refused the command's token",
+               lambda: (lambda st: ("401" in (st.get("lastError") or "") and "token_command" in (st.get("tokenProblem") or "")
+                                    and not st["connected"], st))(b.status()))
+    b.cli("create", "page", "--id", "T1", "--title", "made without a usable token")
+    check_equal(b.status()["pendingMutations"], 1, "the edit waits in the queue")
+
+    print_token(USERS["alice"][0])
+    wait_until("B, given the right token, pushes the edit",
+               lambda: (lambda st: (st["connected"] and st["pendingMutations"] == 0, st))(b.status()))
+    check_equal((broker_page(broker, "T1") or {}).get("title"), "made without a usable token", "T1 on the broker")
+    for page in ["T2", "T3", "T4"]:
+        b.cli("create", "page", "--id", page)
+    for page in ["T1", "T2", "T3", "T4"]:
+        b.cli("offline", "add", page)
+    b.sync()
+    before = b.status()
+
+    renewed = "alice-token-renewed-0123456789"
+    print_token(renewed)
+    broker.users["alice"] = (renewed, USERS["alice"][1])
+    broker.reload()
+    wait_until("B is back with the command's new token",
+               lambda: (lambda st: (st["connected"] and st["tokenRefusals"] > before["tokenRefusals"]
+                                    and st["streamsOpened"] > before["streamsOpened"], st))(b.status()))
+    b.sync()
+    after = b.status()
+    check(after["catchUpRequests"] > before["catchUpRequests"], "B caught up after the revocation",
+          f"> {before['catchUpRequests']}", after["catchUpRequests"])
+    check_equal(after["fetchedPages"], before["fetchedPages"], "no page downloaded again: nothing changed")
+
+    def put_token(body):
+        run = subprocess.run(["curl", "-sS", "--unix-socket", b.socket, "-X", "PUT", "-H",
+                              "Content-Type: application/json", "--data-binary", body, "-w", "\n%{http_code}",
+                              "http://localhost/v1/token"], capture_output=True, text=True, timeout=30)
+        text, _, code = run.stdout.rpartition("\n")
+        return code, text
+
+    for body, part in [('{"token": ""}', "the token is empty"), ('{"token": "a b"}', "not visible ASCII"),
+                       ('{"tok": "x"}', "invalid JSON body"), ("nope", "invalid JSON body")]:
+        code, text = put_token(body)
+        check(code == "400" and part in text, f"PUT /v1/token {body} is 400 naming the problem", part, (code, text))
+    code, text = put_token('{"token": "handed-but-unknown-0123456789"}')
+    check(code == "200" and '"api"' in text, "a well-formed handed token is taken", "200 api", (code, text))
+    wait_until("B, refused the handed token, is back on the command's",
+               lambda: (lambda st: (st["connected"] and st["tokenSource"] == "token_command"
+                                    and st["tokenRefusals"] > after["tokenRefusals"], st))(b.status()))
+    with open(b.log_path, errors="replace") as log:
+        check("handed-but-unknown" not in log.read(), "the handed token is not in the daemon's log")
+    b.reload("configuration reloaded")
+    b.wait_connected()
+    check(b.process.poll() is None, "all in one process, no restart")
+
+
 SCENARIOS = {
     "seed": scenario_seed,
     "row_limit": scenario_row_limit,
@@ -2443,6 +2517,7 @@ SCENARIOS = {
     "cloned_devices": scenario_cloned_devices,
     "events": scenario_events,
     "watch": scenario_watch,
+    "tokens": scenario_tokens,
 }
 
 

@@ -47,8 +47,9 @@ def scrape():
 
 
 # Attempts when Chromium itself dies by a signal (not when it exits with an error): once in CI, busy with the
-# parallel test run, its zygote died (SIGTRAP, "zygote_linux.cc write: Broken pipe") before loading anything.
-CHROMIUM_ATTEMPTS = 3
+# parallel test run, its zygote died (SIGTRAP, "zygote_linux.cc write: Broken pipe") before loading anything; on a
+# machine at a load of 8, even without a zygote, three times in a row (SIGTRAP, nothing said): waits between tries.
+CHROMIUM_ATTEMPTS = 5
 
 
 def chromium(profile, *arguments):
@@ -66,7 +67,12 @@ def chromium(profile, *arguments):
         except subprocess.TimeoutExpired:
             fail(f"chromium did not finish within 60 s: {command}")
         if done.returncode < 0 and attempt < CHROMIUM_ATTEMPTS:
-            print(f"  NOTE chromium died by signal {-done.returncode} (attempt {attempt}); trying again", flush=True)
+            # What it said last, less the noise every run prints (no D-Bus, no cpufreq in a container).
+            said = [line for line in done.stderr.decode(errors="replace").splitlines()
+                    if line.strip() and "dbus" not in line and "cpufreq" not in line][-3:]
+            print(f"  NOTE chromium died by signal {-done.returncode} (attempt {attempt}); trying again: {said}",
+                  flush=True)
+            time.sleep(2 * attempt)
             continue
         if done.returncode != 0:
             fail(f"chromium exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")

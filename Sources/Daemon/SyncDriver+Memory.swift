@@ -1,0 +1,23 @@
+import CMallocInfo
+
+/// Giving memory back once a burst is over. A first sync of 10,000 pages leaves glibc holding about 6 MB of
+/// freed heap and SQLite a full page cache, in a daemon that then sits idle for hours: `scripts/idle-daemon.py`
+/// measured 33.9 MB resident, 27.4 MB after `malloc_trim`. Loop thread only.
+extension SyncDriver {
+  /// Work that may have freed much memory just ended (a fetch round); once nothing else came for
+  /// `memoryReturnDelayMillis`, SQLite's unused cache pages and the heap's free pages go back to the system.
+  /// Each call moves the deadline: a sync of many rounds trims once, after the last.
+  func memoryMayBeReturned() {
+    memoryTimer.start(after: memoryReturnDelayMillis) { [unowned self] in
+      returnMemory()
+    }
+  }
+
+  /// Gives back what can be given back now: SQLite's cache pages not in use, then the heap's free pages (also
+  /// those below the top of the heap, which glibc keeps otherwise). Costs a few milliseconds on a 15 MB heap.
+  func returnMemory() {
+    store.releaseMemory()
+    malloc_trim(0)
+    memoryReturns += 1
+  }
+}
