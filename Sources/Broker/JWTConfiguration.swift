@@ -81,19 +81,11 @@ public struct JWTConfiguration: Sendable, Equatable {
 
   /// A key file's bytes; at most 1 MiB (a JWK Set of hundreds of RSA keys is far less).
   static func readFile(_ path: String) throws(JWTKeyError) -> [UInt8] {
-    guard let file = fopen(path, "rb") else {
-      throw JWTKeyError("cannot read the file: \(String(cString: strerror(errno)))")
+    do {
+      return try readConfiguredFile(path, limit: 1 << 20)
+    } catch {
+      throw JWTKeyError(error.message)
     }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let count = fread(&chunk, 1, chunk.count, file)
-      if count > 0 { bytes.append(contentsOf: chunk[0..<count]) }
-      if bytes.count > 1 << 20 { throw JWTKeyError("the file is larger than 1 MiB") }
-      if count < chunk.count { break }
-    }
-    return bytes
   }
 }
 
