@@ -179,7 +179,7 @@ let package = Package(
       name: "LoadHarness",
       dependencies: [
         "LoadCore", "ByteBuffers", "EventLoop", "SeededRandom", "Web", "RichText", "StrictJSON",
-        "CMallocInfo",
+        "CMallocInfo", "EventLoopTestKit",
       ]),
     .executableTarget(
       name: "pagesync-load",

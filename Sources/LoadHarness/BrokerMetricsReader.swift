@@ -92,7 +92,7 @@ final class BrokerMetricsReader {
   }
 
   private func connect(_ done: @escaping (Result<HTTPClientConnection, LoadError>) -> Void) {
-    HTTPClientConnection.connect(loop: loop, to: endpoint.address) { [self] result in
+    endpoint.connectHTTP(loop: loop) { [self] result in
       switch result {
       case .failure(let error):
         done(.failure(.connectFailed("metrics: \(error)")))

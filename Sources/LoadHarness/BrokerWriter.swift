@@ -8,20 +8,33 @@ public struct BrokerEndpoint: Sendable {
   /// Opens a device stream (`/v1/stream`, the token as `access_token`), as every simulated device does.
   func openStream(loop: Loop, _ done: @escaping (Result<WebSocket, LoadError>) -> Void) {
     let target = token.map { "/v1/stream?access_token=" + $0 } ?? "/v1/stream"
-    WebSocketClient.connect(loop: loop, to: address, target: target, handshakeTimeout: 30_000) { result in
+    WebSocketClient.connect(loop: loop, to: address, target: target, handshakeTimeout: 30_000, tls: tls) {
+      result in
       done(result.mapError { .connectFailed("device stream: \($0)") })
     }
+  }
+
+  /// Opens an HTTP connection to the broker (TLS when `tls` is set).
+  func connectHTTP(
+    loop: Loop, _ completion: @escaping (Result<HTTPClientConnection, HTTPClientError>) -> Void
+  ) {
+    var configuration = HTTPClientConfiguration()
+    configuration.tls = tls
+    HTTPClientConnection.connect(loop: loop, to: address, configuration: configuration, completion)
   }
 
   public var address: SocketAddress
   /// The bearer token; nil for a loopback broker without tokens (user `local`, workspace `default`).
   public var token: String?
   public var workspace: String
+  /// TLS (`--tls`, or an `https://` broker): every stream and HTTP connection verifies the broker against it.
+  public var tls: TLSClientContext?
 
-  public init(address: SocketAddress, token: String?, workspace: String) {
+  public init(address: SocketAddress, token: String?, workspace: String, tls: TLSClientContext? = nil) {
     self.address = address
     self.token = token
     self.workspace = workspace
+    self.tls = tls
   }
 
   var headers: HTTPHeaders {
@@ -112,7 +125,7 @@ final class BrokerWriterPool {
     var remaining = count
     var failed = false
     for index in 0..<count {
-      HTTPClientConnection.connect(loop: loop, to: endpoint.address) { [self] result in
+      endpoint.connectHTTP(loop: loop) { [self] result in
         guard !failed else { return }
         switch result {
         case .failure(let error):

@@ -83,7 +83,7 @@ final class CatchUpRun: ScenarioRun {
           return finish(
             .failure(.setupFailed("the edit batch changed \(expected.count) of \(chosen.count) pages")))
         }
-        HTTPClientConnection.connect(loop: loop, to: endpoint.address) { result in
+        endpoint.connectHTTP(loop: loop) { result in
           switch result {
           case .failure(let error): self.finish(.failure(.connectFailed("\(error)")))
           case .success(let connection):

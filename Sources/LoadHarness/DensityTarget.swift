@@ -1,5 +1,6 @@
 import EventLoop
 import LoadCore
+import Web
 
 /// What a density run (B3) needs of the system under test; the generator (`DensityRun`) is the same for both.
 ///
@@ -100,15 +101,17 @@ final class RedisDensity: DensityTarget {
   let label = "redis"
   private let loop: Loop
   private let address: SocketAddress
+  private let tls: TLSClientContext?
   private let pages: RunPages
   private let writerCount: Int
   private var publishers: [RedisConnection] = []
   private var devices: [RedisConnection?]
   private var commands: [[String]]
 
-  init(loop: Loop, address: SocketAddress, layout: DensityLayout, writers: Int) {
+  init(loop: Loop, address: SocketAddress, tls: TLSClientContext?, layout: DensityLayout, writers: Int) {
     self.loop = loop
     self.address = address
+    self.tls = tls
     pages = RunPages(prefix: "load-b3", count: layout.pool)
     writerCount = writers
     devices = Array(repeating: nil, count: layout.devices)
@@ -117,14 +120,15 @@ final class RedisDensity: DensityTarget {
 
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void) {
     RedisConnection.connect(
-      loop: loop, to: address, count: writerCount, each: { [self] in publishers.append($0) }, then: done)
+      loop: loop, to: address, tls: tls, count: writerCount, each: { [self] in publishers.append($0) },
+      then: done)
   }
 
   func connect(
     device: Int, onEntry: @escaping (Int, UInt64) -> Void, _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
     let pages = pages
-    RedisConnection.connect(loop: loop, to: address) { [self] result in
+    RedisConnection.connect(loop: loop, to: address, tls: tls) { [self] result in
       switch result {
       case .failure(let error): done(.failure(error))
       case .success(let connection):

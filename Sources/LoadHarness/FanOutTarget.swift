@@ -1,5 +1,6 @@
 import EventLoop
 import LoadCore
+import Web
 
 /// What a fan-out run needs of the system under test; the generator (`FanOutRun`) is the same for all.
 ///
@@ -92,14 +93,16 @@ final class RedisFanOut: FanOutTarget {
   let mode = DeliveryLedger.Mode.everyMessage
   private let loop: Loop
   private let address: SocketAddress
+  private let tls: TLSClientContext?
   private let names: [String]
   private let writerCount: Int
   private var publishers: [RedisConnection] = []
   private var subscribers: [RedisConnection] = []
 
-  init(loop: Loop, address: SocketAddress, channels: [String], writers: Int) {
+  init(loop: Loop, address: SocketAddress, tls: TLSClientContext?, channels: [String], writers: Int) {
     self.loop = loop
     self.address = address
+    self.tls = tls
     names = channels
     writerCount = writers
   }
@@ -108,7 +111,8 @@ final class RedisFanOut: FanOutTarget {
 
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void) {
     RedisConnection.connect(
-      loop: loop, to: address, count: writerCount, each: { [self] in publishers.append($0) }, then: done)
+      loop: loop, to: address, tls: tls, count: writerCount, each: { [self] in publishers.append($0) },
+      then: done)
   }
 
   func subscribe(
@@ -116,7 +120,7 @@ final class RedisFanOut: FanOutTarget {
     _ done: @escaping (Result<Void, LoadError>) -> Void
   ) {
     let channel = names[channel]
-    RedisConnection.connect(loop: loop, to: address) { [self] result in
+    RedisConnection.connect(loop: loop, to: address, tls: tls) { [self] result in
       switch result {
       case .failure(let error): done(.failure(error))
       case .success(let connection):

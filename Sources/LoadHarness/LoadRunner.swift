@@ -20,6 +20,11 @@ public struct RunSettings: Sendable {
   public var progress = true
   /// The most a run (start, load, drain, stop) may take before it fails as timed out.
   public var timeoutSeconds = 600
+  /// TLS on both sides (`--tls`): a harness-started broker with `[server.tls]` and redis-server with
+  /// `--tls-port`, both presenting a certificate of a CA made for the run, which the harness's clients verify.
+  public var tls = false
+  /// The CA to verify an `https://` `--broker` against (`--ca-file`); nil: the system's trust store.
+  public var caFile: String?
 
   public init() {}
 }
@@ -36,6 +41,8 @@ public final class LoadRunner {
   private let settings: RunSettings
   private let loop: Loop
   private let nonce: String
+  /// The `--tls` run's CA and server pair, made on first use and removed by `close()`.
+  private var certificates: RunCertificates?
 
   public init(settings: RunSettings) throws {
     self.settings = settings
@@ -48,7 +55,17 @@ public final class LoadRunner {
   /// Releases the loop. Every run closes what it opened, so this only fails on a harness bug (a handle left
   /// open), which it reports rather than leaking the loop (LeakSanitizer runs the smoke tests in `make sanitize`).
   public func close() throws {
+    certificates?.remove()
+    certificates = nil
     try loop.close()
+  }
+
+  /// The run's CA and server certificate (`--tls`), made once.
+  private func runCertificates() throws(LoadError) -> RunCertificates {
+    if let certificates { return certificates }
+    let made = try RunCertificates()
+    certificates = made
+    return made
   }
 
   /// B1 or B2 (`options.pages`, `options.rising`) against the broker.
@@ -65,9 +82,10 @@ public final class LoadRunner {
 
   /// B1 or B2 against a harness-started redis-server, with the same generator (a channel per page).
   public func fanOutRedis(_ options: FanOutOptions, scenario: String = "B1") throws -> ReportValue {
-    try onRedis { [self] address, probe in
+    try onRedis { [self] address, tls, probe in
       let channels = options.pages == 1 ? ["load-b1"] : (0..<options.pages).map { "load-b2-\($0)" }
-      let target = RedisFanOut(loop: loop, address: address, channels: channels, writers: options.writers)
+      let target = RedisFanOut(
+        loop: loop, address: address, tls: tls, channels: channels, writers: options.writers)
       return fanOutRun(target: target, options: options, scenario: scenario, probe: probe)
     }
   }
@@ -137,10 +155,11 @@ public final class LoadRunner {
   public func densityRedis(_ options: DensityOptions) throws -> ReportValue {
     guard let layout = options.layout else { throw LoadError.invalidOption("B3 sizes") }
     _ = DescriptorLimit.raiseToHard()
-    return try onRedis { [self] address, probe in
+    return try onRedis { [self] address, tls, probe in
       DensityRun(
         loop: loop,
-        target: RedisDensity(loop: loop, address: address, layout: layout, writers: options.writers),
+        target: RedisDensity(
+          loop: loop, address: address, tls: tls, layout: layout, writers: options.writers),
         options: options, layout: layout, server: probe, progress: progressLine)
     }
   }
@@ -200,8 +219,10 @@ public final class LoadRunner {
   }
 
   /// Runs the run `make` builds against a harness-started redis-server (`withRedis`).
-  private func onRedis(_ make: @escaping (SocketAddress, ServerProbe) -> ScenarioRun) throws -> ReportValue {
-    try withRedis { [self] address, probe, done in launch(make(address, probe), done) }
+  private func onRedis(
+    _ make: @escaping (SocketAddress, TLSClientContext?, ServerProbe) -> ScenarioRun
+  ) throws -> ReportValue {
+    try withRedis { [self] address, tls, probe, done in launch(make(address, tls, probe), done) }
   }
 
   /// Starts `run` and keeps it alive until it completes.
@@ -215,6 +236,9 @@ public final class LoadRunner {
   // MARK: Servers
 
   typealias Body<Target> = (Target, ServerProbe, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
+  typealias RedisBody = (
+    SocketAddress, TLSClientContext?, ServerProbe, @escaping (Result<ReportValue, LoadError>) -> Void
+  ) -> Void
 
   /// Runs `body` against the broker at `settings.brokerURL`, or one started for it in a temporary directory.
   /// `extraLimits`: more `[limits]` keys for a harness-started broker (B6's `connections`).
@@ -222,18 +246,36 @@ public final class LoadRunner {
     if let url = settings.brokerURL {
       let parsed: HTTPURL
       do { parsed = try HTTPURL(parsing: url) } catch { throw LoadError.invalidOption("--broker: \(error)") }
+      var tls: TLSClientContext?
+      if parsed.isSecure || settings.tls {
+        do { tls = try TLSClientContext(caFile: settings.caFile) } catch {
+          throw LoadError.invalidOption("--ca-file: \(error)")
+        }
+      }
       let endpoint = BrokerEndpoint(
-        address: parsed.address, token: settings.token, workspace: settings.workspace)
-      return try drive { done in body(endpoint, ServerProbe(pid: nil), done) }
+        address: parsed.address, token: settings.token, workspace: settings.workspace, tls: tls)
+      return ReportValue.withTLS(try drive { done in body(endpoint, ServerProbe(pid: nil), done) }, tls)
     }
     let directory = try ScratchDirectory()
     defer { directory.remove() }
+    var tls: TLSClientContext?
+    var serverTLS = ""
+    if settings.tls {
+      let certificates = try runCertificates()
+      tls = try certificates.clientContext()
+      serverTLS = """
+        [server.tls]
+        cert = "\(certificates.certificateFile)"
+        key = "\(certificates.keyFile)"
+
+        """
+    }
     try directory.write(
       "broker.toml",
       """
       [server]
       listen = "127.0.0.1:0"
-      [store]
+      \(serverTLS)[store]
       path = "\(directory.path)/broker.sqlite"
       synchronous = "\(settings.synchronous)"
       [log]
@@ -252,31 +294,45 @@ public final class LoadRunner {
         guard let end = rest.firstIndex(where: { $0 == " " || $0 == "\n" }) else { return nil }
         return String(rest[..<end])
       })
-    return try drive(server: server) { [self] address, done in
+    let report = try drive(server: server) { [self] address, done in
       guard let parsed = try? SocketAddress(parsing: address) else {
         return done(.failure(.serverFailed("the broker logged an address that does not parse: \(address)")))
       }
-      let endpoint = BrokerEndpoint(address: parsed, token: settings.token, workspace: settings.workspace)
+      let endpoint = BrokerEndpoint(
+        address: parsed, token: settings.token, workspace: settings.workspace, tls: tls)
       body(endpoint, ServerProbe(pid: server.pid), done)
     }
+    return ReportValue.withTLS(report, tls)
   }
 
-  /// Runs `body` against a redis-server started on a free loopback port, without persistence.
-  func withRedis(_ body: @escaping Body<SocketAddress>) throws -> ReportValue {
+  /// Runs `body` against a redis-server started on a free loopback port, without persistence. With `--tls` it
+  /// speaks TLS only (`--port 0`, `--tls-port`), with the run's certificate, and asks clients for none.
+  func withRedis(_ body: @escaping RedisBody) throws -> ReportValue {
     guard let port = HostProcess.freeLoopbackPort() else {
       throw LoadError.serverFailed("no free port for redis")
     }
+    var listen = ["--port", String(port)]
+    var tls: TLSClientContext?
+    if settings.tls {
+      let certificates = try runCertificates()
+      tls = try certificates.clientContext()
+      listen = [
+        "--port", "0", "--tls-port", String(port), "--tls-cert-file", certificates.certificateFile,
+        "--tls-key-file", certificates.keyFile, "--tls-ca-cert-file", certificates.caFile,
+        "--tls-auth-clients", "no",
+      ]
+    }
     let server = try ManagedServer(
       loop: loop, name: "redis-server", executable: "redis-server",
-      arguments: [
-        "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize",
-        "no",
+      arguments: listen + [
+        "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
         "--maxclients", "20000",
       ],
       readiness: { output in output.contains("Ready to accept connections") ? "127.0.0.1:\(port)" : nil })
-    return try drive(server: server) { _, done in
-      body(.inet(host: "127.0.0.1", port: port), ServerProbe(pid: server.pid), done)
+    let report = try drive(server: server) { _, done in
+      body(.inet(host: "127.0.0.1", port: port), tls, ServerProbe(pid: server.pid), done)
     }
+    return ReportValue.withTLS(report, tls)
   }
 
   /// Runs the loop until `body` completes and, if the harness started it, the server has stopped.

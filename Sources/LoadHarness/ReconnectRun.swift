@@ -137,6 +137,8 @@ final class ReconnectRun: ScenarioRun {
   private var exactDevices = 0
   private var lastResubscribedAt: UInt64 = 0
   private var catchUpBytes = 0
+  /// The harness's TLS handshakes when the storm began (`--tls`).
+  private var handshakesBeforeStorm = TLSHandshakeTally()
 
   /// Every device returns; each subscribes, then catches up, on connections of its own.
   private func storm() {
@@ -150,6 +152,7 @@ final class ReconnectRun: ScenarioRun {
     connections = []
     let window = MeasurementWindow(server: server)
     let startedAt = window.startedAt
+    handshakesBeforeStorm = endpoint.tls?.handshakes ?? TLSHandshakeTally()
     forEachConcurrently(
       layout.devices, concurrency: options.stormConcurrency,
       { [self] index, done in
@@ -201,7 +204,7 @@ final class ReconnectRun: ScenarioRun {
           ])
         ),
         ("harness_cpu_pct", .number(harnessCPU)),
-      ] + window.serverAndMachine(now: doneAt) + [
+      ] + stormTLS(at: doneAt) + window.serverAndMachine(now: doneAt) + [
         (
           "wire",
           .object([
@@ -210,6 +213,21 @@ final class ReconnectRun: ScenarioRun {
           ])
         )
       ] + verdict(ok: ok, notes: notes))
+  }
+
+  /// `--tls`: the storm's handshakes (a stream and a catch-up connection per device) and how many resumed a
+  /// session from before the drop instead of paying a full handshake.
+  private func stormTLS(at: UInt64) -> [(String, ReportValue)] {
+    guard let now = endpoint.tls?.handshakes else { return [] }
+    return [
+      (
+        "storm_tls",
+        .object([
+          ("handshakes", .int(now.completed - handshakesBeforeStorm.completed)),
+          ("resumed", .int(now.resumed - handshakesBeforeStorm.resumed)),
+        ])
+      )
+    ]
   }
 
   /// One device's return: stream and HTTP connection opened together, subscribe, then catch up.
@@ -246,7 +264,7 @@ final class ReconnectRun: ScenarioRun {
         }
       }
     }
-    HTTPClientConnection.connect(loop: loop, to: endpoint.address) { [self] result in
+    endpoint.connectHTTP(loop: loop) { [self] result in
       switch result {
       case .failure(let error): done(.failure(.connectFailed("catch-up connection: \(error)")))
       case .success(let connection):

@@ -1,6 +1,7 @@
 import ByteBuffers
 import EventLoop
 import LoadCore
+import Web
 
 /// A RESP connection to redis-server on the run's loop: commands out, replies and pushes in.
 ///
@@ -17,9 +18,11 @@ final class RedisConnection {
   var onPush: ((UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void)?
   private(set) var failure: LoadError?
 
-  private init(stream: ByteStream) {
+  private init(stream: ByteStream, tls: TLSClientContext?, host: String?) {
     self.stream = stream
     stream.setNoDelay(true)
+    // Before anything is read or written: RESP goes through the same TLS layer as the broker's clients.
+    if let tls, let host { stream.install(tls.makeSession(host: host)) }
     // Weak: a run may be over (and its connections freed) while a read is still being delivered.
     stream.onRead = { [weak self] bytes in self?.received(bytes) }
     stream.onEnd = { [weak self] in self?.fail(.connectFailed("redis closed the connection")) }
@@ -27,14 +30,17 @@ final class RedisConnection {
     stream.startReading()
   }
 
+  /// Connects to `address`; with `tls`, over TLS, redis-server verified as `address`'s host.
   static func connect(
-    loop: Loop, to address: SocketAddress,
+    loop: Loop, to address: SocketAddress, tls: TLSClientContext?,
     _ completion: @escaping (Result<RedisConnection, LoadError>) -> Void
   ) {
     ByteStream.connect(loop: loop, to: address) { result in
       switch result {
       case .failure(let error): completion(.failure(.connectFailed("redis at \(address): \(error)")))
-      case .success(let stream): completion(.success(RedisConnection(stream: stream)))
+      case .success(let stream):
+        let host: String? = if case .inet(let host, _) = address { host } else { nil }
+        completion(.success(RedisConnection(stream: stream, tls: tls, host: host)))
       }
     }
   }
@@ -42,13 +48,14 @@ final class RedisConnection {
   /// Opens `count` connections at once, each handed to `each` as it opens (the caller keeps and closes it); `done`
   /// once all are open, or at the first failure.
   static func connect(
-    loop: Loop, to address: SocketAddress, count: Int, each: @escaping (RedisConnection) -> Void,
+    loop: Loop, to address: SocketAddress, tls: TLSClientContext?, count: Int,
+    each: @escaping (RedisConnection) -> Void,
     then done: @escaping (Result<Void, LoadError>) -> Void
   ) {
     forEachConcurrently(
       count, concurrency: 0,
       { _, opened in
-        connect(loop: loop, to: address) { result in
+        connect(loop: loop, to: address, tls: tls) { result in
           if case .success(let connection) = result { each(connection) }
           opened(result.map { _ in () })
         }

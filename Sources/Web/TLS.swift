@@ -131,6 +131,7 @@ public final class TLSClientContext: @unchecked Sendable {
   private let lock = Lock()
   /// The newest resumable session by host (retained `SSL_SESSION`s).
   private var sessions: [String: OpaquePointer] = [:]
+  private var tally = TLSHandshakeTally()
 
   public init(caFile: String? = nil) throws(TLSError) {
     ERR_clear_error()
@@ -174,10 +175,32 @@ public final class TLSClientContext: @unchecked Sendable {
     return session
   }
 
+  /// Handshakes completed by this context's sessions so far, and how many of them resumed an earlier session
+  /// (the load harness reports whether a reconnect storm paid full handshakes).
+  public var handshakes: TLSHandshakeTally { lock.withLock { tally } }
+
+  func countHandshake(resumed: Bool) {
+    lock.withLock {
+      tally.completed += 1
+      if resumed { tally.resumed += 1 }
+    }
+  }
+
   /// Keeps `session` (retained by the caller, handed over) as the one to offer `host` next time.
   func keep(_ session: OpaquePointer, for host: String) {
     let replaced = lock.withLock { sessions.updateValue(session, forKey: host) }
     if let replaced { SSL_SESSION_free(replaced) }
+  }
+}
+
+/// Handshakes a client context completed: all, and those that resumed a session (no certificate sent or
+/// verified, no signature).
+public struct TLSHandshakeTally: Sendable, Equatable {
+  public var completed: Int
+  public var resumed: Int
+  public init(completed: Int = 0, resumed: Int = 0) {
+    self.completed = completed
+    self.resumed = resumed
   }
 }
 
@@ -351,6 +374,7 @@ public final class TLSSession: ByteStreamFilter {
     let result = SSL_do_handshake(ssl)
     if result == 1 {
       isEstablished = true
+      if isClient, let owner = owner as? TLSClientContext { owner.countHandshake(resumed: isResumed) }
       return
     }
     switch SSL_get_error(ssl, result) {

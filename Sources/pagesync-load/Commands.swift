@@ -35,6 +35,16 @@ struct CommonOptions: ParsableArguments {
   @Option(help: "Seconds a run may take in all (start, load, drain, stop) before it fails as timed out.")
   var timeout = 600
 
+  @Flag(
+    help: """
+      TLS on both sides: the broker with [server.tls] and redis-server with --tls-port, both with a \
+      certificate of a CA made for the run (openssl), which every harness connection verifies.
+      """)
+  var tls = false
+
+  @Option(help: "CA certificates (PEM) to verify an https:// --broker against (default: the system's).")
+  var caFile: String?
+
   var settings: RunSettings {
     var settings = RunSettings()
     settings.brokerURL = broker
@@ -44,6 +54,8 @@ struct CommonOptions: ParsableArguments {
     settings.seed = seed
     settings.progress = !quiet
     settings.timeoutSeconds = timeout
+    settings.tls = tls
+    settings.caFile = caFile
     return settings
   }
 }

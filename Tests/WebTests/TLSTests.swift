@@ -169,6 +169,8 @@ import Web
     let other = client.makeSession(host: "127.0.0.1", maximumVersion12: tls12)
     #expect(try converse(other, server.makeSession()))
     #expect(!other.isResumed)
+    // The context's tally (what pagesync-load reports): three handshakes, the second one resumed.
+    #expect(client.handshakes == TLSHandshakeTally(completed: 3, resumed: 1))
   }
 
   @Test func sessionsResumeAcrossAReloadOfThePair() throws {
