@@ -125,36 +125,34 @@ enum OfflineListJSON {
     out.append(UInt8(ascii: "["))
     for (index, entry) in entries.enumerated() {
       if index > 0 { out.append(UInt8(ascii: ",")) }
-      append(Array(#"{"complete":"#.utf8), to: &out)
-      append(Array((entry.complete ? "true" : "false").utf8), to: &out)
-      append(Array(#","id":"#.utf8), to: &out)
+      out.append(contentsOf: #"{"complete":"#.utf8)
+      out.append(contentsOf: (entry.complete ? "true" : "false").utf8)
+      out.append(contentsOf: #","id":"#.utf8)
       JSONText.appendString(entry.id.rawValue, to: &out)
-      append(Array(#","lastDownloadedTimestamp":"#.utf8), to: &out)
+      out.append(contentsOf: #","lastDownloadedTimestamp":"#.utf8)
       JSONText.appendNumber(entry.lastDownloadedTimestamp, to: &out)
-      append(Array(#","missing":"#.utf8), to: &out)
-      append(Array((entry.missing ? "true" : "false").utf8), to: &out)
-      append(Array(#","reasons":["#.utf8), to: &out)
+      out.append(contentsOf: #","missing":"#.utf8)
+      out.append(contentsOf: (entry.missing ? "true" : "false").utf8)
+      out.append(contentsOf: #","reasons":["#.utf8)
       for (number, reason) in entry.reasons.enumerated() {
         if number > 0 { out.append(UInt8(ascii: ",")) }
-        append(Array(#"{"from":"#.utf8), to: &out)
+        out.append(contentsOf: #"{"from":"#.utf8)
         if let from = reason.from {
           JSONText.appendString(from.rawValue, to: &out)
         } else {
-          append(Array("null".utf8), to: &out)
+          out.append(contentsOf: "null".utf8)
         }
-        append(Array(#","origin":"#.utf8), to: &out)
+        out.append(contentsOf: #","origin":"#.utf8)
         JSONText.appendString(reason.origin.rawValue, to: &out)
-        append(Array(#","type":"#.utf8), to: &out)
+        out.append(contentsOf: #","type":"#.utf8)
         JSONText.appendString(reason.type.rawValue, to: &out)
         out.append(UInt8(ascii: "}"))
       }
-      append(Array("]}".utf8), to: &out)
+      out.append(contentsOf: "]}".utf8)
     }
     out.append(UInt8(ascii: "]"))
     return out
   }
-
-  private static func append(_ bytes: [UInt8], to out: inout [UInt8]) { out += bytes }
 }
 
 /// One entry of `GET /v1/offline`.

@@ -14,7 +14,7 @@ extension SyncDriver {
   }
 
   /// Gives back what can be given back now: SQLite's cache pages not in use, then the heap's free pages (also
-  /// those below the top of the heap, which glibc keeps otherwise). Costs a few milliseconds on a 15 MB heap.
+  /// those below the top of the heap, which glibc keeps otherwise).
   func returnMemory() {
     store.releaseMemory()
     malloc_trim(0)

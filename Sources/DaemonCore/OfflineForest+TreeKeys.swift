@@ -59,16 +59,25 @@ extension OfflineForest {
       }
     }
 
-    func makeIterator() -> AnyIterator<TreeKey> {
-      switch storage {
-      case .none: return AnyIterator { nil }
-      case .one(let only):
-        var done = false
-        return AnyIterator {
-          defer { done = true }
-          return done ? nil : only
+    /// Walks the keys without boxing: `refresh` iterates the keys of every page a fetch stored.
+    struct Iterator: IteratorProtocol {
+      fileprivate var only: TreeKey?
+      fileprivate var many: Set<TreeKey>.Iterator?
+
+      mutating func next() -> TreeKey? {
+        if let key = only {
+          only = nil
+          return key
         }
-      case .many(let keys): return AnyIterator(keys.makeIterator())
+        return many?.next()
+      }
+    }
+
+    func makeIterator() -> Iterator {
+      switch storage {
+      case .none: Iterator(only: nil, many: nil)
+      case .one(let only): Iterator(only: only, many: nil)
+      case .many(let keys): Iterator(only: nil, many: keys.makeIterator())
       }
     }
 
