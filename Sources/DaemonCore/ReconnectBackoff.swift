@@ -31,9 +31,20 @@ public struct ReconnectBackoff: Sendable, Equatable {
 
   /// The delay before the next attempt, after a failure to connect or a lost connection; counts the attempt.
   public mutating func nextDelay(using random: inout some RandomNumberGenerator) -> UInt64 {
-    let delay = UInt64.random(in: 0...currentBound, using: &random)
-    attempt += 1
+    let delay = self.delay(using: &random)
+    countAttempt()
     return delay
+  }
+
+  /// A delay drawn uniformly from 0...`currentBound`, without counting an attempt (`BrokerFailover` counts one
+  /// per round of its list).
+  public func delay(using random: inout some RandomNumberGenerator) -> UInt64 {
+    UInt64.random(in: 0...currentBound, using: &random)
+  }
+
+  /// Counts one failed attempt: the next bound doubles (up to `cap`).
+  public mutating func countAttempt() {
+    attempt += 1
   }
 
   /// A connection was established at `now`.

@@ -6,7 +6,7 @@ import SyncModel
 ///     idle ──start──▶ connecting ──opened──▶ subscribing ──subscribed──▶ catchingUp ──answer──▶ fetching ──▶ live
 ///                       ▲   │ failed             │                          │ (nothing changed: straight to live)
 ///                       │   ▼                    └── closed, at any point from subscribing to live ──┐
-///                  disconnected ◀──────────────── schedule a reconnect: ReconnectBackoff, full jitter ◀┘
+///                  disconnected ◀──── schedule a reconnect to the next broker: BrokerFailover, full jitter ◀┘
 ///     any state ──stop──▶ stopped (closeConnection, cancelTimer; then nothing, whatever comes)
 ///
 /// - Catch-up: the whole offline set is subscribed on each connection, and the catch-up request goes only after
@@ -45,7 +45,12 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
   public private(set) var state: SyncState = .idle
   /// The pages kept offline, as last told.
   public private(set) var offlinePages: Set<EntityID>
-  public private(set) var backoff: ReconnectBackoff
+  /// Which broker of the list to try next and when (`BrokerFailover`: the reconnect backoff, per round).
+  public private(set) var failover: BrokerFailover
+  /// The reconnect policy and its count of failed rounds.
+  public var backoff: ReconnectBackoff { failover.backoff }
+  /// The index in `[broker] url` of the broker the daemon is on, or is trying next.
+  public var broker: Int { failover.current }
   /// Time between heartbeats while live, ms (`[sync] heartbeat_interval`).
   public private(set) var heartbeatInterval: UInt64
   /// The most pages in one `fetch`.
@@ -72,11 +77,11 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
 
   public init(
     offlinePages: Set<EntityID>, backoff: ReconnectBackoff, heartbeatInterval: UInt64, maxPagesPerFetch: Int,
-    random: Random, clock: @escaping @Sendable () -> UInt64
+    random: Random, clock: @escaping @Sendable () -> UInt64, brokerCount: Int = 1
   ) {
     precondition(heartbeatInterval > 0 && maxPagesPerFetch > 0, "heartbeat and fetch batch must be positive")
     self.offlinePages = offlinePages
-    self.backoff = backoff
+    failover = BrokerFailover(brokerCount: brokerCount, backoff: backoff)
     self.heartbeatInterval = heartbeatInterval
     self.maxPagesPerFetch = maxPagesPerFetch
     self.random = random
@@ -90,9 +95,9 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     backoff new: ReconnectBackoff, heartbeatInterval: UInt64, maxPagesPerFetch: Int
   ) {
     precondition(heartbeatInterval > 0 && maxPagesPerFetch > 0, "heartbeat and fetch batch must be positive")
-    backoff.base = new.base
-    backoff.cap = new.cap
-    backoff.resetAfter = new.resetAfter
+    failover.backoff.base = new.base
+    failover.backoff.cap = new.cap
+    failover.backoff.resetAfter = new.resetAfter
     self.heartbeatInterval = heartbeatInterval
     self.maxPagesPerFetch = maxPagesPerFetch
   }
@@ -138,7 +143,7 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
       return reconnectNow()
     case .connectionOpened(let now):
       guard state == .connecting else { return [] }
-      backoff.connected(at: now)
+      failover.connected(at: now)
       state = .subscribing
       let pages = offlinePages.sorted()
       subscribesAwaiting = [pages]
@@ -230,7 +235,6 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
   }
 
   private mutating func disconnect(now: UInt64) -> [SyncAction] {
-    backoff.disconnected(at: now)
     state = .disconnected
     // What was in flight is unanswered: fetch it (and what failed) after the next catch-up, push it again.
     if let batch = inFlight { Self.merge(&pending, batch.filter { offlinePages.contains($0.key) }) }
@@ -240,7 +244,8 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     subscribesAwaiting = []
     pushInFlight = false
     pushDeferred = false
-    let delay = backoff.nextDelay(using: &random)
+    // The next broker of the list (the same one when there is one), after the backoff's delay.
+    let delay = failover.lost(at: now, using: &random)
     return schedule(.reconnect, at: now + delay)
   }
 
