@@ -7,9 +7,11 @@ import Web
 /// Everything `pagesyncd` reads from its TOML file. Every key, with its default, is documented in
 /// `config/pagesyncd.toml`.
 public struct DaemonConfiguration: Sendable, Equatable {
-  /// `[broker] url`: the broker's base URL, `http://` or `https://` (TLS, the broker verified against the
-  /// system's trust store or `ca_file`, its name against the URL's host).
-  public var brokerURL = try! HTTPURL(parsing: "http://127.0.0.1:7700")
+  /// `[broker] url`: the brokers' base URLs, one string or an array of at most `BrokerFailover.maxBrokers`, each
+  /// `http://` or `https://` (TLS, the broker verified against the system's trust store or `ca_file`, its name
+  /// against that URL's host). The daemon is on one at a time and fails over to the next when it is lost
+  /// (`BrokerFailover`). Never empty.
+  public var brokerURLs = [try! HTTPURL(parsing: "http://127.0.0.1:7700")]
   /// `[broker] ca_file`: the CA certificates (PEM) to trust for an `https://` broker instead of the system's
   /// store (a private CA); nil: the system's.
   public var caFile: String?
@@ -67,6 +69,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
 }
 
 extension DaemonConfiguration {
+  /// The first URL of `[broker] url` (the one tried first); setting it makes it the only one.
+  public var brokerURL: HTTPURL {
+    get { brokerURLs[0] }
+    set { brokerURLs = [newValue] }
+  }
+
   /// Parses and validates a configuration file's text. Errors name the file, line and key.
   public static func parse(_ text: String, file: String) throws(ConfigError) -> DaemonConfiguration {
     try parse(ConfigReader(text: text, file: file))
@@ -78,19 +86,11 @@ extension DaemonConfiguration {
     let document = reader.document
 
     let broker = try document.table("broker")
-    let url = try broker.string("url", default: configuration.brokerURL.description)
-    do {
-      configuration.brokerURL = try HTTPURL(parsing: url)
-    } catch {
-      throw broker.error("url", error.reason)
-    }
-    if configuration.brokerURL.scheme != "http" && configuration.brokerURL.scheme != "https" {
-      throw broker.error("url", "must be an http:// or https:// URL")
-    }
+    configuration.brokerURLs = try parseBrokerURLs(broker, default: configuration.brokerURL)
     configuration.caFile = try broker.optionalString("ca_file")
     if let caFile = configuration.caFile {
       if caFile.isEmpty { throw broker.error("ca_file", "must not be empty") }
-      if !configuration.brokerURL.isSecure {
+      if !configuration.brokerURLs.contains(where: \.isSecure) {
         throw broker.error("ca_file", "needs an https:// url (a plain http:// broker is not verified)")
       }
     }
@@ -167,6 +167,39 @@ extension DaemonConfiguration {
     return configuration
   }
 
+  /// `[broker] url`: one URL or an array of 1 to `BrokerFailover.maxBrokers` distinct ones, each `http://` or
+  /// `https://`; an error names the element (`url[2]`) of an array.
+  private static func parseBrokerURLs(
+    _ broker: ConfigTable, default fallback: HTTPURL
+  ) throws(ConfigError) -> [HTTPURL] {
+    let (texts, isArray) = try broker.stringOrArray("url", default: fallback.description)
+    if texts.isEmpty { throw broker.error("url", "must list at least one broker URL") }
+    if texts.count > BrokerFailover.maxBrokers {
+      throw broker.error(
+        "url", "must list at most \(BrokerFailover.maxBrokers) broker URLs (this file lists \(texts.count))")
+    }
+    var urls: [HTTPURL] = []
+    for (index, text) in texts.enumerated() {
+      let name = isArray ? "url[\(index)]" : "url"
+      let url: HTTPURL
+      do {
+        url = try HTTPURL(parsing: text)
+      } catch {
+        throw broker.error("url", isArray ? "\(name): \(error.reason)" : error.reason)
+      }
+      if url.scheme != "http" && url.scheme != "https" {
+        throw broker.error(
+          "url", isArray ? "\(name) must be an http:// or https:// URL" : "must be an http:// or https:// URL"
+        )
+      }
+      if let first = urls.firstIndex(of: url) {
+        throw broker.error("url", "\(name) repeats url[\(first)] (\(url))")
+      }
+      urls.append(url)
+    }
+    return urls
+  }
+
   /// `[broker] token_file`, `token_command`, `token_command_timeout`, `token_max_bytes`: at most one of
   /// `token`, `token_file` and `token_command`.
   private static func parseTokenSource(
@@ -222,7 +255,8 @@ extension DaemonConfiguration {
   /// What reloading from `self` to `new` does with each changed key (docs/operations.md, "Reloading").
   public func reloadPlan(to new: DaemonConfiguration) -> ReloadPlan {
     var plan = ReloadPlan()
-    plan.restart("broker.url", brokerURL, new.brokerURL)
+    // The list is the failover's and the links' shape: a new one takes a restart (docs/operations.md).
+    plan.restart("broker.url", brokerURLs, new.brokerURLs)
     plan.restart("broker.ca_file", caFile, new.caFile)
     plan.live("broker.token", token, new.token)
     plan.live("broker.token_file", tokenFile ?? "", new.tokenFile ?? "")
@@ -252,7 +286,7 @@ extension DaemonConfiguration {
   /// `new` with the keys that need a restart kept at their values in `self`: what a reload runs with.
   public func reloaded(from new: DaemonConfiguration) -> DaemonConfiguration {
     var next = new
-    next.brokerURL = brokerURL
+    next.brokerURLs = brokerURLs
     next.caFile = caFile
     next.storePath = storePath
     next.socketPath = socketPath

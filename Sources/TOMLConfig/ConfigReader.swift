@@ -141,6 +141,23 @@ public final class ConfigTable {
     return strings
   }
 
+  /// A key that may be one string or an array of strings: the strings, and whether the file wrote an array (for
+  /// errors that name an element by its index). `fallback` (one string) when absent.
+  public func stringOrArray(_ key: String, default fallback: String) throws(ConfigError) -> (
+    strings: [String], isArray: Bool
+  ) {
+    guard let value = value(key) else { return ([fallback], false) }
+    if let string = value.string { return ([string], false) }
+    let message = "must be a string or an array of strings"
+    guard let array = value.array else { throw error(key, message) }
+    var strings: [String] = []
+    for element in array {
+      guard let string = element.string else { throw error(key, message) }
+      strings.append(string)
+    }
+    return (strings, true)
+  }
+
   /// A sub-table, empty when absent.
   public func table(_ key: String) throws(ConfigError) -> ConfigTable {
     guard let value = value(key) else {

@@ -133,6 +133,23 @@ private func readText(_ path: String) -> String {
       "t.toml:2: broker.token: is not a usable bearer token: the token is longer than [broker] token_max_bytes (64)"
     ),
     ("[daemon]\nx = 1\n", "t.toml:1: daemon: unknown key"),
+    ("[broker]\nurl = []\n", "t.toml:2: broker.url: must list at least one broker URL"),
+    ("[broker]\nurl = 7700\n", "t.toml:2: broker.url: must be a string or an array of strings"),
+    ("[broker]\nurl = [\"http://a\", 1]\n", "t.toml:2: broker.url: must be a string or an array of strings"),
+    (
+      "[broker]\nurl = [\"http://a\", \"ws://b\"]\n",
+      "t.toml:2: broker.url: url[1] must be an http:// or https:// URL"
+    ),
+    ("[broker]\nurl = [\"http://a\", \"nowhere\"]\n", "t.toml:2: broker.url: url[1]: "),
+    ("[broker]\nurl = [\"http://a\", \"http://a\"]\n", "t.toml:2: broker.url: url[1] repeats url[0]"),
+    (
+      "[broker]\nurl = [\(Array(repeating: "\"http://a\"", count: 17).joined(separator: ", "))]\n",
+      "t.toml:2: broker.url: must list at most 16 broker URLs (this file lists 17)"
+    ),
+    (
+      "[broker]\nurl = [\"http://a\", \"http://b\"]\nca_file = \"ca.pem\"\n",
+      "t.toml:3: broker.ca_file: needs an https:// url"
+    ),
   ])
   func badValuesNameTheKey(text: String, expected: String) {
     #expect {
@@ -150,6 +167,24 @@ private func readText(_ path: String) -> String {
     let next = try DaemonConfiguration.parse("[broker]\nurl = \"https://b.example\"\n", file: "t.toml")
     #expect(configuration.reloadPlan(to: next).needsRestart == ["broker.ca_file"])
     #expect(configuration.reloaded(from: next).caFile == "/etc/ca.pem")
+  }
+
+  @Test func aListOfBrokerURLsIsReadInOrderAndChangingItNeedsARestart() throws {
+    let configuration = try DaemonConfiguration.parse(
+      "[broker]\nurl = [\"https://b1.example\", \"http://b2.example:7700/sync\"]\nca_file = \"/etc/ca.pem\"\n",
+      file: "t.toml")
+    #expect(
+      configuration.brokerURLs.map(\.description) == [
+        "https://b1.example:443", "http://b2.example:7700/sync",
+      ])
+    #expect(configuration.brokerURL.description == "https://b1.example:443")
+    let one = try DaemonConfiguration.parse("[broker]\nurl = [\"http://b1.example\"]\n", file: "t.toml")
+    #expect(one.brokerURLs.map(\.description) == ["http://b1.example:80"])
+    let reordered = try DaemonConfiguration.parse(
+      "[broker]\nurl = [\"http://b2.example:7700/sync\", \"https://b1.example\"]\nca_file = \"/etc/ca.pem\"\n",
+      file: "t.toml")
+    #expect(configuration.reloadPlan(to: reordered).needsRestart == ["broker.url"])
+    #expect(configuration.reloaded(from: reordered).brokerURLs == configuration.brokerURLs)
   }
 
   @Test func theTokenSourceIsTheOneKeySet() throws {
