@@ -60,6 +60,18 @@ protocol BrokerLink: AnyObject {
   func update(token: String, timeoutMillis: UInt64)
   /// Closes the request connection (streams are their owners' to close).
   func close()
+
+  /// How many brokers (`[broker] url`) the link can reach.
+  var brokerCount: Int { get }
+  /// Sends every request and stream from now on to broker `index` of the list (the one the device stream is
+  /// on); a request connection to another one is closed.
+  func select(broker index: Int)
+}
+
+extension BrokerLink {
+  /// One broker (a scripted one in tests).
+  var brokerCount: Int { 1 }
+  func select(broker index: Int) {}
 }
 
 /// What the broker sent on the device stream.

@@ -18,7 +18,7 @@ public enum DaemonMain {
     guard let path else { return DaemonConfiguration() }
     let configuration = try DaemonConfiguration.parse(ConfigReader(contentsOf: path))
     // A CA file that cannot be read stops the daemon here (and --check-config), not at its first connection.
-    if configuration.brokerURL.isSecure {
+    if configuration.brokerURLs.contains(where: \.isSecure) {
       do {
         _ = try TLSClientContext(caFile: configuration.caFile)
       } catch {
@@ -50,7 +50,8 @@ public enum DaemonMain {
       "pagesyncd started",
       metadata: [
         "socket": "\(configuration.socketPath)", "store": "\(configuration.storePath)",
-        "broker": "\(configuration.brokerURL)", "client": "\(driver.store.clientID)",
+        "broker": "\(configuration.brokerURLs.map(\.description).joined(separator: " "))",
+        "client": "\(driver.store.clientID)",
         "offlinePages": "\(driver.offlineSet.offlinePageCount)",
       ])
     driver.start()
@@ -95,7 +96,7 @@ public enum DaemonMain {
 
   /// The `STATUS=` line `systemctl status` shows: the link to the broker and what waits in the store.
   static func status(of driver: SyncDriver) -> String {
-    var link = "\(driver.isConnected ? "connected to" : "not connected to") \(driver.configuration.brokerURL)"
+    var link = "\(driver.isConnected ? "connected to" : "not connected to") \(driver.brokerURL)"
     if let problem = driver.tokens.problem { link += " (\(problem))" }
     do {
       let counts = try driver.store.status()

@@ -185,7 +185,7 @@ final class LocalAPI {
       missingPages: counts.missingPages,
       lastSuccessfulSync: counts.lastSuccessfulSync, lastSyncAttempt: counts.lastSyncAttempt,
       fetchedPages: driver.fetchedPages, clientId: store.clientID.rawValue,
-      workspace: driver.configuration.workspace.rawValue, broker: driver.configuration.brokerURL.description,
+      workspace: driver.configuration.workspace.rawValue, broker: driver.brokerURL.description,
       lastError: driver.lastError, tokenSource: driver.tokens.origin, tokenProblem: driver.tokens.problem,
       counters: driver.counters, bytesReceived: bytes.received,
       bytesSent: bytes.sent)

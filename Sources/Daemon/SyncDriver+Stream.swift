@@ -1,6 +1,7 @@
 import DaemonCore
 import SyncModel
 import SyncProtocol
+import Web
 
 /// The device stream: opening it for a connection, subscribing in frames, reading the broker's frames into
 /// events, and closing it. Loop thread only.
@@ -12,6 +13,9 @@ extension SyncDriver {
     counters.connectionAttempts += 1
     generation += 1
     let current = generation
+    // The broker the failover chose: the stream and, from now on, every request go there.
+    link.select(broker: min(machine.broker, link.brokerCount - 1))
+    let url = brokerURL
     record { try store.recordSyncAttempt(nowMillis: WallClock.millis()) }
     link.openStream(
       pingInterval: UInt64(configuration.heartbeatSeconds) * 1000, maxMessageSize: 64 << 20
@@ -23,18 +27,18 @@ extension SyncDriver {
       }
       switch result {
       case .failure(let error):
-        lastError = error.description
-        logger.notice("cannot connect to the broker", metadata: ["error": "\(error)"])
+        lastError = "\(url): \(error.description)"
+        logger.notice("cannot connect to the broker", metadata: ["url": "\(url)", "error": "\(error)"])
         // The upgrade refused 401: the token is stale; the next attempt, after the backoff delay, gets another.
         if case .status(401, let message) = error { tokenRefused("401 \(message)") }
         handle(.connectionFailed(now: loop.now, reason: lastError ?? error.description))
       case .success(let stream):
-        opened(stream, generation: current)
+        opened(stream, generation: current, url: url)
       }
     }
   }
 
-  private func opened(_ stream: any BrokerStream, generation current: Int) {
+  private func opened(_ stream: any BrokerStream, generation current: Int, url: HTTPURL) {
     self.stream = stream
     subscribeAnswersAwaited = []
     lastError = nil
@@ -48,13 +52,13 @@ extension SyncDriver {
       guard current == generation else { return }
       generation += 1
       self.stream = nil
-      lastError = "the stream closed: \(close)"
-      logger.notice("lost the broker stream", metadata: ["reason": "\(close)"])
+      lastError = "\(url): the stream closed: \(close)"
+      logger.notice("lost the broker stream", metadata: ["url": "\(url)", "reason": "\(close)"])
       // Closed for its token (expired, revoked): the reconnect gets a fresh one.
       if Self.refusesToken(close) { tokenRefused("\(close.code) \(close.reason)") }
       handle(.connectionClosed(now: loop.now, reason: close.description))
     }
-    logger.info("connected to the broker", metadata: ["url": "\(configuration.brokerURL)"])
+    logger.info("connected to the broker", metadata: ["url": "\(url)"])
     handle(.connectionOpened(now: loop.now))
   }
 
@@ -68,8 +72,9 @@ extension SyncDriver {
   /// A connection's trouble that the machine must hear as a lost connection: close the stream and report it.
   func dropConnection(_ reason: String, generation expected: Int) {
     guard expected == generation else { return }
-    lastError = reason
-    logger.warning("dropping the broker connection", metadata: ["reason": "\(reason)"])
+    lastError = "\(brokerURL): \(reason)"
+    logger.warning(
+      "dropping the broker connection", metadata: ["url": "\(brokerURL)", "reason": "\(reason)"])
     closeConnection(reason: "")
     handle(.connectionClosed(now: loop.now, reason: reason))
   }

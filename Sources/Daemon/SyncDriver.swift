@@ -4,6 +4,7 @@ import EventLoop
 import Logging
 import SyncModel
 import TOMLConfig
+import Web
 
 /// Runs the `SyncStateMachine` against the real world: performs its actions on the broker link, the local store,
 /// the offline set and the loop's timer, and feeds their results back as events. Owns the store, the offline set
@@ -81,8 +82,8 @@ final class SyncDriver {
   /// over, short enough that an idle daemon is small a second after going idle. Tests shorten it.
   var memoryReturnDelayMillis: UInt64 = 1_000
 
-  /// Opens the store at `configuration.storePath` and restores the offline set. `link` defaults to the broker
-  /// at `configuration.brokerURL`; tests pass a scripted one.
+  /// Opens the store at `configuration.storePath` and restores the offline set. `link` defaults to the brokers
+  /// at `configuration.brokerURLs` (failing over between them); tests pass a scripted one.
   init(
     loop: Loop, configuration: DaemonConfiguration, logger: Logger, link: (any BrokerLink)? = nil
   ) throws {
@@ -100,8 +101,8 @@ final class SyncDriver {
     linkToken = configuration.tokenFile == nil && configuration.tokenCommand == nil ? configuration.token : ""
     self.link =
       try link
-      ?? HTTPBrokerLink(
-        loop: loop, url: configuration.brokerURL, token: linkToken,
+      ?? FailoverBrokerLink(
+        loop: loop, urls: configuration.brokerURLs, token: linkToken,
         timeoutMillis: UInt64(configuration.requestTimeoutSeconds) * 1000, caFile: configuration.caFile)
     timer = LoopTimer(loop: loop)
     memoryTimer = LoopTimer(loop: loop)
@@ -112,7 +113,7 @@ final class SyncDriver {
       offlinePages: offlineSet.offlinePages, backoff: configuration.backoff,
       heartbeatInterval: UInt64(configuration.heartbeatSeconds) * 1000,
       maxPagesPerFetch: configuration.fetchBatch, random: SystemRandomNumberGenerator(),
-      clock: { [loop] in loop.now })
+      clock: { [loop] in loop.now }, brokerCount: self.link.brokerCount)
     store.clockBound = configuration.clockBound
     self.link.onClock = { [unowned self] time in observe(brokerClock: time, nowMillis: WallClock.millis()) }
   }
@@ -255,6 +256,12 @@ final class SyncDriver {
 
   /// Whether the device stream is open.
   var isConnected: Bool { machine.isConnected }
+
+  /// The broker the daemon is on, or, while it is not connected, the one it tries next (`[broker] url`).
+  var brokerURL: HTTPURL {
+    let urls = configuration.brokerURLs
+    return urls[min(machine.broker, urls.count - 1)]
+  }
 
   /// Bytes read from and sent to the broker since the daemon started: the device streams and the HTTP
   /// connections (a stream being closed is counted once its close completes).

@@ -73,7 +73,7 @@ final class DaemonHarness {
     prepare: (LocalStore) throws -> Void = { _ in },
     configure: (inout DaemonConfiguration) -> Void = { _ in },
     api: Bool = false, syncTimeout: UInt64 = LocalAPI.defaultSyncTimeout, loop: Loop? = nil,
-    realLink: Bool = false
+    realLink: Bool = false, brokers: Int = 1
   ) throws {
     var template = Array("/tmp/pagesync-daemon-XXXXXX".utf8CString)
     guard let made = mkdtemp(&template) else { throw HarnessTimedOut(what: "a temporary directory") }
@@ -92,6 +92,7 @@ final class DaemonHarness {
     self.loop = try loop ?? Loop()
     let recorder = log
     let logger = Logger(label: "test.daemon") { _ in LogRecorder.Handler(recorder: recorder) }
+    broker.brokerCount = brokers
     driver = try SyncDriver(
       loop: self.loop, configuration: configuration, logger: logger, link: realLink ? nil : broker)
     if api {

@@ -56,11 +56,19 @@ final class ScriptedBroker: BrokerLink {
   /// Tokens given by `update(token:timeoutMillis:)`, in order.
   private(set) var tokens: [String] = []
   private(set) var isClosed = false
+  /// How many brokers the link stands for (`[broker] url`); set before the daemon is made.
+  var brokerCount = 1
+  /// The broker `select(broker:)` chose last, and what went to which: "stream 0", "catchUp 1", "push 1", ….
+  private(set) var selected = 0
+  private(set) var routed: [String] = []
+
+  func select(broker index: Int) { selected = index }
 
   func catchUp(
     _ request: BrokerProtocol.CatchUpRequest,
     completion: @escaping (Result<BrokerProtocol.CatchUpResponse, BrokerLinkError>) -> Void
   ) {
+    routed.append("catchUp \(selected)")
     catchUps.append(ScriptedCall(request, completion))
   }
 
@@ -68,10 +76,12 @@ final class ScriptedBroker: BrokerLink {
     _ request: BrokerProtocol.FetchRequest,
     completion: @escaping (Result<BrokerProtocol.FetchResponse, BrokerLinkError>) -> Void
   ) {
+    routed.append("fetch \(selected)")
     fetches.append(ScriptedCall(request, completion))
   }
 
   func push(_ batch: MutationBatch, completion: @escaping (Result<BatchOutcome, BrokerLinkError>) -> Void) {
+    routed.append("push \(selected)")
     pushes.append(ScriptedCall(batch, completion))
   }
 
@@ -83,6 +93,7 @@ final class ScriptedBroker: BrokerLink {
     pingInterval: UInt64, maxMessageSize: Int,
     completion: @escaping (Result<any BrokerStream, BrokerLinkError>) -> Void
   ) {
+    routed.append("stream \(selected)")
     streamOpens.append(ScriptedCall(pingInterval, completion))
   }
 
