@@ -98,6 +98,15 @@ import Testing
   /// `pagesync watch --json`, through PagesyncClient's event stream, against a real daemon, across its restart.
   @Test func pagesyncWatchFollowsADaemonAcrossARestart() throws { try runScenario("watch") }
 
+  // MARK: Failover between brokers (`[broker] url` as a list)
+
+  /// Two brokers on one shared SQLite store (until PostgreSQL lands); kill -9 of the one a device is on: it moves
+  /// to the other, catches up, pushes what it queued in between exactly once, and status names the new broker.
+  @Test func aDeviceFailsOverToTheOtherBrokerWhenItsBrokerIsKilled() throws { try runScenario("failover") }
+
+  /// The first URL of the list is down at start: the device connects to the second.
+  @Test func aDeviceWhoseFirstBrokerIsDownConnectsToTheSecond() throws { try runScenario("failover_start") }
+
   // MARK: TLS (certificates from a CA made now by the openssl command)
 
   /// Native TLS: a broker with `[server.tls]`, devices at `https://localhost` trusting the test CA (`ca_file`).

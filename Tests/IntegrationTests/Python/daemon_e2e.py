@@ -166,8 +166,8 @@ class Scenario:
         self.logs.append(log_path)
         return process
 
-    def broker(self, tls=None, env=None):
-        broker = Broker(self)
+    def broker(self, tls=None, env=None, name="broker", store=None):
+        broker = Broker(self, name, store)
         broker.tls = tls
         broker.start(env)
         return broker
@@ -182,13 +182,14 @@ class Broker:
     """`pagesync-broker` on 127.0.0.1 with a store in the scenario's directory. Its first start takes port 0 and
     learns the port from the log; later starts reuse that port, so devices find it again."""
 
-    def __init__(self, scenario):
+    def __init__(self, scenario, name="broker", store=None):
         self.scenario = scenario
+        self.name = name  # its config and log files' names: two brokers may share a store (`store`), not those
         self.port = 0
         self.starts = 0
         self.process = None
-        self.store = os.path.join(scenario.dir, "broker.sqlite")
-        self.config = os.path.join(scenario.dir, "broker.toml")
+        self.store = store or os.path.join(scenario.dir, "broker.sqlite")
+        self.config = os.path.join(scenario.dir, f"{name}.toml")
         self.users = dict(USERS)  # what write_config grants; a scenario may change it and reload()
         self.tls = None  # (certificate chain, key): [server.tls], and the URL is https://localhost:PORT
 
@@ -209,7 +210,7 @@ class Broker:
 
     def reload(self):
         """Rewrites the configuration from `users` and sends SIGHUP; waits for `configuration reloaded`."""
-        log_path = os.path.join(self.scenario.dir, f"broker.{self.starts}.log")
+        log_path = os.path.join(self.scenario.dir, f"{self.name}.{self.starts}.log")
 
         def count():
             with open(log_path, errors="replace") as log:
@@ -223,9 +224,9 @@ class Broker:
     def start(self, env=None):
         self.write_config()
         self.starts += 1
-        log_path = os.path.join(self.scenario.dir, f"broker.{self.starts}.log")
+        log_path = os.path.join(self.scenario.dir, f"{self.name}.{self.starts}.log")
         self.log_path = log_path
-        self.process = self.scenario.start(f"broker (start {self.starts})",
+        self.process = self.scenario.start(f"{self.name} (start {self.starts})",
                                            [BROKER_PROGRAM, "--config", self.config], log_path, env)
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
@@ -249,7 +250,7 @@ class Broker:
     def stop(self, sig=signal.SIGTERM):
         self.process.send_signal(sig)
         code = self.process.wait(timeout=15)
-        note(f"broker stopped by signal {sig} (exit {code})")
+        note(f"{self.name} stopped by signal {sig} (exit {code})")
         return code
 
     def rows(self, query):
@@ -412,7 +413,8 @@ class Device:
         for key, value in self.config_overrides.items():
             (broker if key == "ca_file" else offline if key in offline else sync)[key] = value
         lines = [
-            "[broker]", f'url = "{self.broker_url}"',
+            # One URL, or a list of them (failover): a JSON string or array is a TOML one here.
+            "[broker]", f"url = {json.dumps(self.broker_url)}",
             (f"token_command = {json.dumps(self.token_command)}" if self.token_command else f'token = "{self.token}"'),
             f'workspace = "{self.workspace}"',
             *(f'{key} = "{value}"' for key, value in broker.items()),
@@ -2484,6 +2486,99 @@ def scenario_tokens(s):
     check(b.process.poll() is None, "all in one process, no restart")
 
 
+def scenario_failover(s):
+    """Two brokers share ONE SQLite store file, D lists both; kill -9 of the one D is on: D moves to the other,
+    catches up an edit made there meanwhile, pushes what it queued in between exactly once, and status names the
+    new broker.
+
+    The shared store is a SQLite file in WAL mode with a busy timeout (each broker's writer takes SQLite's write
+    lock for its group, its readers never block): a stand-in until the PostgreSQL store lands, when this scenario
+    runs on it too. There is no bus between these brokers yet, so every cross-broker check here goes through the
+    store (catch-up), never a push from the other broker."""
+    first = s.broker(name="broker1")
+    second = s.broker(name="broker2", store=first.store)
+    # D reaches the second broker through a relay the test can cut: D is held between brokers (both unreachable)
+    # long enough to queue edits, whatever its jittered delays draw.
+    relay = Proxy(s, second.port)
+    d = s.device("D", [first.url, relay.url])
+    w = s.device("W", second.url)
+    check_equal(d.status()["broker"], first.url, "D is on the first broker of its list")
+    w.cli("create", "page", "--id", "P", "--title", "before")
+    w.sync()
+    d.cli("offline", "add", "P")
+    d.sync()
+    d.wait_forest(tree("P", "toggled"), "P is offline on D (through broker1, from the shared store)")
+    d.cli("edit", "P", "--title", "from D on broker1")
+    d.sync()
+    check_equal(second.rows("SELECT title FROM page WHERE id = 'P'"), [{"title": "from D on broker1"}],
+                "D's edit through broker1 is in the shared store")
+    client = d.status()["clientId"]
+
+    relay.cut()
+    check_equal(first.stop(signal.SIGKILL), -signal.SIGKILL, "broker1 killed with SIGKILL")
+    d.wait_connected(False)
+    status = d.status()
+    check(any(url in (status["lastError"] or "") for url in (first.url, relay.url)),
+          "status: lastError names the broker that failed", f"{first.url} or {relay.url}", status["lastError"])
+    note(f"D between brokers: broker {status['broker']}, lastError {status['lastError']}")
+    # While D is between brokers: an edit through the surviving broker, and two edits D queues.
+    w.cli("edit", "P", "--title", "from W on broker2 while broker1 was gone")
+    d.cli("block", "add", "P", "--id", "d1", "--text", "queued between brokers")
+    d.cli("edit", "P", "--set", "Count=1")
+    queued = d.queue()
+    check_equal([m["type"] for m in queued], ["add_block", "set_property"], "D queued its two edits")
+
+    relay.restore()
+    wait_until("D moved to broker2 (the second URL of its list)",
+               lambda: (lambda st: (st["connected"] and st["broker"] == relay.url, st))(d.status()),
+               expected={"connected": True, "broker": relay.url})
+    wait_until("D pushed what it queued between brokers", lambda: (d.queue() == [], d.queue()), expected=[])
+    wait_until("D caught up W's edit made on broker2 while it was between brokers",
+               lambda: (lambda p: (p["title"] == "from W on broker2 while broker1 was gone"
+                                   and p.get("source") == "local", p["title"]))(d.show("P")),
+               expected="from W on broker2 while broker1 was gone")
+    check_equal(second.rows("SELECT id, text FROM block WHERE page_id = 'P' AND deleted = 0"),
+                [{"id": "d1", "text": "queued between brokers"}], "the broker has D's block once")
+    check_equal(second.rows("SELECT name, value FROM property WHERE page_id = 'P'"),
+                [{"name": "Count", "value": "1"}], "the broker has D's property")
+    check_equal(second.rows(f"SELECT last_mutation_id FROM client WHERE id = '{client}'"),
+                [{"last_mutation_id": queued[-1]["id"]}], "the broker applied D's mutations up to the last id")
+    check_equal(d.cli("conflicts"), [], "nothing was rejected (a block added twice would be)")
+    status = d.status()
+    check_equal((status["broker"], status["lastError"], status["failedMutations"]), (relay.url, None, 0),
+                "status names broker2 and no error")
+    human = subprocess.run([CLI_PROGRAM, "status", "--socket", d.socket], capture_output=True, text=True,
+                           timeout=30).stdout
+    check(any(line.startswith("broker:") and relay.url in line for line in human.splitlines()),
+          "pagesync status says which broker D is on", relay.url, human)
+    # Now subscribed on broker2: W's edits reach D by push.
+    edit_reaches(w, d, "P", "pushed by broker2")
+    # broker1 back on its port: D stays where it is (no going back while broker2 holds).
+    first.start()
+    opened = d.status()["streamsOpened"]
+    edit_reaches(w, d, "P", "still on broker2")
+    status = d.status()
+    check_equal((status["broker"], status["streamsOpened"]), (relay.url, opened),
+                "D stays on broker2 after broker1 is back")
+
+
+def scenario_failover_start(s):
+    """D's first URL is down at start (nothing listens there): it connects to the second, and syncs."""
+    broker = s.broker()
+    dead = f"http://127.0.0.1:{free_port()}"
+    d = s.device("D", [dead, broker.url])
+    status = d.status()
+    check_equal((status["connected"], status["broker"]), (True, broker.url), "D connected to the second URL")
+    with open(d.log_path, errors="replace") as log:
+        text = log.read()
+    check(any("cannot connect to the broker" in line and dead in line for line in text.splitlines()),
+          "D's log names the first URL it could not reach", dead, text[-2000:])
+    d.cli("create", "page", "--id", "S", "--title", "through the second URL")
+    d.sync()
+    check_equal(broker.rows("SELECT title FROM page WHERE id = 'S'"), [{"title": "through the second URL"}],
+                "D's edit reached the broker of the second URL")
+
+
 SCENARIOS = {
     "seed": scenario_seed,
     "row_limit": scenario_row_limit,
@@ -2518,6 +2613,8 @@ SCENARIOS = {
     "events": scenario_events,
     "watch": scenario_watch,
     "tokens": scenario_tokens,
+    "failover": scenario_failover,
+    "failover_start": scenario_failover_start,
 }
 
 
