@@ -23,7 +23,7 @@ struct DaemonCommand: ParsableCommand {
     }
     if checkConfig {
       print(
-        "configuration ok: broker \(configuration.brokerURL), store \(configuration.storePath), "
+        "configuration ok: broker \(configuration.brokerURLs.map(\.description).joined(separator: ", ")), store \(configuration.storePath), "
           + "socket \(configuration.socketPath)")
       return
     }

@@ -68,10 +68,24 @@ import Testing
     #expect(inside != nil && !inside!.contains(" 0 inside"), "\(inside ?? "no crash point counts")")
   }
 
-  /// Runs `faults.py BIN_DIR --seed S` (150 steps, 3 devices; `--extra` when given) and expects it to end with
-  /// `ALL OK`. Returns its output.
+  /// Two brokers on one shared SQLite store (until the PostgreSQL store lands), every device listing both: the
+  /// broker kills take turns between them, devices fail over and back, and the oracle holds (exactly once, every
+  /// offline page as the store has it). The run fails if no device ever moved between brokers.
+  ///
+  /// Disabled until the brokers share a bus: without one, a broker's channel index does not hear of the other's
+  /// commits, so a catch-up it answers from the index can miss them (seen in about one run of four of seed 3:
+  /// a property set through one broker never reaches devices on the other). With catch-ups answered from the
+  /// store, 12 of 12 runs of seeds 2 and 3 passed.
+  @Test(.disabled("until the bus between brokers lands: catch-up from a stale channel index misses commits"))
+  func seed1TwoBrokersDevicesFailOver() throws {
+    let output = try runFaults(seed: 1, extra: "stall", brokers: 2)
+    #expect(output.contains("devices were on both brokers"), "\(output)")
+  }
+
+  /// Runs `faults.py BIN_DIR --seed S` (150 steps, 3 devices; `--extra` and `--brokers` when given) and expects
+  /// it to end with `ALL OK`. Returns its output.
   @discardableResult
-  private func runFaults(seed: Int, extra: String = "") throws -> String {
+  private func runFaults(seed: Int, extra: String = "", brokers: Int = 1) throws -> String {
     let loop = try Loop()
     let binDirectory = String(builtProgram("").dropLast())
     var script: ProcessRun?
@@ -79,7 +93,7 @@ import Testing
       loop: loop, "python3",
       [
         integrationResource("Python/faults.py"), binDirectory, "--seed", "\(seed)", "--steps", "150",
-        "--extra", extra,
+        "--extra", extra, "--brokers", "\(brokers)",
       ])
     // A run takes 10 to 60 s; this only catches a hung harness.
     try loop.runUntilDone(timeout: 600_000)

@@ -19,7 +19,16 @@ With --extra (comma separated; none by default, so that the plans of the classic
  - stall: a device's relay forwards only part of the next chunk in one direction (half a WebSocket frame or an
    HTTP answer or request), holds the rest 0.2 to 12 s, then sends it or resets both connections.
 
-Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--extra crash,restore,stall] [--print-plan]
+With --brokers 2, two brokers share ONE SQLite store file (WAL, busy timeout: a stand-in until the PostgreSQL
+store lands) and every device lists both (`[broker] url`, each through a relay of its own, the devices alternating
+which comes first): the broker faults take turns between the brokers, so a device whose broker is killed fails
+over to the other, and a broker down while the other is killed leaves the devices between brokers. A device's
+network faults (cut, delay, stall, held answers) hit both its relays. The plan is the same as with one broker.
+There is no bus between the brokers yet: devices converge through catch-up (every `sync` of the healing checks).
+Not with --extra restore (a restore stops the one broker that owns the store).
+
+Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--brokers 1|2] [--extra crash,restore,stall]
+                 [--print-plan]
 
 The plan (every workload step and every fault) is a pure function of (seed, steps, devices): a failing run prints
 them and its plan, and `--seed S --steps N --devices D` replays it. Outcomes may still differ between runs by
@@ -256,18 +265,69 @@ def describe(event):
 # Running it.
 
 
+class Relays:
+    """A device's relays, one per broker (--brokers 2), handled as one: a fault of the device's network (a cut, held
+    answers, a stall) hits every one of them, whichever broker the device is on."""
+
+    def __init__(self, relays):
+        self.relays = relays
+
+    @property
+    def holding(self):
+        return any(relay.holding for relay in self.relays)
+
+    @holding.setter
+    def holding(self, value):
+        for relay in self.relays:
+            relay.holding = value
+
+    @property
+    def stall(self):
+        return next((relay.stall for relay in self.relays if relay.stall is not None), None)
+
+    @stall.setter
+    def stall(self, value):
+        for relay in self.relays:
+            relay.stall = dict(value) if value is not None else None
+
+    @property
+    def stalls(self):
+        return [played for relay in self.relays for played in relay.stalls]
+
+    @property
+    def up(self):
+        return all(relay.up for relay in self.relays)
+
+    def cut(self, quiet=False):
+        for relay in self.relays:
+            relay.cut(quiet=quiet)
+
+    def restore(self):
+        for relay in self.relays:
+            relay.restore()
+
+
 class Run:
-    def __init__(self, scenario, seed, devices):
+    def __init__(self, scenario, seed, devices, brokers=1):
         self.s = scenario
         self.seed = seed
-        self.broker = scenario.broker()
-        self.broker_up = True
+        # The oracle reads the (shared) store through the first broker.
+        self.broker = scenario.broker(name="broker" if brokers == 1 else "broker1")
+        # Until the PostgreSQL store lands, further brokers share the first one's SQLite file.
+        self.brokers = [self.broker] + [scenario.broker(name=f"broker{i + 1}", store=self.broker.store)
+                                        for i in range(1, brokers)]
+        self.up = [True] * brokers
+        self.kills = 0  # broker faults so far: with several brokers they take turns
         self.names = [chr(ord("A") + i) for i in range(devices)]
         self.proxies, self.devices, self.clients = {}, {}, {}
-        for name in self.names:
-            proxy = e2e.Proxy(scenario, self.broker.port)
-            self.proxies[name] = proxy
-            self.devices[name] = scenario.device(name, proxy.url, database_row_limit=ROW_LIMIT,
+        for index, name in enumerate(self.names):
+            relays = [e2e.Proxy(scenario, broker.port) for broker in self.brokers]
+            # Device i lists broker i (mod the count) first: the devices start spread over the brokers.
+            first = index % len(relays)
+            relays = relays[first:] + relays[:first]
+            self.proxies[name] = relays[0] if len(relays) == 1 else Relays(relays)
+            url = relays[0].url if len(relays) == 1 else [relay.url for relay in relays]
+            self.devices[name] = scenario.device(name, url, database_row_limit=ROW_LIMIT,
                                                  recent_limit=RECENT_LIMIT)
             self.clients[name] = self.devices[name].status()["clientId"]
         self.acked = []  # in acknowledgement order: {"seq", "device", "op", "ids"}
@@ -396,16 +456,32 @@ class Run:
             then()
         d.start(wait_connected=False)
 
-    def kill_broker(self):
-        code = self.broker.stop(signal.SIGKILL)
-        if code != -signal.SIGKILL:
-            raise CheckFailed(f"the broker exited {code} before SIGKILL reached it")
-        self.integrity(self.broker.store, "the broker's store after SIGKILL")
-        self.broker_up = False
+    @property
+    def broker_up(self):
+        """Whether the first broker (the only one of the crash points, backups and restores) is up."""
+        return self.up[0]
 
-    def start_broker(self):
-        self.broker.start()
-        self.broker_up = True
+    @broker_up.setter
+    def broker_up(self, value):
+        self.up[0] = value
+
+    def target(self):
+        """The broker the next broker fault hits: they take turns (always the first with one broker)."""
+        index = self.kills % len(self.brokers)
+        self.kills += 1
+        return index
+
+    def kill_broker(self, index=0):
+        broker = self.brokers[index]
+        code = broker.stop(signal.SIGKILL)
+        if code != -signal.SIGKILL:
+            raise CheckFailed(f"{broker.name} exited {code} before SIGKILL reached it")
+        self.integrity(broker.store, f"the store after SIGKILL of {broker.name}")
+        self.up[index] = False
+
+    def start_broker(self, index=0):
+        self.brokers[index].start()
+        self.up[index] = True
 
     def integrity(self, path, what):
         rows = e2e.sqlite_rows(path, "PRAGMA integrity_check")
@@ -569,9 +645,10 @@ class Run:
         elif kind in ("kill_daemon_in_flight", "kill_broker_in_flight"):
             device = event["device"]
             proxy = self.proxies[device]
+            victim = self.target() if kind == "kill_broker_in_flight" else 0
             proxy.holding = True
             answer = self.do(device, event["edit"])
-            if answer is not None and "mutationIds" in answer and self.broker_up and proxy.up:
+            if answer is not None and "mutationIds" in answer and self.up[victim] and proxy.up:
                 last = answer["mutationIds"][-1]
                 client = self.clients[device]
                 query = f"SELECT last_mutation_id FROM client WHERE id = '{client}'"
@@ -589,27 +666,31 @@ class Run:
             if kind == "kill_daemon_in_flight":
                 self.kill_daemon(device, then=lambda: setattr(proxy, "holding", False))
             else:
-                if self.broker_up:
-                    self.kill_broker()
+                if self.up[victim]:
+                    self.kill_broker(victim)
                     proxy.holding = False
-                    self.start_broker()
+                    self.start_broker(victim)
                 proxy.holding = False
         elif kind == "kill_broker":
-            if self.broker_up:
-                self.kill_broker()
-                self.start_broker()
+            victim = self.target()
+            if self.up[victim]:
+                self.kill_broker(victim)
+                self.start_broker(victim)
         elif kind == "kill_broker_after_edit":
+            victim = self.target()
             self.do(event["device"], event["edit"])
             time.sleep(event["delay_ms"] / 1000)  # where the SIGKILL lands: that is the fault, not a wait
-            if self.broker_up:
-                self.kill_broker()
-                self.start_broker()
+            if self.up[victim]:
+                self.kill_broker(victim)
+                self.start_broker(victim)
         elif kind == "broker_down":
-            if self.broker_up:
-                self.kill_broker()
+            victim = self.target()
+            if self.up[victim]:
+                self.kill_broker(victim)
         elif kind == "broker_up":
-            if not self.broker_up:
-                self.start_broker()
+            for index, up in enumerate(self.up):
+                if not up:
+                    self.start_broker(index)
         elif kind == "cut":
             self.proxies[event["device"]].cut(quiet=True)
         elif kind == "restore":
@@ -639,8 +720,9 @@ class Run:
             proxy.holding = False
             proxy.stall = None
             proxy.restore()
-        if not self.broker_up:
-            self.start_broker()
+        for index, up in enumerate(self.up):
+            if not up:
+                self.start_broker(index)
         for _ in range(2):  # the second round brings every device what the others pushed in the first
             for name, d in self.devices.items():
                 wait_until(f"{name}: pagesync sync succeeds", lambda d=d: (d.run("sync", timeout=130).returncode == 0,
@@ -655,6 +737,26 @@ class Run:
 
             wait_until(f"{name}: live, queue empty or only rejected, every offline page the broker has complete",
                        settled, timeout=30)
+
+    def connections(self):
+        """Per device, how many times it connected to each broker over the run (every start's log): which relay
+        URL it was on, mapped to the broker behind it."""
+        behind = {}
+        for relays in self.proxies.values():
+            for relay in getattr(relays, "relays", [relays]):
+                behind[relay.url] = next(b.name for b in self.brokers if b.port == relay.target_port)
+        counts = {}
+        for name, d in self.devices.items():
+            counts[name] = {}
+            for start in range(1, d.starts + 1):
+                path = os.path.join(self.s.dir, f"{name}.{start}.log")
+                with open(path, errors="replace") as log:
+                    for line in log:
+                        if "connected to the broker" in line and "url=" in line:
+                            url = line.split("url=", 1)[1].split()[0]
+                            broker = behind.get(url, url)
+                            counts[name][broker] = counts[name].get(broker, 0) + 1
+        return counts
 
     def incomplete(self, device):
         """The device's incomplete offline pages that the broker has: one it does not have (a create it rejected,
@@ -982,11 +1084,15 @@ def main():
     parser.add_argument("--devices", type=int, default=3)
     parser.add_argument("--extra", default="", help="faults beyond the classic ones, comma separated: "
                         + ", ".join(sorted(EXTRAS)) + " (crash points, backup and restore, stalled relays)")
+    parser.add_argument("--brokers", type=int, default=1, choices=(1, 2),
+                        help="brokers sharing one store, every device listing them all (failover)")
     parser.add_argument("--print-plan", action="store_true")
     options = parser.parse_args()
     extra = frozenset(x for x in options.extra.split(",") if x)
     if extra - EXTRAS:
         parser.error(f"--extra: unknown {sorted(extra - EXTRAS)}; known: {sorted(EXTRAS)}")
+    if options.brokers > 1 and "restore" in extra:
+        parser.error("--extra restore needs one broker (a restore stops the broker that owns the store)")
     bin_dir = os.path.abspath(options.bin_dir)
     e2e.BROKER_PROGRAM = os.path.join(bin_dir, "pagesync-broker")
     e2e.DAEMON_PROGRAM = os.path.join(bin_dir, "pagesyncd")
@@ -995,6 +1101,8 @@ def main():
     replay = f"--seed {options.seed} --steps {options.steps} --devices {options.devices}"
     if extra:
         replay += f" --extra {','.join(sorted(extra))}"
+    if options.brokers > 1:
+        replay += f" --brokers {options.brokers}"
     if options.print_plan:
         for index, event in enumerate(plan):
             print(f"{index:4d} {describe(event)}")
@@ -1005,7 +1113,7 @@ def main():
     run = None
     try:
         with e2e.Scenario(f"faults-{options.seed}") as scenario:
-            run = Run(scenario, options.seed, options.devices)
+            run = Run(scenario, options.seed, options.devices, options.brokers)
             run.execute(plan)
             note(f"workload done in {time.monotonic() - started:.1f} s: {len(run.acked)} mutations acknowledged, "
                  f"{len(run.ambiguous)} ambiguous; healing")
@@ -1018,6 +1126,7 @@ def main():
             oracle.check_forests()
             oracle.check_shows()
             oracle.check_restores()
+            connections = run.connections() if options.brokers > 1 else {}  # the logs go with the scenario
     except Exception as error:
         print(f"FAILED faults {replay}", flush=True)
         print("the plan (replay with the same options):", flush=True)
@@ -1046,6 +1155,17 @@ def main():
         lost = sum(len(ids) for restore in run.lost_at_restore for ids in restore.values())
         held = sum(len(ids) for restore in run.held_at_restore for ids in restore.values())
         extras += f"; restores: {len(run.held_at_restore)} ({held} mutations held, {lost} pushed again)"
+    if options.brokers > 1:
+        moved = sorted(name for name, seen in connections.items() if len(seen) > 1)
+        note("connections per device and broker: " + "; ".join(
+            f"{name} " + ", ".join(f"{b} {n}" for b, n in sorted(seen.items())) for name, seen in connections.items()))
+        broker_faults = sum(run.counts.get(k, 0) for k in ("kill_broker", "kill_broker_after_edit",
+                                                          "kill_broker_in_flight", "broker_down"))
+        if broker_faults and not moved:
+            print(f"FAILED faults {replay}: {broker_faults} broker faults and no device connected to more than one "
+                  "broker (no failover happened)", flush=True)
+            sys.exit(1)
+        extras += f"; failover: {len(moved)} of {len(connections)} devices were on both brokers"
     if "stall" in extra:
         played = [st for proxy in run.proxies.values() for st in proxy.stalls]
         extras += (f"; stalls: {len(played)} played ({sum(1 for st in played if st[4])} reset, "
