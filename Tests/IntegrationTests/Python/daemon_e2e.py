@@ -2560,6 +2560,20 @@ def scenario_failover(s):
     status = d.status()
     check_equal((status["broker"], status["streamsOpened"]), (relay.url, opened),
                 "D stays on broker2 after broker1 is back")
+    # broker2 dies too: D goes on to the next URL of its list, back to broker1, and keeps syncing there.
+    killed = time.monotonic()
+    check_equal(second.stop(signal.SIGKILL), -signal.SIGKILL, "broker2 killed with SIGKILL")
+    wait_until("D moved on to broker1 (the list wraps around)",
+               lambda: (lambda st: (st["connected"] and st["broker"] == first.url, st))(d.status()),
+               expected={"connected": True, "broker": first.url})
+    moved_ms = (time.monotonic() - killed) * 1000
+    note(f"kill -9 of D's broker -> D connected to the other, seen by status (ms): {moved_ms:.0f} "
+         "(backoff_base_ms 50; status polled every 50 ms)")
+    print(f"FAILOVER_MS {moved_ms:.0f}", flush=True)
+    d.cli("edit", "P", "--title", "from D on broker1 again")
+    d.sync()
+    check_equal(first.rows("SELECT title FROM page WHERE id = 'P'"), [{"title": "from D on broker1 again"}],
+                "D's edit after the second failover is in the store")
 
 
 def scenario_failover_start(s):
