@@ -68,4 +68,24 @@ import Web
     #expect(harness.driver.brokerURL.description == Self.urls[1])
     try harness.shutdown()
   }
+
+  /// Whatever made the first broker fail — refused, a failed TLS handshake, a 5xx answer to the upgrade — the
+  /// next attempt goes to the second.
+  @Test(arguments: [
+    BrokerLinkError.unreachable("connect failed: connection refused (ECONNREFUSED)"),
+    BrokerLinkError.unreachable(
+      "connection closed: TLS: handshake with b0.example failed: certificate verify failed"),
+    BrokerLinkError.status(503, "the store is unavailable"),
+    BrokerLinkError.status(502, "Bad Gateway"),
+  ])
+  func anyFailureOfTheFirstBrokerMovesToTheSecond(error: BrokerLinkError) throws {
+    let harness = try DaemonHarness(prepare: Self.onePage, configure: Self.twoBrokers, brokers: 2)
+    harness.driver.start()
+    try #require(harness.broker.streamOpens.count == 1)
+    harness.broker.streamOpens[0].fail(error)
+    #expect(harness.driver.lastError == "\(Self.urls[0]): \(error)")
+    try harness.run(until: "the attempt on the second broker") { harness.broker.streamOpens.count == 2 }
+    #expect(harness.broker.routed == ["stream 0", "stream 1"])
+    try harness.shutdown()
+  }
 }

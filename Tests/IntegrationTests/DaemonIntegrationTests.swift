@@ -117,6 +117,9 @@ import Testing
     try runScenario("tls_wrong_host", tls: true)
   }
 
+  /// A list of two TLS brokers: the first's certificate names another host, refused; the second is used.
+  @Test func eachURLOfAListIsVerifiedAgainstItsOwnHost() throws { try runScenario("tls_failover", tls: true) }
+
   /// openssl s_server as the broker: SNI sent, nothing of HTTP before the certificate is verified.
   @Test func theDaemonSendsSNIAndNothingBeforeVerification() throws {
     try runScenario("tls_s_server", tls: true)

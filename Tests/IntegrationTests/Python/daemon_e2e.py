@@ -2166,6 +2166,28 @@ def scenario_tls_wrong_host(s):
     check("stream opened" not in text and "/v1/" not in text, "the broker saw no request", "", text[-500:])
 
 
+def scenario_tls_failover(s):
+    """Each URL of a list is verified against its own host: the first broker's certificate names another host, so
+    the device refuses it (sending nothing) and connects to the second, whose certificate is right."""
+    wrong = s.broker(tls=tls_pair("other"), name="broker1")
+    right = s.broker(tls=tls_pair("server"), name="broker2", store=wrong.store)
+    d = s.device("D", [wrong.url, right.url], ca_file=os.path.join(TLS_DIR, "ca.pem"))
+    check_equal(d.status()["broker"], right.url, "D is on the second broker, over TLS")
+    with open(d.log_path, errors="replace") as log:
+        text = log.read()
+    check(any("cannot connect to the broker" in line and wrong.url in line and "hostname mismatch" in line
+              for line in text.splitlines()),
+          "D's log names the first URL and its host name mismatch", wrong.url, text[-2000:])
+    with open(wrong.log_path, errors="replace") as log:
+        refused = log.read()
+    check("stream opened" not in refused and "/v1/" not in refused, "the first broker saw no request", "",
+          refused[-500:])
+    d.cli("create", "page", "--id", "T", "--title", "over TLS to the second")
+    d.sync()
+    check_equal(right.rows("SELECT title FROM page WHERE id = 'T'"), [{"title": "over TLS to the second"}],
+                "D's edit reached the store through the second broker")
+
+
 class SServer:
     """`openssl s_server` as a fake broker on `port` with `pair`: it logs the client's TLS extensions (SNI) and
     prints whatever the client sends once the handshake completes."""
@@ -2629,6 +2651,7 @@ SCENARIOS = {
     "tokens": scenario_tokens,
     "failover": scenario_failover,
     "failover_start": scenario_failover_start,
+    "tls_failover": scenario_tls_failover,
 }
 
 
