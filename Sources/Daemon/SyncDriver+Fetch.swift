@@ -13,7 +13,7 @@ extension SyncDriver {
       request = try catchUpRequest()
     } catch {
       logger.error("cannot read the catch-up map", metadata: ["error": "\(error)"])
-      dropConnection("local store error: \(error)", generation: current)
+      dropConnection("local store error: \(error)", generation: current, brokerLost: false)
       return
     }
     counters.catchUpRequests += 1

@@ -70,13 +70,15 @@ extension SyncDriver {
   }
 
   /// A connection's trouble that the machine must hear as a lost connection: close the stream and report it.
-  func dropConnection(_ reason: String, generation expected: Int) {
+  /// `brokerLost` false: the trouble is not the broker's (a token, the local store): the next connection goes to
+  /// the same broker of the list.
+  func dropConnection(_ reason: String, generation expected: Int, brokerLost: Bool = true) {
     guard expected == generation else { return }
     lastError = "\(brokerURL): \(reason)"
     logger.warning(
       "dropping the broker connection", metadata: ["url": "\(brokerURL)", "reason": "\(reason)"])
     closeConnection(reason: "")
-    handle(.connectionClosed(now: loop.now, reason: reason))
+    handle(.connectionClosed(now: loop.now, reason: reason, brokerLost: brokerLost))
   }
 
   func subscribe(_ pages: [EntityID]) {

@@ -38,7 +38,8 @@ extension SyncDriver {
       case .reconnect:
         if let token = tokens.current { useToken(token) }
         if machine.state != .disconnected && machine.state != .idle && machine.state != .stopped {
-          dropConnection("the token changed; reconnecting with the new one", generation: generation)
+          dropConnection(
+            "the token changed; reconnecting with the new one", generation: generation, brokerLost: false)
         }
         handle(.reconnectNow)
       }
@@ -84,7 +85,7 @@ extension SyncDriver {
     guard expected == generation else { return true }
     tokenRefused("401 \(message)")
     let problem = lastError ?? message
-    dropConnection(problem, generation: expected)
+    dropConnection(problem, generation: expected, brokerLost: false)
     lastError = problem
     return true
   }

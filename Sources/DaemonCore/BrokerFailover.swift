@@ -39,8 +39,12 @@ public struct BrokerFailover: Sendable, Equatable {
 
   /// The connection to `current` was lost at `now`, or the attempt to open it failed: moves to the next broker
   /// and returns how long to wait before trying it. A connection that had lasted `resetAfter` sets the bound back
-  /// to `base`; each whole round of the list without a connection doubles it.
-  public mutating func lost(at now: UInt64, using random: inout some RandomNumberGenerator) -> UInt64 {
+  /// to `base`; each whole round of the list without a connection doubles it. `moveOn` false: the daemon dropped
+  /// the connection for a reason of its own (a new or refused token): the next try is the same broker, with the
+  /// delay counted as any other.
+  public mutating func lost(
+    at now: UInt64, using random: inout some RandomNumberGenerator, moveOn: Bool = true
+  ) -> UInt64 {
     backoff.disconnected(at: now)
     let delay = backoff.delay(using: &random)
     failedInRound += 1
@@ -48,7 +52,7 @@ public struct BrokerFailover: Sendable, Equatable {
       failedInRound = 0
       backoff.countAttempt()
     }
-    current = (current + 1) % brokerCount
+    if moveOn { current = (current + 1) % brokerCount }
     return delay
   }
 }

@@ -35,8 +35,9 @@ public enum SyncEvent: Sendable, Equatable {
   case connectionOpened(now: UInt64)
   /// The stream asked for by `openConnection` could not be opened.
   case connectionFailed(now: UInt64, reason: String)
-  /// The open stream was lost (or the broker closed it).
-  case connectionClosed(now: UInt64, reason: String)
+  /// The open stream was lost (or the broker closed it). `brokerLost`: false when the daemon closed it for a
+  /// reason of its own (a new token, a refused one, its store): the next connection goes to the same broker.
+  case connectionClosed(now: UInt64, reason: String, brokerLost: Bool = true)
   /// The broker answered the oldest outstanding `subscribe` with `subscribed`.
   case subscribed
   /// The catch-up answer: changed pages with their `lastUpdatedTime`, pages gone, and whether the epoch changed.

@@ -148,9 +148,12 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
       let pages = offlinePages.sorted()
       subscribesAwaiting = [pages]
       return [.subscribe(pages: pages)]
-    case .connectionFailed(let now, _), .connectionClosed(let now, _):
+    case .connectionFailed(let now, _):
       guard state == .connecting || isConnected else { return [] }
-      return disconnect(now: now)
+      return disconnect(now: now, brokerLost: true)
+    case .connectionClosed(let now, _, let brokerLost):
+      guard state == .connecting || isConnected else { return [] }
+      return disconnect(now: now, brokerLost: brokerLost)
     case .subscribed:
       return subscribed()
     case .catchUpAnswered(let changed, let gone, let epochChanged):
@@ -234,7 +237,7 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     }
   }
 
-  private mutating func disconnect(now: UInt64) -> [SyncAction] {
+  private mutating func disconnect(now: UInt64, brokerLost: Bool) -> [SyncAction] {
     state = .disconnected
     // What was in flight is unanswered: fetch it (and what failed) after the next catch-up, push it again.
     if let batch = inFlight { Self.merge(&pending, batch.filter { offlinePages.contains($0.key) }) }
@@ -244,8 +247,9 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
     subscribesAwaiting = []
     pushInFlight = false
     pushDeferred = false
-    // The next broker of the list (the same one when there is one), after the backoff's delay.
-    let delay = failover.lost(at: now, using: &random)
+    // The next broker of the list (the same one when there is one, or when the broker was not the problem),
+    // after the backoff's delay.
+    let delay = failover.lost(at: now, using: &random, moveOn: brokerLost)
     return schedule(.reconnect, at: now + delay)
   }
 

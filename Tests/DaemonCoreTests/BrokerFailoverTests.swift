@@ -72,6 +72,18 @@ import Testing
     #expect(failover.current == 1)
   }
 
+  @Test func aConnectionTheDaemonDroppedForItsOwnReasonsComesBackToTheSameBroker() {
+    var failover = BrokerFailover(
+      brokerCount: 2, backoff: ReconnectBackoff(base: 500, cap: 8_000, resetAfter: 30_000))
+    var random = SplitMix64(seed: 3)
+    _ = failover.lost(at: 0, using: &random)
+    failover.connected(at: 100)
+    #expect(failover.current == 1)
+    // A new token: the daemon reconnects, to broker 1 again; the delay is counted as any failure's.
+    let delay = failover.lost(at: 200, using: &random, moveOn: false)
+    #expect(delay <= 500 && failover.current == 1 && failover.failedInRound == 1)
+  }
+
   @Test func oneBrokerIsExactlyTheSingleBrokerBackoff() {
     var failover = BrokerFailover(
       brokerCount: 1, backoff: ReconnectBackoff(base: 500, cap: 8_000, resetAfter: 30_000))

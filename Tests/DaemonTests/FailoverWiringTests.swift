@@ -69,6 +69,17 @@ import Web
     try harness.shutdown()
   }
 
+  /// A token handed by an app reconnects the stream, to the same broker: the broker was not lost.
+  @Test func aNewTokenReconnectsToTheSameBroker() throws {
+    let harness = try DaemonHarness(prepare: Self.onePage, configure: Self.twoBrokers, brokers: 2)
+    harness.goLive()
+    harness.driver.hand(token: "a-handed-token-0123456789")
+    try harness.run(until: "the reconnection with the new token") { harness.broker.streamOpens.count == 2 }
+    #expect(harness.broker.routed == ["stream 0", "catchUp 0", "stream 0"])
+    #expect(harness.driver.brokerURL.description == Self.urls[0])
+    try harness.shutdown()
+  }
+
   /// Whatever made the first broker fail — refused, a failed TLS handshake, a 5xx answer to the upgrade — the
   /// next attempt goes to the second.
   @Test(arguments: [
