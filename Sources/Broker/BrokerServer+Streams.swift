@@ -19,7 +19,8 @@ extension BrokerServer {
 
   /// After a commit: every subscriber of a changed page that may see its workspace gets it queued (coalesced),
   /// and the queues are flushed at the end of this loop turn.
-  func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID]) {
+  func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID], sequence: UInt64? = nil) {
+    if let sequence { publishToBus(pages, workspaces: workspaces, sequence: sequence) }
     withFanOut { fanOut in
       for (page, time) in pages {
         guard let workspace = workspaces[page] else { continue }
@@ -119,6 +120,7 @@ extension BrokerServer {
     if sessions.count <= Int(id.rawValue) { sessions.append(nil) }
     sessions[Int(id.rawValue)] = session
     scheduleExpiry(of: session)
+    holdBusWorkspaces(of: session)
     streamCount += 1
     logger.debug(
       "stream opened", metadata: ["broker.connection.id": "\(connection)", "broker.user": "\(grant.user)"])
@@ -275,6 +277,8 @@ extension BrokerServer: StreamSessionHost {
     session.expiryTimer?.close()
     session.expiryTimer = nil
     let removed = withFanOut { $0.removeSubscriber(session.id) }
+    bus.release(session.busWorkspaces)
+    session.busWorkspaces = []
     subscriptionQuota.record(user: session.quotaUser, from: session.countedSubscriptions, to: 0)
     session.countedSubscriptions = 0
     sessions[Int(session.id.rawValue)] = nil

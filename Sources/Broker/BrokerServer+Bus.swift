@@ -1,0 +1,107 @@
+import BrokerCore
+import EventLoop
+import SyncModel
+
+// The bus between brokers (docs/architecture.md, "The bus"): this broker's commits go out after its own devices
+// are queued theirs; other brokers' commits come in and reach this broker's devices only (never back to the bus).
+
+extension BrokerServer {
+  func startBus() {
+    bus.start(
+      onChange: { [unowned self] change in self.busDelivered(change) },
+      onCatchUp: { [unowned self] reason in self.catchUpAllDevices(because: reason) })
+  }
+
+  /// A committed batch's pages, one message per workspace.
+  func publishToBus(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID], sequence: UInt64) {
+    var byWorkspace: [String: [BusChange.Page]] = [:]
+    for (page, time) in pages {
+      guard let workspace = workspaces[page] else { continue }
+      byWorkspace[workspace.rawValue, default: []].append(
+        BusChange.Page(id: page.rawValue, lastUpdated: time))
+    }
+    for (workspace, pages) in byWorkspace {
+      bus.publish(sequence: sequence, workspace: workspace, pages: pages)
+    }
+  }
+
+  /// Another broker's commit: to this broker's subscribers of its pages, unless the index already holds as new a
+  /// time (a catch-up got there first).
+  func busDelivered(_ change: BusChange) {
+    withFanOut { fanOut in
+      for page in change.pages {
+        if let key = fanOut.index.existingKey(for: page.id), let facts = fanOut.index.facts(of: key),
+          facts.lastUpdated >= page.lastUpdated
+        {
+          continue
+        }
+        fanOut.publish(pageID: page.id, workspace: change.workspace, lastUpdated: page.lastUpdated)
+      }
+    }
+    publishedSequence = max(publishedSequence, change.sequence)
+    if fanOut.hasDirtySubscribers { flushWakeup?.signal() }
+  }
+
+  /// Makes every device of this broker catch up: reads the time of every page some device follows from the store
+  /// and publishes each one newer than the index holds (ordinary `changed` frames). One at a time: asked again
+  /// while one runs, another runs after it (the first may have read before what prompted the second); a failed
+  /// read is retried after a second (the devices' own catch-ups read the store too).
+  func catchUpAllDevices(because reason: String) {
+    guard !busCatchUps.running else {
+      busCatchUps.owed = true
+      return
+    }
+    busCatchUps.running = true
+    busCatchUps.owed = false
+    var followed = Set<String>()
+    for case let session? in sessions where !session.isClosed {
+      followed.formUnion(withFanOut { $0.subscribedPageIDs(of: session.id) })
+    }
+    let pages = followed.compactMap { try? EntityID(validating: $0) }
+    logger.info(
+      "bus: devices catch up from the store", metadata: ["reason": "\(reason)", "pages": "\(pages.count)"])
+    // On the writer thread between groups (what subscribe's lookups do): `workspacesAndTimes` opens its own read
+    // transaction, which a reader thread's job, already in one, cannot.
+    let box = storeBox
+    writer.read(
+      on: loop, { _ in pages.isEmpty ? [] : try box.store.workspacesAndTimes(of: pages) },
+      completion: { [weak self] result in
+        guard let self, !self.stopping else { return }
+        self.busCatchUps.running = false
+        switch result {
+        case .failure(let error):
+          self.logger.error("bus: catch-up read failed; retrying in 1 s", metadata: ["error": "\(error)"])
+          let timer = self.busCatchUps.retry ?? LoopTimer(loop: self.loop)
+          timer.keepsLoopAlive = false
+          self.busCatchUps.retry = timer
+          timer.start(after: 1000) { [weak self] in self?.catchUpAllDevices(because: reason) }
+          return
+        case .success(let facts):
+          self.withFanOut { fanOut in
+            for (page, fact) in zip(pages, facts) {
+              guard let fact else { continue }
+              if let key = fanOut.index.existingKey(for: page.rawValue),
+                let known = fanOut.index.facts(of: key),
+                known.lastUpdated >= fact.lastUpdated
+              {
+                continue
+              }
+              fanOut.publish(
+                pageID: page.rawValue, workspace: fact.workspace.rawValue, lastUpdated: fact.lastUpdated)
+            }
+          }
+          if self.fanOut.hasDirtySubscribers { self.flushWakeup?.signal() }
+        }
+        if self.busCatchUps.owed { self.catchUpAllDevices(because: reason) }
+      })
+  }
+
+  /// Brings what `session` holds on the bus to its grant's workspaces (after it opened or its grant changed).
+  func holdBusWorkspaces(of session: StreamSession) {
+    let now = session.isClosed ? [] : session.grant.workspaceIDs
+    guard now != session.busWorkspaces else { return }
+    bus.hold(now.subtracting(session.busWorkspaces))
+    bus.release(session.busWorkspaces.subtracting(now))
+    session.busWorkspaces = now
+  }
+}
