@@ -18,6 +18,9 @@ public struct BusConfiguration: Sendable, Equatable {
   public var backoffReset: UInt64 = 10_000
   /// `connect_timeout_ms`: how long opening and subscribing may take before the attempt counts as failed.
   public var connectTimeout: UInt64 = 5_000
+  /// `ping_interval_ms`: both connections are pinged this often; one that has not answered by the next ping is
+  /// lost (a Redis that vanished without closing the connection, a partition).
+  public var pingInterval: UInt64 = 5_000
 
   public init(address: SocketAddress) { self.address = address }
 
@@ -65,6 +68,8 @@ public struct BusConfiguration: Sendable, Equatable {
       try bus.int("backoff_reset_ms", default: Int(configuration.backoffReset), range: 1...3_600_000))
     configuration.connectTimeout = UInt64(
       try bus.int("connect_timeout_ms", default: Int(configuration.connectTimeout), range: 100...600_000))
+    configuration.pingInterval = UInt64(
+      try bus.int("ping_interval_ms", default: Int(configuration.pingInterval), range: 100...600_000))
     try bus.rejectUnknownKeys()
     return configuration
   }

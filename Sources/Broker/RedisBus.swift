@@ -28,6 +28,10 @@ final class RedisBus: BrokerBus {
   /// Subscription confirmations still awaited for the last `subscribeAll`.
   private var awaitedConfirmations = 0
   private var timer: LoopTimer?
+  /// Pings both connections every `[bus] ping_interval_ms` while they are open.
+  private var pingTimer: LoopTimer?
+  /// Pings sent and not answered yet.
+  private var pingsAwaited = 0
   /// Bumped at each attempt, so that callbacks of an abandoned attempt do nothing.
   private var attempt = 0
   private var random = SystemRandomNumberGenerator()
@@ -57,6 +61,13 @@ final class RedisBus: BrokerBus {
     let timer = LoopTimer(loop: loop)
     timer.keepsLoopAlive = false
     self.timer = timer
+    let pingTimer = LoopTimer(loop: loop)
+    pingTimer.keepsLoopAlive = false
+    self.pingTimer = pingTimer
+    pingTimer.start(after: configuration.pingInterval, repeatEvery: configuration.pingInterval) {
+      [weak self] in
+      self?.ping()
+    }
     perform(link.start())
   }
 
@@ -123,6 +134,8 @@ final class RedisBus: BrokerBus {
     attempt += 1
     timer?.close()
     timer = nil
+    pingTimer?.close()
+    pingTimer = nil
     publisher?.close()
     subscriber?.close()
     publisher = nil
@@ -168,6 +181,18 @@ final class RedisBus: BrokerBus {
     }
   }
 
+  /// A connection that has not answered the last ping by now is lost; else both are pinged again.
+  private func ping() {
+    guard isSubscribing, let publisher, let subscriber else { return }
+    guard pingsAwaited == 0 else {
+      failed("redis did not answer PING within [bus] ping_interval_ms (\(configuration.pingInterval) ms)")
+      return
+    }
+    pingsAwaited = 2
+    publisher.send(["PING"])
+    subscriber.send(["PING"])
+  }
+
   private func sendResync() {
     guard let publisher else { return }
     publisher.send(
@@ -180,6 +205,7 @@ final class RedisBus: BrokerBus {
 
   private func connect() {
     attempt += 1
+    pingsAwaited = 0
     let current = attempt
     var opened: [RedisLink] = []
     // Opening and subscribing must finish within `connect_timeout_ms`.
@@ -236,7 +262,9 @@ final class RedisBus: BrokerBus {
   }
 
   private func publisherReplied(_ reply: RESPValue) {
-    if case .error(let message) = reply {
+    if reply == .simple("PONG") {
+      pingsAwaited = max(0, pingsAwaited - 1)
+    } else if case .error(let message) = reply {
       logger.error("bus: redis refused a PUBLISH", metadata: ["reason": "\(message)"])
       counts.dropped += 1
       link.publishDropped()
@@ -255,7 +283,9 @@ final class RedisBus: BrokerBus {
       if case .error(let message) = reply { failed("redis refused a SUBSCRIBE: \(message)") }
       return
     }
-    if kind.elementsEqual("subscribe".utf8), awaitedConfirmations > 0 {
+    if kind.elementsEqual("pong".utf8) {
+      pingsAwaited = max(0, pingsAwaited - 1)
+    } else if kind.elementsEqual("subscribe".utf8), awaitedConfirmations > 0 {
       awaitedConfirmations -= 1
       if awaitedConfirmations == 0 { perform(link.subscribed()) }
     }

@@ -11,6 +11,7 @@ import Testing
       try BrokerConfiguration.parse("[bus]\nurl = \"redis://127.0.0.1:6380\"\n", file: "t.toml").bus)
     #expect(bus == BusConfiguration(address: .inet(host: "127.0.0.1", port: 6380)))
     #expect(bus.bufferBytes == 8 << 20 && bus.messageBytes == 1 << 20 && bus.connectTimeout == 5_000)
+    #expect(bus.pingInterval == 5_000)
     #expect(bus.backoffBase == 100 && bus.backoffCap == 5_000 && bus.backoffReset == 10_000)
     let named = try BrokerConfiguration.parse(
       "[bus]\nurl = \"redis://redis.internal\"\nbuffer_bytes = 65536\n", file: "t.toml"

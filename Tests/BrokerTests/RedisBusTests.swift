@@ -212,6 +212,70 @@ import Testing
   }
 }
 
+extension RedisBusTests {
+  /// A Redis that stops answering without closing its connections (SIGSTOP: as a partition looks) is found out by
+  /// the pings: the bus goes down (catch-ups come from the store) and, once Redis answers again, comes back with a
+  /// catch-up.
+  @Test func aSilentRedisIsFoundOutByPings() throws {
+    let loop = try Loop()
+    let directory = ScratchDirectory()
+    defer { directory.remove() }
+    let port = Self.freePort()
+    var redis: ProcessRun?
+    do {
+      redis = try ProcessRun(
+        loop: loop, "redis-server",
+        [
+          "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+          directory.path,
+        ])
+    } catch {
+      Issue.record("redis-server could not start (apt-get install redis-server): \(error)")
+    }
+    var configuration = BusConfiguration(address: .inet(host: "127.0.0.1", port: port))
+    configuration.pingInterval = 100
+    configuration.connectTimeout = 300
+    configuration.backoffBase = 20
+    configuration.backoffCap = 100
+    let bus = RedisBus(
+      loop: loop, configuration: configuration, origin: "a", epoch: "e",
+      logger: Logger(label: "bus-test") { _ in SwiftLogNoOpLogHandler() })
+    let heard = Heard()
+    let script = Script(loop: loop)
+    script.step("the bus starts") {
+      true
+    } then: {
+      bus.hold(["w1"])
+      bus.start(onChange: { heard.changes.append($0) }, onCatchUp: { heard.catchUps.append($0) })
+    }
+    script.step("live") {
+      bus.figures.connected
+    } then: {
+      try? redis?.process.kill(SIGSTOP)
+    }
+    script.step("a silent redis takes the bus down") {
+      !bus.figures.connected
+    } then: {
+      #expect(!bus.indexIsCurrent)
+      try? redis?.process.kill(SIGCONT)
+    }
+    script.step("redis answers again: live, with a catch-up") {
+      bus.figures.connected && heard.catchUps.count == 2
+    } then: {
+      #expect(bus.figures.reconnects == 1)
+    }
+    script.state = { "\(bus.figures) \(heard.catchUps)" }
+    script.onEnd = {
+      bus.close()
+      try? redis?.process.kill(SIGKILL)
+    }
+    script.run()
+    try loop.runUntilDone(timeout: 60_000)
+    try loop.close()
+    #expect(script.failure == nil, "\(script.failure ?? "")")
+  }
+}
+
 /// A scratch directory for one test, removed by `remove()`.
 struct ScratchDirectory {
   let path: String
