@@ -234,6 +234,11 @@ async def scenario(cluster):
         home_after = edit(call2, "home", "Home after")
         await changed_to(device1, "home", home_after, "the bus still carries edits after refusing bad messages")
 
+    with urllib.request.urlopen(base1 + "/status", timeout=10) as response:
+        page = response.read().decode()
+    check('data-metric="pagesync_broker_bus_connected" data-value="1"' in page and 'data-key="bus.url"' in page,
+          "the status page shows the bus live and its configuration")
+
     statuses = cluster.stop()
     check(statuses == [0, 0], f"both brokers drained and exited 0 on SIGTERM ({statuses})")
     logs = "".join(open(p).read() for p in cluster.logs)
