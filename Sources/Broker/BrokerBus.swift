@@ -10,6 +10,8 @@ protocol BrokerBus: AnyObject {
   /// `onCatchUp` is called whenever this broker's devices must catch up from the store (the bus was down, or
   /// another broker lost messages).
   func start(onChange: @escaping (BusChange) -> Void, onCatchUp: @escaping (String) -> Void)
+  /// Whether commits leave the process (else the server skips building messages on every commit).
+  var carriesCommits: Bool { get }
   /// Hands a committed batch's pages (one workspace's, each at its new time) to the other brokers.
   func publish(sequence: UInt64, workspace: String, pages: [BusChange.Page])
   /// A device stream that may see `workspaces` opened (or its grant now names them).
@@ -47,6 +49,7 @@ struct BusFigures: Equatable {
 /// One broker, no bus: the broker's own fan-out is everything (what `make run` does).
 final class InProcessBus: BrokerBus {
   func start(onChange: @escaping (BusChange) -> Void, onCatchUp: @escaping (String) -> Void) {}
+  var carriesCommits: Bool { false }
   func publish(sequence: UInt64, workspace: String, pages: [BusChange.Page]) {}
   func hold(_ workspaces: Set<String>) {}
   func release(_ workspaces: Set<String>) {}

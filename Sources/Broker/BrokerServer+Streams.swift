@@ -18,9 +18,9 @@ extension BrokerServer {
   // MARK: Notifications
 
   /// After a commit: every subscriber of a changed page that may see its workspace gets it queued (coalesced),
-  /// and the queues are flushed at the end of this loop turn.
+  /// and the queues are flushed at the end of this loop turn; with a bus, `sequence` (the batch's) goes with the
+  /// pages to the other brokers.
   func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID], sequence: UInt64? = nil) {
-    if let sequence { publishToBus(pages, workspaces: workspaces, sequence: sequence) }
     withFanOut { fanOut in
       for (page, time) in pages {
         guard let workspace = workspaces[page] else { continue }
@@ -28,6 +28,9 @@ extension BrokerServer {
       }
     }
     if fanOut.hasDirtySubscribers { flushWakeup?.signal() }
+    // Then the other brokers (BrokerServer+Bus.swift); a page other brokers committed comes in through
+    // `busDelivered`, never through here, so nothing goes back to the bus.
+    if let sequence, bus.carriesCommits { publishToBus(pages, workspaces: workspaces, sequence: sequence) }
   }
 
   /// Runs `body` on the fan-out in place. Calling its methods through `fanOut` one by one makes a copy of the

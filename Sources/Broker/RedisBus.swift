@@ -71,6 +71,8 @@ final class RedisBus: BrokerBus {
     perform(link.start())
   }
 
+  var carriesCommits: Bool { true }
+
   func publish(sequence: UInt64, workspace: String, pages: [BusChange.Page]) {
     guard link.isLive, let publisher else {
       counts.dropped += 1
