@@ -105,12 +105,12 @@ final class RedisBus: BrokerBus {
 
   func hold(_ workspaces: Set<String>) {
     let added = subscriptions.hold(workspaces)
-    if !added.isEmpty, isSubscribing { subscriber?.send(["SUBSCRIBE"] + added) }
+    if isSubscribing { send("SUBSCRIBE", added) }
   }
 
   func release(_ workspaces: Set<String>) {
     let removed = subscriptions.release(workspaces)
-    if !removed.isEmpty, isSubscribing { subscriber?.send(["UNSUBSCRIBE"] + removed) }
+    if isSubscribing { send("UNSUBSCRIBE", removed) }
   }
 
   var indexIsCurrent: Bool { link.isLive }
@@ -156,13 +156,7 @@ final class RedisBus: BrokerBus {
     case .subscribeAll:
       let channels = subscriptions.channels
       awaitedConfirmations = channels.count
-      // Several commands of at most 1,000 channels: one SUBSCRIBE of 100,000 names would be one huge request.
-      var start = 0
-      while start < channels.count {
-        let end = min(start + 1000, channels.count)
-        subscriber?.send(["SUBSCRIBE"] + channels[start..<end])
-        start = end
-      }
+      send("SUBSCRIBE", channels)
     case .catchUp(let publishResync):
       timer?.stop()
       counts.catchUps += 1
@@ -180,6 +174,17 @@ final class RedisBus: BrokerBus {
         guard let self else { return }
         self.perform(self.link.retryDue(at: self.loop.now))
       }
+    }
+  }
+
+  /// `command` (SUBSCRIBE, UNSUBSCRIBE) of `channels` on the subscribed connection, in commands of at most 1,000
+  /// names: a grant of 100,000 workspaces would otherwise be one huge request.
+  private func send(_ command: String, _ channels: [String]) {
+    var start = 0
+    while start < channels.count {
+      let end = min(start + 1000, channels.count)
+      subscriber?.send([command] + channels[start..<end])
+      start = end
     }
   }
 
