@@ -1,3 +1,4 @@
+import EventLoopTestKit
 import Testing
 
 @testable import BrokerCore
@@ -64,6 +65,32 @@ import Testing
     for (text, expected) in cases {
       #expect(throws: expected) { try BusMessage.decode(bytes(text), maxBytes: 1 << 20) }
     }
+  }
+
+  /// Seeded damage to valid messages (bytes replaced, inserted, deleted): never a crash, and whatever decodes is
+  /// exactly what its bytes say (it encodes back to them), so nothing is read that was not written.
+  @Test(arguments: [UInt64(1), 2, 3]) func damagedMessagesAreRefusedOrReadExactly(seed: UInt64) {
+    var random = SplitMix64(seed: seed)
+    let alphabet = Array("pagesync-bus/1 changed resync=0123456789 \u{0}\u{FF}-_.:aZ".utf8)
+    let valid = [BusMessage.changed(change).encoded, BusMessage.resync(origin: "b-1").encoded]
+    var decoded = 0
+    for _ in 0..<20_000 {
+      var bytes = valid[Int.random(in: 0..<valid.count, using: &random)]
+      for _ in 0..<Int.random(in: 1...3, using: &random) {
+        let at = Int.random(in: 0...bytes.count, using: &random)
+        let byte = alphabet[Int.random(in: 0..<alphabet.count, using: &random)]
+        switch Int.random(in: 0..<3, using: &random) {
+        case 0 where at < bytes.count: bytes[at] = byte
+        case 1: bytes.insert(byte, at: at)
+        default: if at < bytes.count { bytes.remove(at: at) }
+        }
+      }
+      if let message = try? BusMessage.decode(bytes, maxBytes: 1 << 20) {
+        decoded += 1
+        #expect(message.encoded == bytes, "\(String(decoding: bytes, as: UTF8.self))")
+      }
+    }
+    #expect(decoded > 0 && decoded < 20_000)
   }
 
   @Test func theSizeBoundComesFirst() {
