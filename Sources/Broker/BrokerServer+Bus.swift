@@ -43,16 +43,21 @@ extension BrokerServer {
   }
 
   /// Makes every device of this broker catch up: reads the time of every page some device follows from the store
-  /// and publishes each one newer than the index holds (ordinary `changed` frames). One at a time: asked again
-  /// while one runs, another runs after it (the first may have read before what prompted the second); a failed
-  /// read is retried after a second (the devices' own catch-ups read the store too).
+  /// and publishes each one newer than the index holds (ordinary `changed` frames).
+  ///
+  /// One at a time, and at most one a second (`catchUpInterval`): asked again while one runs or waits, another
+  /// runs after it (the first may have read before what prompted the second), however many asked. Each is a read
+  /// of every followed page on the writer thread (10,000 pages: 8–12 ms), and a broker whose Redis keeps
+  /// overflowing sends a `resync` at each drain: without the interval, the other brokers' writers would do little
+  /// else. A failed read is tried again a second later (the devices' own catch-ups read the store too).
   func catchUpAllDevices(because reason: String) {
-    guard !busCatchUps.running else {
+    guard !busCatchUps.running, busCatchUps.later?.isActive != true else {
       busCatchUps.owed = true
       return
     }
     busCatchUps.running = true
     busCatchUps.owed = false
+    busCatchUps.startedAt = loop.now
     var followed = Set<String>()
     for case let session? in sessions where !session.isClosed {
       followed.formUnion(withFanOut { $0.subscribedPageIDs(of: session.id) })
@@ -71,11 +76,7 @@ extension BrokerServer {
         switch result {
         case .failure(let error):
           self.logger.error("bus: catch-up read failed; retrying in 1 s", metadata: ["error": "\(error)"])
-          let timer = self.busCatchUps.retry ?? LoopTimer(loop: self.loop)
-          timer.keepsLoopAlive = false
-          self.busCatchUps.retry = timer
-          timer.start(after: 1000) { [weak self] in self?.catchUpAllDevices(because: reason) }
-          return
+          self.busCatchUps.owed = true
         case .success(let facts):
           self.withFanOut { fanOut in
             for (page, fact) in zip(pages, facts) {
@@ -92,9 +93,19 @@ extension BrokerServer {
           }
           if self.fanOut.hasDirtySubscribers { self.flushWakeup?.signal() }
         }
-        if self.busCatchUps.owed { self.catchUpAllDevices(because: reason) }
+        guard self.busCatchUps.owed else { return }
+        let due = self.busCatchUps.startedAt + Self.catchUpInterval
+        let timer = self.busCatchUps.later ?? LoopTimer(loop: self.loop)
+        timer.keepsLoopAlive = false
+        self.busCatchUps.later = timer
+        timer.start(after: due > self.loop.now ? due - self.loop.now : 0) { [weak self] in
+          self?.catchUpAllDevices(because: "asked again meanwhile")
+        }
       })
   }
+
+  /// The least time between two starts of `catchUpAllDevices`, ms.
+  static let catchUpInterval: UInt64 = 1000
 
   /// Brings what `session` holds on the bus to its grant's workspaces (after it opened or its grant changed).
   func holdBusWorkspaces(of session: StreamSession) {

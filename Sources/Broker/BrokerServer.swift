@@ -71,8 +71,9 @@ public final class BrokerServer {
   var flushWakeup: Wakeup?
   /// How commits reach devices on other brokers: Redis with `[bus]`, else nothing beyond this fan-out.
   let bus: any BrokerBus
-  /// The bus's catch-ups of every device (BrokerServer+Bus.swift): one at a time; one asked for meanwhile is owed.
-  var busCatchUps = (running: false, owed: false, retry: LoopTimer?.none)
+  /// The bus's catch-ups of every device (BrokerServer+Bus.swift): one at a time, a second apart; one asked for
+  /// meanwhile is owed.
+  var busCatchUps = (running: false, owed: false, startedAt: UInt64(0), later: LoopTimer?.none)
   private var pruneTimer: LoopTimer?
   private(set) var stopping = false
 
@@ -204,8 +205,8 @@ public final class BrokerServer {
     statusTimer?.close()
     statusTimer = nil
     bus.close()
-    busCatchUps.retry?.close()
-    busCatchUps.retry = nil
+    busCatchUps.later?.close()
+    busCatchUps.later = nil
     for case let session? in sessions {
       flush(session)
       session.close(.shuttingDown)
