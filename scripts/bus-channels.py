@@ -117,7 +117,7 @@ url = "redis://127.0.0.1:{port}"
             for label, page in (("unneeded (a page nobody follows)", "other"), ("needed (a followed page)", "followed")):
                 received = metric(base, "bus_received_messages_total")
                 refused = metric(base, "bus_refused_messages_total")
-                payloads = [f"pagesync-bus/1 changed x {epoch} {n} w1 {page}={n}" for n in range(1, MESSAGES + 1)]
+                payloads = [f"pagesync-bus/1 changed x {epoch} {n} 1:0 w1 {page}={n}" for n in range(1, MESSAGES + 1)]
                 cpu = cpu_seconds(broker.pid)
                 started = time.perf_counter()
                 with socket.create_connection(("127.0.0.1", port)) as s:

@@ -12,8 +12,9 @@ protocol BrokerBus: AnyObject {
   func start(onChange: @escaping (BusChange) -> Void, onCatchUp: @escaping (String) -> Void)
   /// Whether commits leave the process (else the server skips building messages on every commit).
   var carriesCommits: Bool { get }
-  /// Hands a committed batch's pages (one workspace's, each at its new time) to the other brokers.
-  func publish(sequence: UInt64, workspace: String, pages: [BusChange.Page])
+  /// Hands a committed batch's pages (one workspace's, each at its new time) to the other brokers, with this
+  /// broker's clock after the batch.
+  func publish(sequence: UInt64, clock: String, workspace: String, pages: [BusChange.Page])
   /// A device stream that may see `workspaces` opened (or its grant now names them).
   func hold(_ workspaces: Set<String>)
   /// A device stream that could see `workspaces` closed (or its grant no longer names them).
@@ -50,7 +51,7 @@ struct BusFigures: Equatable {
 final class InProcessBus: BrokerBus {
   func start(onChange: @escaping (BusChange) -> Void, onCatchUp: @escaping (String) -> Void) {}
   var carriesCommits: Bool { false }
-  func publish(sequence: UInt64, workspace: String, pages: [BusChange.Page]) {}
+  func publish(sequence: UInt64, clock: String, workspace: String, pages: [BusChange.Page]) {}
   func hold(_ workspaces: Set<String>) {}
   func release(_ workspaces: Set<String>) {}
   var indexIsCurrent: Bool { true }

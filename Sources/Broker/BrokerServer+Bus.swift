@@ -1,5 +1,6 @@
 import BrokerCore
 import EventLoop
+import FoundationEssentials
 import SyncModel
 
 // The bus between brokers (docs/architecture.md, "The bus"): this broker's commits go out after its own devices
@@ -20,14 +21,24 @@ extension BrokerServer {
       byWorkspace[workspace.rawValue, default: []].append(
         BusChange.Page(id: page.rawValue, lastUpdated: time))
     }
+    let clock = clock.last.description
     for (workspace, pages) in byWorkspace {
-      bus.publish(sequence: sequence, workspace: workspace, pages: pages)
+      bus.publish(sequence: sequence, clock: clock, workspace: workspace, pages: pages)
     }
   }
 
   /// Another broker's commit: to this broker's subscribers of its pages, unless the index already holds as new a
   /// time (a catch-up got there first).
   func busDelivered(_ change: BusChange) {
+    // The other broker's clock, merged into this one's (the `Pagesync-Clock` of this broker's answers), but only
+    // within `[limits] clock_ahead_seconds` of this broker's wall clock: the bound the store puts on mutation
+    // times, so a message cannot push the clock further than a mutation could.
+    let now = UInt64(Date().timeIntervalSince1970 * 1000)
+    if let remote = try? HLCTimestamp(parsing: change.clock),
+      remote.millis <= now + UInt64(configuration.limits.clockAheadSeconds) * 1000
+    {
+      _ = clock.observe(remote, physicalMillis: now)
+    }
     withFanOut { fanOut in
       for page in change.pages {
         if let key = fanOut.index.existingKey(for: page.id), let facts = fanOut.index.facts(of: key),

@@ -73,14 +73,14 @@ final class RedisBus: BrokerBus {
 
   var carriesCommits: Bool { true }
 
-  func publish(sequence: UInt64, workspace: String, pages: [BusChange.Page]) {
+  func publish(sequence: UInt64, clock: String, workspace: String, pages: [BusChange.Page]) {
     guard link.isLive, let publisher else {
       counts.dropped += 1
       link.publishDropped()
       return
     }
     let messages = BusChange.messages(
-      origin: origin, epoch: epoch, sequence: sequence, workspace: workspace, pages: pages,
+      origin: origin, epoch: epoch, sequence: sequence, clock: clock, workspace: workspace, pages: pages,
       maxBytes: configuration.messageBytes)
     let channel = BusMessage.channel(ofWorkspace: workspace)
     for message in messages {

@@ -1,12 +1,14 @@
 /// What one broker tells the others through the bus (docs/protocol.md, "Between brokers"): one line of ASCII.
 ///
 /// ```
-/// pagesync-bus/1 changed ORIGIN EPOCH SEQUENCE WORKSPACE PAGE=TIME [PAGE=TIME ...]
+/// pagesync-bus/1 changed ORIGIN EPOCH SEQUENCE CLOCK WORKSPACE PAGE=TIME [PAGE=TIME ...]
 /// pagesync-bus/1 resync ORIGIN
 /// ```
 ///
 /// `changed`: a batch committed through broker ORIGIN (its instance id, new at each start) in the store of EPOCH,
-/// as batch SEQUENCE, changed these pages of WORKSPACE, each now at TIME (its `lastUpdatedTime`). A batch that
+/// as batch SEQUENCE, changed these pages of WORKSPACE, each now at TIME (its `lastUpdatedTime`); CLOCK is the
+/// publishing broker's hybrid logical clock after the batch (`MILLIS:COUNTER`), which receivers merge so that the
+/// `Pagesync-Clock` their devices get is as new on every broker. A batch that
 /// changed pages of several workspaces is one message per workspace (each on its workspace's channel), and one
 /// too large for `maxBytes` is split. `resync`: broker ORIGIN may have lost messages it meant to publish (its
 /// buffer toward the bus overflowed, or its connection dropped with messages queued): every broker makes its own
@@ -68,6 +70,7 @@ public enum BusMessage: Equatable, Sendable {
     let origin = try token(&tokens, "origin")
     let epoch = try token(&tokens, "epoch")
     let sequence = try number(&tokens, "sequence")
+    let clock = try token(&tokens, "clock")
     let workspace = try token(&tokens, "workspace")
     guard !tokens.isEmpty else { throw .missing("pages") }
     var pages: [BusChange.Page] = []
@@ -81,7 +84,8 @@ public enum BusMessage: Equatable, Sendable {
       pages.append(BusChange.Page(id: String(decoding: id, as: UTF8.self), lastUpdated: value))
     }
     return .changed(
-      BusChange(origin: origin, epoch: epoch, sequence: sequence, workspace: workspace, pages: pages))
+      BusChange(
+        origin: origin, epoch: epoch, sequence: sequence, clock: clock, workspace: workspace, pages: pages))
   }
 
   private static func token(_ tokens: inout ArraySlice<ArraySlice<UInt8>>, _ field: String)
@@ -143,13 +147,19 @@ public struct BusChange: Equatable, Sendable {
   public var epoch: String
   /// The batch's sequence.
   public var sequence: UInt64
+  /// The publishing broker's hybrid logical clock after the batch, as text (`MILLIS:COUNTER`; read by the
+  /// receiver, which checks it).
+  public var clock: String
   public var workspace: String
   public var pages: [Page]
 
-  public init(origin: String, epoch: String, sequence: UInt64, workspace: String, pages: [Page]) {
+  public init(
+    origin: String, epoch: String, sequence: UInt64, clock: String, workspace: String, pages: [Page]
+  ) {
     self.origin = origin
     self.epoch = epoch
     self.sequence = sequence
+    self.clock = clock
     self.workspace = workspace
     self.pages = pages
   }
@@ -157,11 +167,12 @@ public struct BusChange: Equatable, Sendable {
   /// The messages of a batch's `pages` of one workspace, each at most `maxBytes` (a page whose entry alone does
   /// not fit is impossible with ids of at most 64 bytes and `maxBytes` >= 1024, the configuration's floor).
   public static func messages(
-    origin: String, epoch: String, sequence: UInt64, workspace: String, pages: [Page], maxBytes: Int
+    origin: String, epoch: String, sequence: UInt64, clock: String, workspace: String, pages: [Page],
+    maxBytes: Int
   ) -> [[UInt8]] {
     var header: [UInt8] = Array(BusMessage.version.utf8)
     header.append(contentsOf: " changed ".utf8)
-    BusChange(origin: origin, epoch: epoch, sequence: sequence, workspace: workspace, pages: [])
+    BusChange(origin: origin, epoch: epoch, sequence: sequence, clock: clock, workspace: workspace, pages: [])
       .appendHeader(to: &header)
     var messages: [[UInt8]] = []
     var current = header
@@ -185,6 +196,8 @@ public struct BusChange: Equatable, Sendable {
     bytes.append(contentsOf: epoch.utf8)
     bytes.append(UInt8(ascii: " "))
     bytes.append(contentsOf: String(sequence).utf8)
+    bytes.append(UInt8(ascii: " "))
+    bytes.append(contentsOf: clock.utf8)
     bytes.append(UInt8(ascii: " "))
     bytes.append(contentsOf: workspace.utf8)
   }

@@ -5,7 +5,7 @@ import Testing
 
 @Suite struct BusMessageTests {
   let change = BusChange(
-    origin: "b-1", epoch: "e-7", sequence: 42, workspace: "ws",
+    origin: "b-1", epoch: "e-7", sequence: 42, clock: "1700000000000:3", workspace: "ws",
     pages: [BusChange.Page(id: "p1", lastUpdated: 42), BusChange.Page(id: "page_2", lastUpdated: 41)])
 
   func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
@@ -13,7 +13,7 @@ import Testing
   @Test func changedIsOneDocumentedLine() {
     #expect(
       String(decoding: BusMessage.changed(change).encoded, as: UTF8.self)
-        == "pagesync-bus/1 changed b-1 e-7 42 ws p1=42 page_2=41")
+        == "pagesync-bus/1 changed b-1 e-7 42 1700000000000:3 ws p1=42 page_2=41")
     #expect(
       String(decoding: BusMessage.resync(origin: "b-1").encoded, as: UTF8.self) == "pagesync-bus/1 resync b-1"
     )
@@ -45,22 +45,23 @@ import Testing
   @Test func refusesWhatIsNotThisVersionNamingTheProblem() {
     let cases: [(String, BusMessageError)] = [
       ("", .otherVersion("")),
-      ("pagesync-bus/2 changed b e 1 w p=1", .otherVersion("pagesync-bus/2 changed b e 1 w p")),
+      ("pagesync-bus/2 changed b e 1 9:0 w p=1", .otherVersion("pagesync-bus/2 changed b e 1 9:0")),
       ("\u{FF}garbage", .otherVersion("\u{FF}garbage")),
       ("pagesync-bus/1", .missing("kind")),
       ("pagesync-bus/1 deleted b", .unknownKind("deleted")),
       ("pagesync-bus/1 resync", .missing("origin")),
       ("pagesync-bus/1 resync b extra", .trailing),
-      ("pagesync-bus/1 changed b e 1 w", .missing("pages")),
-      ("pagesync-bus/1 changed b e 01 w p=1", .badField("sequence")),
-      ("pagesync-bus/1 changed b e -1 w p=1", .badField("sequence")),
-      ("pagesync-bus/1 changed b e 18446744073709551616 w p=1", .badField("sequence")),
-      ("pagesync-bus/1 changed b e 1 w p", .badField("page")),
-      ("pagesync-bus/1 changed b e 1 w p/x=1", .badField("page")),
-      ("pagesync-bus/1 changed b e 1 w p=x", .badField("time")),
-      ("pagesync-bus/1 changed b e 1 w p=1  q=2", .badField("page")),
-      ("pagesync-bus/1 changed b\te 1 w p=1", .badField("origin")),
-      ("pagesync-bus/1 changed \(String(repeating: "o", count: 65)) e 1 w p=1", .badField("origin")),
+      ("pagesync-bus/1 changed b e 1 9:0 w", .missing("pages")),
+      ("pagesync-bus/1 changed b e 01 9:0 w p=1", .badField("sequence")),
+      ("pagesync-bus/1 changed b e -1 9:0 w p=1", .badField("sequence")),
+      ("pagesync-bus/1 changed b e 18446744073709551616 9:0 w p=1", .badField("sequence")),
+      ("pagesync-bus/1 changed b e 1 9:0 w p", .badField("page")),
+      ("pagesync-bus/1 changed b e 1 9:0 w p/x=1", .badField("page")),
+      ("pagesync-bus/1 changed b e 1 9:0 w p=x", .badField("time")),
+      ("pagesync-bus/1 changed b e 1 9:0 w p=1  q=2", .badField("page")),
+      ("pagesync-bus/1 changed b\te 1 9:0 w p=1", .badField("origin")),
+      ("pagesync-bus/1 changed b e 1 9/0 w p=1", .badField("clock")),
+      ("pagesync-bus/1 changed \(String(repeating: "o", count: 65)) e 1 9:0 w p=1", .badField("origin")),
     ]
     for (text, expected) in cases {
       #expect(throws: expected) { try BusMessage.decode(bytes(text), maxBytes: 1 << 20) }
@@ -106,7 +107,7 @@ import Testing
   @Test func aLargeBatchIsSplitIntoMessagesWithinTheBoundAndLosesNoPage() throws {
     let pages = (0..<1000).map { BusChange.Page(id: "page-\($0)", lastUpdated: 9_000_000 + UInt64($0)) }
     let messages = BusChange.messages(
-      origin: "b", epoch: "e", sequence: 9, workspace: "w", pages: pages, maxBytes: 1024)
+      origin: "b", epoch: "e", sequence: 9, clock: "1:0", workspace: "w", pages: pages, maxBytes: 1024)
     #expect(messages.count > 10)
     var seen: [BusChange.Page] = []
     for message in messages {
@@ -120,8 +121,10 @@ import Testing
     }
     #expect(seen == pages)
     #expect(
-      BusChange.messages(origin: "b", epoch: "e", sequence: 9, workspace: "w", pages: [], maxBytes: 1024)
-        .isEmpty)
+      BusChange.messages(
+        origin: "b", epoch: "e", sequence: 9, clock: "1:0", workspace: "w", pages: [], maxBytes: 1024
+      )
+      .isEmpty)
   }
 
   @Test func channelsNameTheirWorkspace() {

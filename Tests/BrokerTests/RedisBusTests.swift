@@ -131,11 +131,11 @@ import Testing
       a.figures.connected && b.figures.connected && heardA.catchUps.count == 1 && heardB.catchUps.count == 1
     } then: {
       #expect(a.figures.channels == 2 && b.figures.channels == 3)
-      a.publish(sequence: 5, workspace: "w1", pages: [page("p1", 5), page("p2", 5)])
+      a.publish(sequence: 5, clock: "1:0", workspace: "w1", pages: [page("p1", 5), page("p2", 5)])
       // Nobody but b holds w2: a must not hear it.
-      a.publish(sequence: 6, workspace: "w2", pages: [page("q", 6)])
-      b.publish(sequence: 7, workspace: "w2", pages: [page("q", 7)])
-      b.publish(sequence: 8, workspace: "w1", pages: [page("p1", 8)])
+      a.publish(sequence: 6, clock: "1:0", workspace: "w2", pages: [page("q", 6)])
+      b.publish(sequence: 7, clock: "1:0", workspace: "w2", pages: [page("q", 7)])
+      b.publish(sequence: 8, clock: "1:0", workspace: "w1", pages: [page("p1", 8)])
     }
     script.step(
       "each hears the other's messages of its workspaces, not its own"
@@ -146,12 +146,13 @@ import Testing
       #expect(
         heardB.changes[0]
           == BusChange(
-            origin: "a", epoch: "e", sequence: 5, workspace: "w1", pages: [page("p1", 5), page("p2", 5)]))
+            origin: "a", epoch: "e", sequence: 5, clock: "1:0", workspace: "w1",
+            pages: [page("p1", 5), page("p2", 5)]))
       #expect(heardA.changes.map(\.sequence) == [8])
       RedisLink.connect(loop: loop, to: configuration.address, maxMessageBytes: 1024) { result in
         garbage = try? result.get()
         garbage?.send(["PUBLISH", "pagesync:ws:w1", "\u{1}garbage"])
-        garbage?.send(["PUBLISH", "pagesync:ws:w1", "pagesync-bus/1 changed c other-epoch 1 w1 p1=1"])
+        garbage?.send(["PUBLISH", "pagesync:ws:w1", "pagesync-bus/1 changed c other-epoch 1 1:0 w1 p1=1"])
       }
     }
     script.step(
@@ -165,7 +166,7 @@ import Testing
       try? redis?.process.kill(SIGSTOP)
       let pages = (0..<500).map { page("page-number-\($0)", 1000) }
       for sequence in 1000..<6000 where a.figures.dropped == 0 {
-        a.publish(sequence: UInt64(sequence), workspace: "w1", pages: pages)
+        a.publish(sequence: UInt64(sequence), clock: "1:0", workspace: "w1", pages: pages)
       }
       #expect(a.figures.dropped > 0, "the buffer toward redis was bounded")
       try? redis?.process.kill(SIGCONT)
@@ -194,7 +195,7 @@ import Testing
       #expect(a.figures.reconnects == 1 && b.figures.reconnects == 1)
       #expect(a.indexIsCurrent && b.indexIsCurrent)
       let before = heardB.changes.count
-      a.publish(sequence: 9_000, workspace: "w1", pages: [page("p1", 9_000)])
+      a.publish(sequence: 9_000, clock: "1:0", workspace: "w1", pages: [page("p1", 9_000)])
       script.step("the bus carries messages after the restart", until: { heardB.changes.count > before })
     }
     script.state = { "a: \(a.figures) \(heardA.catchUps); b: \(b.figures) \(heardB.catchUps)" }

@@ -158,12 +158,15 @@ async def changed_to(ws, page, at_least, what, timeout=WAIT):
 
 
 NEXT_ID = {}
+LAST_STAMP = [0]
 
 
-def edit(call, page, title, create=False):
-    """One batch (client writer-PAGE, ids from 1) through `call`'s broker; the page's new lastUpdatedTime."""
+def edit(call, page, title, create=False, at=None):
+    """One batch (client writer-PAGE, ids from 1) through `call`'s broker, stamped `at` (ms; by default now, or after
+    the last stamp, so that each edit wins over the one before); the page's new lastUpdatedTime."""
     NEXT_ID[page] = NEXT_ID.get(page, 0) + 1
-    now = int(time.time() * 1000)
+    now = at or max(int(time.time() * 1000), LAST_STAMP[0] + 1)
+    LAST_STAMP[0] = now
     mutation = {"id": NEXT_ID[page], "page": page, "time": f"{now}:0", "type": "create_page" if create else "set_title",
                 "title": title}
     status, outcome = call("POST", "/v1/batch", {"client": "writer-" + page, "workspace": "w1", "mutations": [mutation]})
@@ -198,6 +201,16 @@ async def scenario(cluster):
         notes = edit(call1, "notes", "Notes", create=True)
         await changed_to(device2, "notes", notes, "an edit committed through broker 1 reached broker 2's device")
         await changed_to(device1, "notes", notes, "and broker 1's own device")
+        # Clocks: an edit stamped an hour ahead (within clock_ahead_seconds) through broker 2 moves broker 1's
+        # Pagesync-Clock too, so a device on either broker stamps its next edits after it.
+        ahead = int(time.time() * 1000) + 3_600_000
+        home = edit(call2, "home", "Home from a clock ahead", at=ahead)
+        await changed_to(device1, "home", home, "the edit stamped ahead reached broker 1's device")
+        request = urllib.request.Request(base1 + "/v1/catchup", data=b'{"pages": {}}', method="POST",
+                                         headers={**auth, "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            clock = int(response.headers["Pagesync-Clock"].split(":")[0])
+        check(clock >= ahead, f"broker 1's Pagesync-Clock merged broker 2's ({clock} >= {ahead})")
         check(metric2("bus_published_messages_total") >= 1 and metric1("bus_received_messages_total") >= 1,
               "the bus metrics count what was published and received")
 
