@@ -68,6 +68,12 @@ let package = Package(
     .target(name: "EventLoop", dependencies: ["CLibUV", "ByteBuffers"]),
     // SplitMix64: the seeded generator of the load harness's workloads and of the seeded random tests.
     .target(name: "SeededRandom"),
+    // Exponential backoff with full jitter, I/O-free (the daemon's reconnects to the broker, the broker's to its
+    // bus).
+    .target(name: "Backoff"),
+    // The Redis serialization protocol (RESP2): an incremental, bounded decoder and the command encoder; no I/O.
+    // The broker's Redis bus and the load harness's Redis clients both speak it.
+    .target(name: "RedisWire"),
     // Block text as a sequence CRDT with marks (FugueMax + Peritext): I/O-free; zlib only to deflate a state's
     // text.
     .target(name: "RichText", dependencies: ["CZlib"]),
@@ -117,7 +123,8 @@ let package = Package(
 
     // The broker.
     // Notification fan-out without I/O: channel index, per-subscriber coalescing queues.
-    .target(name: "BrokerCore"),
+    // Also the bus's pure logic: its message, which channels to (un)subscribe, the link's reconnect states.
+    .target(name: "BrokerCore", dependencies: ["Backoff"]),
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
     .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel", "RichText"]),
     // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
@@ -127,7 +134,7 @@ let package = Package(
       name: "Broker",
       dependencies: [
         "ByteBuffers", "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON",
-        "TOMLConfig", "JSONWebToken",
+        "TOMLConfig", "JSONWebToken", "RedisWire",
         "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -138,7 +145,7 @@ let package = Package(
 
     // The device daemon.
     // The offline forest (why each page is offline, and the minimal rows to write), without I/O.
-    .target(name: "DaemonCore", dependencies: ["SyncModel", "RichText"]),
+    .target(name: "DaemonCore", dependencies: ["SyncModel", "RichText", "Backoff"]),
     // The daemon's local SQLite store: offline set, local pages and blocks, mutation queue, sync metadata.
     .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore", "RichText"]),
     // Wiring: configuration, the broker link (HTTP + the device stream), the sync driver, the local API.
@@ -172,7 +179,7 @@ let package = Package(
     // latency summaries, RESP framing, the report's table and JSON.
     .target(
       name: "LoadCore",
-      dependencies: ["SeededRandom", .product(name: "Histogram", package: "hdrhistogram-swift")]),
+      dependencies: ["SeededRandom", "RedisWire", .product(name: "Histogram", package: "hdrhistogram-swift")]),
     // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop;
     // and the rich-text benchmark on editing traces (`pagesync-load text`).
     .target(
@@ -211,7 +218,7 @@ let package = Package(
     .testTarget(name: "JSONWebTokenTests", dependencies: ["JSONWebToken", "Web"]),
     .testTarget(name: "LoadCoreTests", dependencies: ["LoadCore", "SeededRandom"]),
     .testTarget(name: "RichTextTests", dependencies: ["RichText", "SeededRandom", "EventLoopTestKit"]),
-    .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
+    .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "Backoff", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",
       dependencies: ["BrokerStore", "RichText", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),

@@ -56,6 +56,22 @@ extension BrokerConfiguration {
       ("limits.jwt_cache_entries", "\(limits.jwtCacheEntries)"),
       ("log.level", quoted(logLevel)),
       ("stream.ping_interval", "\(pingIntervalSeconds)"),
+    ] + busDisplay
+  }
+
+  /// `[bus]`'s keys when there is a bus (the sample file shows them as an example, indented: they have no default
+  /// without the table).
+  private var busDisplay: [(key: String, value: String)] {
+    guard let bus else { return [] }
+    return [
+      ("bus.url", "\"redis://\(bus.address)\""),
+      ("bus.buffer_bytes", "\(bus.bufferBytes)"),
+      ("bus.message_bytes", "\(bus.messageBytes)"),
+      ("bus.backoff_base_ms", "\(bus.backoffBase)"),
+      ("bus.backoff_cap_ms", "\(bus.backoffCap)"),
+      ("bus.backoff_reset_ms", "\(bus.backoffReset)"),
+      ("bus.connect_timeout_ms", "\(bus.connectTimeout)"),
+      ("bus.ping_interval_ms", "\(bus.pingInterval)"),
     ]
   }
 }

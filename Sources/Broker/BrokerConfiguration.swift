@@ -32,6 +32,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
   /// `[stream] ping_interval` seconds: a silent device is pinged after this, and dropped if still silent after
   /// as long again.
   public var pingIntervalSeconds = 30
+  /// `[bus]`: Redis between brokers; nil (no `[bus]` table) for one broker (BusConfiguration.swift).
+  public var bus: BusConfiguration?
 
   public init() {}
 
@@ -239,6 +241,8 @@ extension BrokerConfiguration {
       "ping_interval", default: configuration.pingIntervalSeconds, range: 1...3600)
     try stream.rejectUnknownKeys()
 
+    configuration.bus = try BusConfiguration.parse(document)
+
     try document.rejectUnknownKeys()
 
     if configuration.tokens.isEmpty && configuration.jwt.isEmpty && !configuration.listen.isLoopback {
@@ -309,6 +313,7 @@ extension BrokerConfiguration {
     plan.live("limits.write_stall_seconds", limits.writeStallSeconds, new.limits.writeStallSeconds)
     plan.live("log.level", logLevel, new.logLevel)
     plan.live("stream.ping_interval", pingIntervalSeconds, new.pingIntervalSeconds)
+    plan.restart("bus", bus, new.bus)
     return plan
   }
 
@@ -323,6 +328,7 @@ extension BrokerConfiguration {
     next.storePath = storePath
     next.synchronous = synchronous
     next.readers = readers
+    next.bus = bus
     return next
   }
 }

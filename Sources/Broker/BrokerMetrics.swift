@@ -39,6 +39,8 @@ public final class BrokerMetrics {
     public var storeWALBytes = 0
     /// When the broker started, in seconds since 1970.
     public var startTimeSeconds = 0.0
+    /// The bus between brokers (in-process: connected, all zero).
+    var bus = BusFigures()
 
     public init() {}
   }
@@ -74,6 +76,14 @@ public final class BrokerMetrics {
   private let storeBytes: Gauge
   private let storeWALBytes: Gauge
   private let startTime: Gauge
+  private let busConnected: Gauge
+  private let busChannels: Gauge
+  private let busPublished: Counter
+  private let busReceived: Counter
+  private let busRefused: Counter
+  private let busDropped: Counter
+  private let busReconnects: Counter
+  private let busCatchUps: Counter
   /// Every commit `commitDuration` recorded, in numbers the loop can read (the status page's commit latency).
   public private(set) var commits = CommitTally()
   /// The figures as of the last scrape: counters advance by the difference.
@@ -170,6 +180,34 @@ public final class BrokerMetrics {
       descriptor: Self.name("store_wal", "bytes", "Size of the store's write-ahead log (the -wal file)."))
     startTime = registry.makeGauge(
       descriptor: Self.name("start_time", "seconds", "When the broker started, in seconds since 1970 (UTC)."))
+    busConnected = registry.makeGauge(
+      descriptor: Self.name(
+        "bus_connected", "",
+        "1 while the bus is live ([bus]: subscribed to Redis; without [bus] always 1), else 0."))
+    busChannels = registry.makeGauge(
+      descriptor: Self.name(
+        "bus_channels", "", "Bus channels this broker needs: its streams' workspaces and resync."))
+    busPublished = registry.makeCounter(
+      descriptor: Self.name("bus_published", "messages_total", "Messages this broker published to the bus."))
+    busReceived = registry.makeCounter(
+      descriptor: Self.name(
+        "bus_received", "messages_total", "Messages received from the bus (this broker's own included)."))
+    busRefused = registry.makeCounter(
+      descriptor: Self.name(
+        "bus_refused", "messages_total",
+        "Messages from the bus that could not be read (another version, garbage, another store's epoch)."))
+    busDropped = registry.makeCounter(
+      descriptor: Self.name(
+        "bus_dropped", "messages_total",
+        "Messages of this broker not handed to the bus (not live, or over [bus] buffer_bytes): repaid by a resync."
+      ))
+    busReconnects = registry.makeCounter(
+      descriptor: Self.name("bus_reconnects", "total", "Times the bus became live again after being lost."))
+    busCatchUps = registry.makeCounter(
+      descriptor: Self.name(
+        "bus_catchups", "total",
+        "Times this broker made all its devices catch up from the store (bus back, or another broker's resync)."
+      ))
     // Every known reason and code from the start, so that rates work before the first of each.
     for reason in RejectionReason.all { _ = rejectionCounter(reason.name) }
     for code in BrokerProtocol.StreamErrorCode.allCases {
@@ -228,6 +266,14 @@ public final class BrokerMetrics {
     storeBytes.set(Int64(figures.storeBytes))
     storeWALBytes.set(Int64(figures.storeWALBytes))
     startTime.set(figures.startTimeSeconds)
+    busConnected.set(Int64(figures.bus.connected ? 1 : 0))
+    busChannels.set(Int64(figures.bus.channels))
+    advance(busPublished, exported.bus.published, figures.bus.published)
+    advance(busReceived, exported.bus.received, figures.bus.received)
+    advance(busRefused, exported.bus.refused, figures.bus.refused)
+    advance(busDropped, exported.bus.dropped, figures.bus.dropped)
+    advance(busReconnects, exported.bus.reconnects, figures.bus.reconnects)
+    advance(busCatchUps, exported.bus.catchUps, figures.bus.catchUps)
     advance(batchesApplied, exported.batchesApplied, figures.batchesApplied)
     advance(notificationsSent, exported.notificationsSent, figures.notificationsSent)
     advance(notificationsCoalesced, exported.notificationsCoalesced, figures.notificationsCoalesced)

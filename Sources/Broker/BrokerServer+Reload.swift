@@ -123,5 +123,6 @@ extension BrokerServer {
       withFanOut { $0.setWorkspaces(grant.workspaceIDs, of: session.id) }
       if narrowed { withdrawInaccessible(session) }
     }
+    for case let session? in sessions { holdBusWorkspaces(of: session) }
   }
 }

@@ -161,7 +161,9 @@ extension BrokerServer {
           // Only what this batch changed: a re-sent batch names pages at their current time but changed nothing.
           if let sequence = outcome.sequence {
             self.publishedSequence = max(self.publishedSequence, sequence)
-            self.publish(outcome.pages.filter { $0.value == sequence }, workspaces: outcome.workspaces)
+            self.publish(
+              outcome.pages.filter { $0.value == sequence }, workspaces: outcome.workspaces,
+              sequence: sequence)
           }
         case .success(.failure(let refusal)):
           responder.respond(refusal.response)
@@ -192,7 +194,8 @@ extension BrokerServer {
 
   private func catchUp(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
     metrics.catchUpRequested()
-    guard let indexed = withChannels({ IndexedCatchUp.read(request, $0) }) else {
+    // With the bus down (or not yet live), commits of other brokers may be missing from the index: the store.
+    guard bus.indexIsCurrent, let indexed = withChannels({ IndexedCatchUp.read(request, $0) }) else {
       // A page nobody follows (or an id the fast reader leaves to the decoder, or a bad body): the store.
       catchUpFromStore(request, grant, responder)
       return

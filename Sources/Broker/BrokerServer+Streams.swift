@@ -18,8 +18,9 @@ extension BrokerServer {
   // MARK: Notifications
 
   /// After a commit: every subscriber of a changed page that may see its workspace gets it queued (coalesced),
-  /// and the queues are flushed at the end of this loop turn.
-  func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID]) {
+  /// and the queues are flushed at the end of this loop turn; with a bus, `sequence` (the batch's) goes with the
+  /// pages to the other brokers.
+  func publish(_ pages: [EntityID: UInt64], workspaces: [EntityID: EntityID], sequence: UInt64? = nil) {
     withFanOut { fanOut in
       for (page, time) in pages {
         guard let workspace = workspaces[page] else { continue }
@@ -27,6 +28,9 @@ extension BrokerServer {
       }
     }
     if fanOut.hasDirtySubscribers { flushWakeup?.signal() }
+    // Then the other brokers (BrokerServer+Bus.swift); a page other brokers committed comes in through
+    // `busDelivered`, never through here, so nothing goes back to the bus.
+    if let sequence, bus.carriesCommits { publishToBus(pages, workspaces: workspaces, sequence: sequence) }
   }
 
   /// Runs `body` on the fan-out in place. Calling its methods through `fanOut` one by one makes a copy of the
@@ -119,6 +123,7 @@ extension BrokerServer {
     if sessions.count <= Int(id.rawValue) { sessions.append(nil) }
     sessions[Int(id.rawValue)] = session
     scheduleExpiry(of: session)
+    holdBusWorkspaces(of: session)
     streamCount += 1
     logger.debug(
       "stream opened", metadata: ["broker.connection.id": "\(connection)", "broker.user": "\(grant.user)"])
@@ -275,6 +280,8 @@ extension BrokerServer: StreamSessionHost {
     session.expiryTimer?.close()
     session.expiryTimer = nil
     let removed = withFanOut { $0.removeSubscriber(session.id) }
+    bus.release(session.busWorkspaces)
+    session.busWorkspaces = []
     subscriptionQuota.record(user: session.quotaUser, from: session.countedSubscriptions, to: 0)
     session.countedSubscriptions = 0
     sessions[Int(session.id.rawValue)] = nil

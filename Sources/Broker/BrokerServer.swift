@@ -69,6 +69,11 @@ public final class BrokerServer {
   /// The last one-page `changed` frame, encoded (`changedFrame`).
   var lastChangedFrame: (page: PageKey, time: UInt64, frame: ByteBuffer)?
   var flushWakeup: Wakeup?
+  /// How commits reach devices on other brokers: Redis with `[bus]`, else nothing beyond this fan-out.
+  let bus: any BrokerBus
+  /// The bus's catch-ups of every device (BrokerServer+Bus.swift): one at a time, a second apart; one asked for
+  /// meanwhile is owed.
+  var busCatchUps = (running: false, owed: false, startedAt: UInt64(0), later: LoopTimer?.none)
   private var pruneTimer: LoopTimer?
   private(set) var stopping = false
 
@@ -147,6 +152,12 @@ public final class BrokerServer {
     http.serverName = "pagesync-broker"
     self.http = HTTPServer(loop: loop, configuration: http, router: HTTPRouter())
     tls = try configuration.makeTLSContext(reusingTicketKeysOf: nil)
+    bus =
+      configuration.bus.map {
+        RedisBus(
+          loop: loop, configuration: $0, origin: EntityID.random().rawValue, epoch: store.epoch,
+          logger: logger)
+      } ?? InProcessBus()
     addRoutes(self.http.router)
   }
 
@@ -177,6 +188,7 @@ public final class BrokerServer {
     timer.start(after: 60_000, repeatEvery: 60_000) { [unowned self] in self.pruneLog() }
     pruneTimer = timer
     startStatusSampling()
+    startBus()
     http.onEvent = { [unowned self] event in self.log(event) }
   }
 
@@ -192,6 +204,9 @@ public final class BrokerServer {
     pruneTimer = nil
     statusTimer?.close()
     statusTimer = nil
+    bus.close()
+    busCatchUps.later?.close()
+    busCatchUps.later = nil
     for case let session? in sessions {
       flush(session)
       session.close(.shuttingDown)
@@ -230,6 +245,7 @@ public final class BrokerServer {
     figures.writerJobs = writer.pendingCompletions
     (figures.storeBytes, figures.storeWALBytes) = storeFileSizes()
     figures.startTimeSeconds = startTimeSeconds
+    figures.bus = bus.figures
     return figures
   }
 

@@ -170,6 +170,24 @@ enum StatusPage {
       ("bytes received", "pagesync_broker_received_bytes_total", figures.bytesReceived, true),
       ("bytes sent", "pagesync_broker_sent_bytes_total", figures.bytesSent, true),
     ]
+    // The bus between brokers, when there is one ([bus]): its state and what crossed it.
+    if figures.bus.kind == "redis" {
+      rows += [
+        (
+          "bus live (redis: \(figures.bus.state))", "pagesync_broker_bus_connected",
+          figures.bus.connected ? 1 : 0, false
+        ),
+        (
+          "bus messages published", "pagesync_broker_bus_published_messages_total", figures.bus.published,
+          false
+        ),
+        ("bus messages received", "pagesync_broker_bus_received_messages_total", figures.bus.received, false),
+        ("bus messages refused", "pagesync_broker_bus_refused_messages_total", figures.bus.refused, false),
+        ("bus messages dropped", "pagesync_broker_bus_dropped_messages_total", figures.bus.dropped, false),
+        ("bus reconnects", "pagesync_broker_bus_reconnects_total", figures.bus.reconnects, false),
+        ("bus catch-ups of every device", "pagesync_broker_bus_catchups_total", figures.bus.catchUps, false),
+      ]
+    }
     for (code, count) in figures.responses.seen(in: 400...599) {
       rows.append(
         ("HTTP \(code) answers", "pagesync_broker_http_refused_total{status=\"\(code)\"}", count, false))

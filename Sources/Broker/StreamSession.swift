@@ -96,6 +96,8 @@ final class StreamSession {
   let quotaUser: String
   /// Its subscriptions as last recorded in the host's quota.
   var countedSubscriptions = 0
+  /// The workspaces this stream holds on the bus (`BrokerBus.hold`): its grant's, as of the last sync.
+  var busWorkspaces: Set<String> = []
   /// Closes the stream when its JSON Web Token expires (4401); nil for a token that does not expire.
   var expiryTimer: LoopTimer?
 

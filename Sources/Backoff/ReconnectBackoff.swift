@@ -1,6 +1,6 @@
-/// When to try the broker again after a failed or lost connection: exponential backoff with full jitter
-/// (each delay uniform in 0...min(cap, base × 2^attempt)), so a thousand devices that lost the broker together do
-/// not come back together. Attempts reset once a connection has stayed up `resetAfter` ms.
+/// When to try again after a failed or lost connection (the daemon its broker, the broker its bus): exponential
+/// backoff with full jitter (each delay uniform in 0...min(cap, base × 2^attempt)), so a thousand devices that lost
+/// the broker together do not come back together. Attempts reset once a connection has stayed up `resetAfter` ms.
 ///
 /// I/O-free: times are the caller's clock in milliseconds and randomness is injected, so behaviour is tested as
 /// a trace.
