@@ -152,9 +152,13 @@ public struct LineChart: Sendable {
         ], text: tickLabel(value, y.ticks))
       out.close("g")
     }
+    // Labels that would overlap the one before are left out (the grid line stays); one that would pass the
+    // image's edge ends there instead ("99.99999%").
+    var labelledUpTo = -Double.infinity
     for value in xScale.ticks {
       guard let fraction = xScale.fraction(value) else { continue }
-      let position = Markup.coordinate(plotLeft + fraction * (plotRight - plotLeft))
+      let at = plotLeft + fraction * (plotRight - plotLeft)
+      let position = Markup.coordinate(at)
       out.open("g", [("class", "tick x-tick"), ("data-value", ReportValue.format(value, places: 9))])
       out.empty(
         "line",
@@ -162,12 +166,19 @@ public struct LineChart: Sendable {
           ("x1", position), ("x2", position), ("y1", Markup.coordinate(plotTop)),
           ("y2", Markup.coordinate(plotBottom)), ("stroke", "#d8dee4"), ("stroke-width", "1"),
         ])
-      out.element(
-        "text",
-        [
-          ("x", position), ("y", Markup.coordinate(plotBottom + 16)), ("text-anchor", "middle"),
-          ("fill", "#57606a"),
-        ], text: tickLabel(value, x.ticks))
+      let label = tickLabel(value, x.ticks)
+      let width = Self.textWidth(label)
+      let atEdge = at + width / 2 > Self.width - 2
+      let (start, end) = atEdge ? (at - width, at) : (at - width / 2, at + width / 2)
+      if start >= labelledUpTo + 6 {
+        labelledUpTo = end
+        out.element(
+          "text",
+          [
+            ("x", position), ("y", Markup.coordinate(plotBottom + 16)),
+            ("text-anchor", atEdge ? "end" : "middle"), ("fill", "#57606a"),
+          ], text: label)
+      }
       out.close("g")
     }
     out.empty(
@@ -282,6 +293,9 @@ public struct LineChart: Sendable {
     out.close("svg")
     return out.text
   }
+
+  /// About how wide `text` is at 12 px in a sans-serif font: enough to keep labels apart.
+  static func textWidth(_ text: String) -> Double { 6.7 * Double(text.count) }
 
   func tickLabel(_ value: Double, _ style: TickStyle) -> String {
     switch style {

@@ -251,4 +251,29 @@ import Testing
     // The second build is drawn dashed, in the same colour as its system.
     #expect(chart.contains("stroke-dasharray=\"6 4\""))
   }
+
+  @Test func xLabelsNeitherOverlapNorPassTheEdge() throws {
+    // Seven decades of percentiles: "99.99999%" at the right edge, labels ~70 px wide every ~77 px.
+    let points = LatencyDistribution.percentiles(count: 10_000_000).map {
+      LineChart.Point(x: 100 / (100 - $0), y: 1)
+    }
+    let chart = LineChart(
+      id: "p", title: "t", x: .init("percentile", .logarithmic, ticks: .percentile),
+      y: .init("ms", .logarithmic),
+      series: [.init(name: "s", points: points, colour: 0)])
+    let svg = chart.svg()
+    var extents: [(Double, Double)] = []
+    for tail in svg.split(separator: "<g class=\"tick x-tick\"").dropFirst() {
+      let group = tail[..<tail.firstRange(of: "</g>")!.lowerBound]
+      guard let text = Self.elements("text", in: String(group)).first, let x = Double(text["x"] ?? "") else {
+        continue
+      }
+      let label = group.firstMatch(of: /<text [^>]*>([^<]*)</).map { String($0.1) } ?? ""
+      let width = LineChart.textWidth(label)
+      extents.append(text["text-anchor"] == "end" ? (x - width, x) : (x - width / 2, x + width / 2))
+    }
+    #expect(extents.count >= 5, "most decades labelled")
+    for (before, after) in zip(extents, extents.dropFirst()) { #expect(after.0 > before.1, "\(extents)") }
+    #expect(extents.allSatisfy { $0.1 <= LineChart.width })
+  }
 }
