@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 /// How a plot's axis maps a value to a position: linear from 0, or logarithmic by decades. Built from the values
 /// to show; ticks fall on round numbers.
 ///
@@ -112,9 +118,3 @@ public struct PlotScale: Sendable, Equatable {
     return ReportValue.format(value, places: magnitude < 0.01 && magnitude > 0 ? 6 : 3)
   }
 }
-
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
