@@ -87,8 +87,8 @@ demo: build
 # compiler cannot see (scripts/check-layering.sh: the device's programs link nothing of the broker); that no
 # program links full Foundation or ICU (scripts/check-links.sh, on this debug build); and the
 # README's `make demo`, every claim it prints checked (4 to 8 s on two cores; in a temporary directory, quiet
-# unless it fails). The status page's browser test runs last, alone: Chromium dies at start on a machine busy
-# with the parallel tests (StatusPageBrowserTests).
+# unless it fails). The browser tests (the status page; the plots of `pagesync-load --html`) run last, alone:
+# Chromium dies at start on a machine busy with the parallel tests (StatusPageBrowserTests).
 test: deps lint
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory verify-units
@@ -96,7 +96,7 @@ test: deps lint
 	@scripts/check-links.sh "$$($(SWIFT) build --show-bin-path)"
 	@scripts/demo.sh --check
 	$(SWIFT) test --skip-build
-	PAGESYNC_BROWSER_TESTS=1 $(SWIFT) test --skip-build --filter StatusPageBrowserTests
+	PAGESYNC_BROWSER_TESTS=1 $(SWIFT) test --skip-build --filter 'StatusPageBrowserTests|LoadReportBrowserTests'
 
 # scripts/check-links.sh on the release builds as shipped: `swift build -c release` (full Foundation and ICU not
 # NEEDED) and make install's --static-swift-stdlib build (neither Foundation's nor ICU's symbols linked in). CI

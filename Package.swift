@@ -176,10 +176,12 @@ let package = Package(
 
     // The load harness (docs/benchmarks.md).
     // What a load run decides without I/O: the open-loop schedule, delivery bookkeeping under coalescing,
-    // latency summaries, RESP framing, the report's table and JSON.
+    // latency summaries, RESP framing, the report's table and JSON (written and read back), its plots (HTML and SVG).
     .target(
       name: "LoadCore",
-      dependencies: ["SeededRandom", "RedisWire", .product(name: "Histogram", package: "hdrhistogram-swift")]),
+      dependencies: [
+        "SeededRandom", "RedisWire", "StrictJSON", .product(name: "Histogram", package: "hdrhistogram-swift"),
+      ]),
     // Wiring: the broker and redis-server as child processes, device streams, writers and RESP clients on one loop;
     // and the rich-text benchmark on editing traces (`pagesync-load text`).
     .target(

@@ -10,12 +10,20 @@ of them alike): keep each run's report with --save DIR, then summarize the kept 
 
   scripts/load-median.py --save var/round/b1 1 .build-release/release/pagesync-load compare B1 --sweep
   scripts/load-median.py --reports var/round/b1/*.json
+
+--html FILE (before the rest) also draws the reports as `pagesync-load render` draws them: one HTML page, each
+point the median across the runs; reports with a "label" (run with --label) or from several directories are
+series of their own (old and new builds side by side). The program that draws: --load PROGRAM, else the
+command's own pagesync-load, else $PAGESYNC_LOAD, else the release or debug build of this checkout.
+
+  scripts/load-median.py --html var/round/b1.html --reports var/round/old-b1/*.json var/round/new-b1/*.json
 """
 import os
 import json
 import statistics
 import subprocess
 import sys
+import tempfile
 
 FIGURES = [
     "batches.acked_per_s", "batches.mutations_per_s", "batches.ack_latency.p50_ms", "batches.ack_latency.p99_ms",
@@ -56,31 +64,70 @@ def leaf(obj, path):
     return obj if isinstance(obj, (int, float)) and not isinstance(obj, bool) else None
 
 
+def render(html, load, paths):
+    """Draws the reports at `paths` into `html` with `pagesync-load render` (no second renderer here)."""
+    if load is None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        candidates = [os.environ.get("PAGESYNC_LOAD")] + [
+            os.path.join(root, build, "pagesync-load")
+            for build in (".build-release/release", ".build/release", ".build/debug")
+        ]
+        load = next((path for path in candidates if path and os.access(path, os.X_OK)), None)
+        if load is None:
+            sys.exit("--html: no pagesync-load to render with (give --load PROGRAM or set PAGESYNC_LOAD)")
+    out = subprocess.run([load, "render", "--html", html, *paths], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{load} render failed ({out.returncode}): {out.stderr.strip()}")
+    print(f"plots: {html}")
+
+
 def main():
     args = sys.argv[1:]
+    html = load = None
+    while args[:1] in (["--html"], ["--load"]):
+        if len(args) < 2:
+            sys.exit(f"{args[0]} needs a value")
+        if args[0] == "--html":
+            html = args[1]
+        else:
+            load = args[1]
+        args = args[2:]
     if args[:1] == ["--reports"]:
         paths = args[1:]
         if not paths:
             sys.exit("--reports needs at least one report file")
         summarize(" ".join(paths), [json.load(open(path)) for path in paths])
+        if html:
+            render(html, load, paths)
         return
     save = None
     if args[:1] == ["--save"]:
         save, args = args[1], args[2:]
         os.makedirs(save, exist_ok=True)
     runs, command = int(args[0]), args[1:]
-    reports = []
+    reports, texts = [], []
     for index in range(runs):
         out = subprocess.run(command + ["--json", "--quiet"], capture_output=True, text=True)
         if out.returncode not in (0, 2):
             sys.exit(f"run {index + 1} failed ({out.returncode}): {out.stderr}")
         reports.append(json.loads(out.stdout))
+        texts.append(out.stdout)
         if save:
             # Numbered after the reports already there, so repeated calls (interleaved rounds) add to them.
             taken = len([name for name in os.listdir(save) if name.endswith(".json")])
             with open(os.path.join(save, f"{taken + 1:02}.json"), "w") as file:
                 file.write(out.stdout)
     summarize(" ".join(command), reports)
+    if html:
+        if load is None and os.path.basename(command[0]) == "pagesync-load":
+            load = command[0]
+        with tempfile.TemporaryDirectory(prefix="load-median-") as directory:
+            paths = []
+            for index, text in enumerate(texts):
+                paths.append(os.path.join(directory, f"{index + 1:02}.json"))
+                with open(paths[-1], "w") as file:
+                    file.write(text)
+            render(html, load, paths)
 
 
 def summarize(title, reports):

@@ -4,7 +4,12 @@ public indirect enum ReportValue: Sendable {
   case number(Double)
   case string(String)
   case bool(Bool)
+  /// A number written with up to `places` decimals, where `number`'s 3 would lose it (a percentile such as
+  /// 99.99875).
+  case decimal(Double, places: Int)
   case object([(String, ReportValue)])
+  /// A list: plot data (a latency distribution's `[percentile, ms]` pairs), which tables leave out.
+  case array([ReportValue])
 
   /// The value at a dotted path (`"delivery.p99_ms"`), nil if absent.
   public subscript(path: String) -> ReportValue? {
@@ -23,11 +28,36 @@ public indirect enum ReportValue: Sendable {
     switch self {
     case .int(let value): Double(value)
     case .number(let value): value
+    case .decimal(let value, _): value
     default: nil
     }
   }
 
-  /// Every leaf with its dotted path, in order: the rows of a table.
+  /// The report with `"label"` (which build or setup it measured: plots draw each label as a series of its own)
+  /// after its first field, the scenario; an old label is replaced.
+  public func labelled(_ label: String) -> ReportValue {
+    guard case .object(var fields) = self else { return self }
+    fields.removeAll { $0.0 == "label" }
+    fields.insert(("label", .string(label)), at: min(1, fields.count))
+    return .object(fields)
+  }
+
+  /// The elements of a list, nil for anything else.
+  public var elements: [ReportValue]? {
+    guard case .array(let elements) = self else { return nil }
+    return elements
+  }
+
+  /// Text, nil for anything else.
+  public var string: String? {
+    guard case .string(let text) = self else { return nil }
+    return text
+  }
+
+  /// Plot data (a list): what tables leave out.
+  var isPlotData: Bool { elements != nil }
+
+  /// Every leaf with its dotted path, in order: the rows of a table. A list is a leaf.
   public func flattened(prefix: String = "") -> [(String, ReportValue)] {
     guard case .object(let fields) = self else { return [(prefix, self)] }
     return fields.flatMap { key, value in value.flattened(prefix: prefix.isEmpty ? key : prefix + "." + key) }
@@ -38,10 +68,12 @@ public indirect enum ReportValue: Sendable {
     switch self {
     case .int(let value): return String(value)
     case .number(let value): return ReportValue.format(value)
+    case .decimal(let value, let places): return ReportValue.format(value, places: places)
     case .bool(let value): return value ? "true" : "false"
     case .string(let value): return ReportValue.quote(value)
     case .object(let fields):
       return "{" + fields.map { ReportValue.quote($0.0) + ":" + $0.1.json }.joined(separator: ",") + "}"
+    case .array(let elements): return "[" + elements.map(\.json).joined(separator: ",") + "]"
     }
   }
 
@@ -56,9 +88,11 @@ public indirect enum ReportValue: Sendable {
 
   /// A number rounded to 3 decimals; JSON has no NaN or infinity, so those become 0 (a report never has them
   /// unless a run had nothing to measure).
-  static func format(_ value: Double) -> String {
+  static func format(_ value: Double, places: Int = 3) -> String {
     guard value.isFinite else { return "0" }
-    let rounded = (value * 1000).rounded() / 1000
+    var scale = 1.0
+    for _ in 0..<max(0, min(places, 15)) { scale *= 10 }
+    let rounded = (value * scale).rounded() / scale
     if rounded == rounded.rounded(), abs(rounded) < 1e15 { return String(Int64(rounded)) }
     return String(rounded)
   }
@@ -90,7 +124,7 @@ public enum ReportTable {
   /// One row per leaf of `report`: `metric  value`. Text longer than a figure (notes) follows the table as
   /// `metric: text` lines, so it does not widen every row.
   public static func render(_ report: ReportValue) -> String {
-    let leaves = report.flattened()
+    let leaves = report.flattened().filter { !$0.1.isPlotData }
     let long = leaves.filter { $0.1.text.count > 40 }
     let table = render(
       header: ["metric", "value"], rows: leaves.filter { $0.1.text.count <= 40 }.map { [$0.0, $0.1.text] })
@@ -141,7 +175,7 @@ public enum ComparisonReport {
   /// Four columns: figure, pagesync, redis, ratio; long text (notes) follows the table.
   public static func table(pagesync: ReportValue, redis: ReportValue) -> String {
     let ratios = Dictionary(ratios(pagesync: pagesync, redis: redis), uniquingKeysWith: { a, _ in a })
-    let leaves = pagesync.flattened()
+    let leaves = pagesync.flattened().filter { !$0.1.isPlotData }
     let isLong = { (path: String, value: ReportValue) in
       value.text.count > 40 || (redis[path]?.text.count ?? 0) > 40
     }

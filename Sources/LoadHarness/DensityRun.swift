@@ -256,7 +256,7 @@ final class DensityRun: ScenarioRun {
             ("updates_per_s_asked", .number(options.updatesPerSecond)),
             ("batches_per_s", .number(layout.pageChangesPerSecond(forUpdates: options.updatesPerSecond))),
             ("seconds", .number(options.seconds)), ("scheduled", .int(total)), ("acked", .int(acked)),
-            ("failed", .int(failed)), ("ack_latency", ackLatency.summary.reportValue),
+            ("failed", .int(failed)), ("ack_latency", ackLatency.reportValue),
           ])
         ),
         (
@@ -267,7 +267,7 @@ final class DensityRun: ScenarioRun {
             ("complete_devices", .int(complete)), ("stale_subscriptions", .int(stale)),
             ("regressions", .int(ledger.regressions)), ("strays", .int(ledger.strays)),
             ("unmatched", .int(ledger.unmatchedNotifications)),
-            ("latency", ledger.latency.summary.reportValue),
+            ("latency", ledger.latency.reportValue),
           ])
         ),
         MeasurementWindow.generatorSection(

@@ -50,6 +50,9 @@ final class FanOutRun: ScenarioRun {
     var generatorNotes: [String]
     var lagP99Ms: Double
     var harnessCPUPercent: Double
+    /// The server's CPU over the step and its drain (`{"measured": false}` for a server the harness did not
+    /// start): a multi-step report gives it per step.
+    var server: ReportValue
     var ok: Bool
   }
 
@@ -280,7 +283,7 @@ final class FanOutRun: ScenarioRun {
         .object([
           ("scheduled", .int(total)), ("acked", .int(acked)), ("failed", .int(failed)),
           ("unchanged", .int(unchanged)), ("acked_per_s", .number(result.ackedPerSecond)),
-          ("ack_latency", ackLatency.summary.reportValue),
+          ("ack_latency", ackLatency.reportValue),
         ])
       ),
       (
@@ -292,7 +295,7 @@ final class FanOutRun: ScenarioRun {
           ("updates_per_s", .number(updatesPerSecond)),
           ("complete_subscribers", .int(ledger.completeSubscribers)), ("lost_subscribers", .int(lost)),
           ("regressions", .int(ledger.regressions)), ("unmatched_frames", .int(ledger.unmatchedFrames)),
-          ("latency", latency.reportValue),
+          ("latency", ledger.latency.reportValue),
         ])
       ),
       generator.section,
@@ -308,7 +311,10 @@ final class FanOutRun: ScenarioRun {
       Step(
         name: stepName, result: result, latency: latency, rss: rss, fields: fields, notes: notes,
         generatorNotes: generator.notes, lagP99Ms: tick.lag.summary.p99,
-        harnessCPUPercent: window.harnessCPUPercent(now: now), ok: ok))
+        harnessCPUPercent: window.harnessCPUPercent(now: now),
+        server: server.report(
+          before: window.serverBefore, after: server.sample(), wallSeconds: window.seconds(until: now)),
+        ok: ok))
     if case .rising(var rates) = stepping {
       rates.record(result)
       stepping = .rising(rates)
@@ -373,7 +379,18 @@ final class FanOutRun: ScenarioRun {
   }
 
   private func stepSections() -> [(String, ReportValue)] {
-    [("steps", .object(steps.map { ($0.name, .object([("rate", .number($0.result.rate))] + $0.fields)) }))]
+    [
+      (
+        "steps",
+        .object(
+          steps.map { step in
+            (
+              step.name,
+              .object([("rate", .number(step.result.rate))] + step.fields + [("server", step.server)])
+            )
+          })
+      )
+    ]
   }
 
   private func saturation(_ rates: RateSteps) -> ReportValue {

@@ -149,7 +149,7 @@ final class WriteRun: ScenarioRun {
             ("sent", .int(sent)), ("acked", .int(acked)), ("failed", .int(failed)),
             ("acked_per_s", .number(Double(acked) / elapsed)),
             ("mutations_per_s", .number(Double(acked * options.batchSize) / elapsed)),
-            ("rejected_mutations", .int(rejected)), ("ack_latency", ackLatency.summary.reportValue),
+            ("rejected_mutations", .int(rejected)), ("ack_latency", ackLatency.reportValue),
           ])
         ),
         generator.section,

@@ -23,6 +23,16 @@ struct CommonOptions: ParsableArguments {
   @Flag(help: "Print one JSON object instead of a table.")
   var json = false
 
+  @Option(
+    help: """
+      Also write the run's plots to this file: one self-contained HTML page (inline SVG, no script, nothing \
+      fetched): p99 and throughput by offered rate, latency by percentile, server CPU, the run's notes.
+      """)
+  var html: String?
+
+  @Option(help: "A name for this build or setup, kept in the report as \"label\" (render draws each apart).")
+  var label: String?
+
   @Flag(help: "A short run (under a minute): for smoke tests and a first look.")
   var quick = false
 
@@ -288,7 +298,9 @@ struct RunCommand: ParsableCommand {
     case .reconnectStorm: report = try runner.reconnectStorm(density.reconnect(sizes, quick: common.quick))
     case .soak: report = try runner.soak(density.soak(sizes, quick: common.quick, timeout: common.timeout))
     }
-    Output.print(report, json: common.json)
+    let labelled = Output.labelled(report, common.label)
+    Output.print(labelled, json: common.json)
+    try Output.writeHTML(of: [labelled], to: common.html)
     if report["ok"].map({ if case .bool(false) = $0 { true } else { false } }) == true {
       throw ExitCode(2)
     }
@@ -318,12 +330,7 @@ struct CompareCommand: ParsableCommand {
       scenario == .fanOut ? try sizes.fanOut(quick: common.quick) : try sizes.spread(quick: common.quick)
     let pagesync = try runner.fanOut(options, scenario: scenario.rawValue)
     let redis = try runner.fanOutRedis(options, scenario: scenario.rawValue)
-    if common.json {
-      Output.write(
-        ComparisonReport.make(scenario: scenario.rawValue, pagesync: pagesync, redis: redis).json + "\n")
-    } else {
-      Output.write(ComparisonReport.table(pagesync: pagesync, redis: redis))
-    }
+    try Output.comparison(scenario: scenario.rawValue, pagesync: pagesync, redis: redis, common: common)
   }
 }
 
@@ -331,6 +338,27 @@ enum Output {
   /// Closes the runner's loop; a handle left open is a harness bug, reported but not fatal to the report.
   static func close(_ runner: LoadRunner) {
     do { try runner.close() } catch { LoadHarness.HostProcess.writeError("pagesync-load: \(error)\n") }
+  }
+
+  /// `report` with `"label"` (`--label`), or as it is without one.
+  static func labelled(_ report: ReportValue, _ label: String?) -> ReportValue {
+    label.map { report.labelled($0) } ?? report
+  }
+
+  /// `compare`'s output: the JSON or the table, and the plots with `--html`.
+  static func comparison(scenario: String, pagesync: ReportValue, redis: ReportValue, common: CommonOptions)
+    throws
+  {
+    let report = labelled(
+      ComparisonReport.make(scenario: scenario, pagesync: pagesync, redis: redis), common.label)
+    write(common.json ? report.json + "\n" : ComparisonReport.table(pagesync: pagesync, redis: redis))
+    try writeHTML(of: [report], to: common.html)
+  }
+
+  /// The plots of `reports` as one HTML page at `path` (nothing without a path).
+  static func writeHTML(of reports: [ReportValue], to path: String?) throws {
+    guard let path else { return }
+    try ReportFile.write(PlotReport.html(try PlotData(reports: reports)), to: path)
   }
 
   static func print(_ report: ReportValue, json: Bool) {

@@ -98,10 +98,6 @@ extension CompareCommand {
     let options = try density.density(sizes, quick: common.quick)
     let pagesync = try runner.density(options)
     let redis = try runner.densityRedis(options)
-    if common.json {
-      Output.write(ComparisonReport.make(scenario: "B3", pagesync: pagesync, redis: redis).json + "\n")
-    } else {
-      Output.write(ComparisonReport.table(pagesync: pagesync, redis: redis))
-    }
+    try Output.comparison(scenario: "B3", pagesync: pagesync, redis: redis, common: common)
   }
 }

@@ -9,7 +9,7 @@ struct LoadCommand: ParsableCommand {
     commandName: "pagesync-load",
     abstract:
       "Load scenarios against pagesync-broker, and side by side with redis-server; RichText on editing traces.",
-    subcommands: [RunCommand.self, CompareCommand.self, TextCommand.self])
+    subcommands: [RunCommand.self, CompareCommand.self, RenderCommand.self, TextCommand.self])
 }
 
 LoadCommand.main()

@@ -12,18 +12,16 @@ import html
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-import zlib
 
 import websockets
 
-from checks import check, fail, json_caller
+from checks import check, fail, json_caller, png_pixels
 
 BASE, ALICE, BOB, CHROMIUM, STORE_FILE, BATCH_MUTATIONS = sys.argv[1:7]
 WS = BASE.replace("http://", "ws://") + "/v1/stream"
@@ -90,55 +88,6 @@ def element_text(dom, attribute):
     match = re.search(re.escape(attribute) + r'[^>]*>(.*?)</', dom, re.S)
     check(match is not None, f"the page has an element with {attribute}")
     return match.group(1)
-
-
-def png_pixels(path):
-    """(width, height, rows of RGB bytes) of a PNG, its chunks' CRCs checked (8-bit RGB or RGBA)."""
-    data = open(path, "rb").read()
-    check(data[:8] == b"\x89PNG\r\n\x1a\n", "the screenshot is a PNG")
-    position, header, compressed = 8, None, b""
-    while position < len(data):
-        length, kind = struct.unpack(">I4s", data[position : position + 8])
-        body = data[position + 8 : position + 8 + length]
-        (crc,) = struct.unpack(">I", data[position + 8 + length : position + 12 + length])
-        if zlib.crc32(kind + body) != crc:
-            fail(f"PNG chunk {kind} has a bad CRC")
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            compressed += body
-        position += 12 + length
-    width, height, depth, colour = header[:4]
-    check(depth == 8 and colour in (2, 6), f"8-bit RGB or RGBA (depth {depth}, colour type {colour})")
-    channels = 3 if colour == 2 else 4
-    raw = zlib.decompress(compressed)
-    stride = width * channels
-    check(len(raw) == height * (stride + 1), "the image data has every row")
-    rows, previous = [], bytes(stride)
-    for y in range(height):
-        kind, line = raw[y * (stride + 1)], raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]
-        if kind == 0 or (kind == 2 and not any(line)):
-            row = line if kind == 0 else previous
-        elif kind == 2:
-            row = bytes((a + b) & 255 for a, b in zip(line, previous))
-        else:
-            row = bytearray(line)
-            for i in range(stride):
-                left = row[i - channels] if i >= channels else 0
-                up, corner = previous[i], previous[i - channels] if i >= channels else 0
-                if kind == 1:
-                    predicted = left
-                elif kind == 3:
-                    predicted = (left + up) // 2
-                else:
-                    estimate = left + up - corner
-                    pa, pb, pc = abs(estimate - left), abs(estimate - up), abs(estimate - corner)
-                    predicted = left if pa <= pb and pa <= pc else up if pb <= pc else corner
-                row[i] = (row[i] + predicted) & 255
-            row = bytes(row)
-        rows.append(row[::1] if channels == 3 else bytes(b for i, b in enumerate(row) if i % 4 != 3))
-        previous = row
-    return width, height, rows
 
 
 async def main():
