@@ -246,6 +246,8 @@ let package = Package(
         "ByteBuffers", "DaemonCoreTestKit",
         "Daemon", "DaemonCore", "DaemonStore", "SyncModel", "SyncProtocol", "StrictJSON",
         "StrictJSONTestKit", "TOMLConfig", "EventLoop", "EventLoopTestKit", "Web", "SQLiteStore",
+        // madvise(MADV_PAGEOUT) checked on a mapping of the test's own (PageOutTests.swift).
+        "CMallocInfo",
         .product(name: "Logging", package: "swift-log"),
         // A real broker in-process, on the daemon's loop, for the token tests (RealBrokerTokenTests.swift).
         "Broker",

@@ -78,6 +78,9 @@ final class SyncDriver {
   let memoryTimer: LoopTimer
   /// How many times memory was given back (tests).
   var memoryReturns = 0
+  /// How many file mappings the last return of memory asked the kernel to page out (-1: /proc/self/maps could
+  /// not be read) (tests).
+  var pagedOutMappings = 0
   /// How long after the last burst of work the memory is given back: long enough that a sync's fetch rounds are
   /// over, short enough that an idle daemon is small a second after going idle. Tests shorten it.
   var memoryReturnDelayMillis: UInt64 = 1_000

@@ -77,6 +77,7 @@ import Testing
     #expect(harness.machine.state == .live)
     #expect(round == nil, "nothing holds a round that is over")
     try harness.run(until: "the memory given back") { harness.driver.memoryReturns == 1 }
+    #expect(harness.driver.pagedOutMappings > 0, "the code mapped from files is paged out too")
     try harness.shutdown()
   }
 
