@@ -58,7 +58,7 @@ PROGRAM_DIR ?=
 # Extra `swift build` flags for verify-units and faults, e.g. BUILD_FLAGS="--scratch-path .build-x".
 BUILD_FLAGS ?=
 
-.PHONY: all deps build lint format test check-links check-release-links fuzz faults hostile sanitize sanitize-thread clean run demo install install-files verify-units
+.PHONY: all deps build lint format test check-links check-release-links fuzz faults hostile sanitize sanitize-thread clean run run-cluster demo install install-files verify-units
 
 all: build
 
@@ -78,6 +78,10 @@ format:
 # their stores under ./var (no tokens: loopback only). Prints how to use pagesync; Ctrl-C stops both.
 run: build
 	@scripts/run.sh
+
+# Two brokers on PostgreSQL and Redis, a daemon on each, all processes of their own under ./var (issue #19).
+run-cluster: build
+	@scripts/run-cluster.sh
 
 # The seed's story with two devices (a laptop and a phone) and a broker, scripted, under var/demo.
 demo: build
