@@ -51,6 +51,7 @@ let package = Package(
     // zlib).
     .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
     .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
     .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     // libssl beside it: TLS for both programs, driven through memory BIOs on the loop (Web's TLSSession).
@@ -83,7 +84,10 @@ let package = Package(
       name: "Web", dependencies: ["ByteBuffers", "EventLoop", "CHTTPParser", "CCrypto", "CSSL", "StrictJSON"]),
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
-    .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
+    .target(name: "StoreInterface"),
+    .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop", "StoreInterface"]),
+    .target(name: "PostgresStore", dependencies: ["CLibPQ", "StoreInterface"]),
+    .target(name: "PostgresTestKit", dependencies: ["PostgresStore", "EventLoop", "EventLoopTestKit"]),
     // toml++ (Debian's libtomlplusplus, the shared library: security fixes arrive with the system's updates)
     // behind a small C API (include/ctoml.h), so no Swift module needs C++ interop. Not TOMLKit: its objects
     // autolink full Foundation and ICU into every program that reads a configuration (docs/architecture.md).
@@ -119,7 +123,7 @@ let package = Package(
     // Notification fan-out without I/O: channel index, per-subscriber coalescing queues.
     .target(name: "BrokerCore"),
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
-    .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel", "RichText"]),
+    .target(name: "BrokerStore", dependencies: ["SQLiteStore", "StoreInterface", "SyncModel", "RichText"]),
     // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
     .target(name: "SyncProtocol", dependencies: ["SyncModel", "StrictJSON"]),
     // Wiring: configuration, auth, routes, device streams, lifecycle.
@@ -214,7 +218,11 @@ let package = Package(
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",
-      dependencies: ["BrokerStore", "RichText", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
+      dependencies: [
+        "BrokerStore", "RichText", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit",
+        "PostgresStore",
+        "PostgresTestKit",
+      ]),
     .testTarget(
       name: "BrokerTests",
       dependencies: [

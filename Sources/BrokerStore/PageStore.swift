@@ -1,15 +1,17 @@
 import FoundationEssentials
 import SQLiteStore
+import StoreInterface
 import SyncModel
 
-/// The broker's authoritative page store over one SQLite connection.
+/// The broker's authoritative page store over one connection of the store interface: SQLite or PostgreSQL
+/// (`StoreConnection`; the SQL is shared, the schema has a migration list per engine).
 ///
 /// Threading: owned by the thread that runs its connection (the broker's writer thread); never the loop thread.
 /// Writes are expected inside a transaction the caller opened (`SQLiteWriter` groups batches into one, each
 /// batch in a savepoint). A mutation has no savepoint of its own: every rejection is decided before its first
 /// write, so a rejected one leaves nothing behind (`apply` checks that rule on every rejection).
 public final class PageStore {
-  public let connection: SQLiteConnection
+  public let connection: any StoreConnection
   /// A random id made when the store was created: a restored or replaced store has another, which tells clients
   /// that sequence numbers they hold mean nothing here.
   public let epoch: String
@@ -42,29 +44,32 @@ public final class PageStore {
   let decoder = JSONDecoder()
 
   /// Opens the store on `connection`, migrating it to the newest schema, and creating its epoch on first use.
-  public init(connection: SQLiteConnection, limits: MutationLimits = MutationLimits()) throws {
+  public init(connection: any StoreConnection, limits: MutationLimits = MutationLimits()) throws {
     self.connection = connection
     self.limits = limits
-    _ = try SQLiteMigrator(PageStore.migrations).migrate(connection)
+    try PageStore.migrate(connection)
     try PageStore.backfillTextStates(connection)
     try PageStore.countPageSizes(connection)
     try PageStore.backfillHeights(connection)
-    let meta = try PageStore.readMeta(connection)
-    if let epoch = meta["epoch"] {
+    if let epoch = try PageStore.readMeta(connection)["epoch"] {
       self.epoch = epoch
     } else {
-      epoch = Crypto.randomHex(16)
-      try connection.execute("INSERT INTO meta (key, value) VALUES ('epoch', ?)", [.text(epoch)])
+      // Brokers sharing a PostgreSQL store may open it at once: the first insert wins, all read its epoch.
+      try connection.execute(
+        "INSERT INTO meta (key, value) VALUES ('epoch', ?) ON CONFLICT (key) DO NOTHING",
+        [.text(Crypto.randomHex(16))])
+      guard let epoch = try PageStore.readMeta(connection)["epoch"] else { throw PageStoreOpenError.noEpoch }
+      self.epoch = epoch
     }
   }
 
   /// A store that only reads, on a connection of its own to a file that a writing `PageStore` opened first
   /// (migrated, with an epoch): the broker's reader threads. It migrates and writes nothing.
-  public init(reading connection: SQLiteConnection) throws {
+  public init(reading connection: any StoreConnection) throws {
     self.connection = connection
     limits = MutationLimits()
     guard let epoch = try PageStore.readMeta(connection)["epoch"] else {
-      throw SQLiteError(extendedCode: 1, message: "the store has no epoch: open it for writing first")
+      throw PageStoreOpenError.noEpoch
     }
     self.epoch = epoch
   }
@@ -78,7 +83,7 @@ public final class PageStore {
     return UInt64(value) ?? 0
   }
 
-  private static func readMeta(_ connection: SQLiteConnection) throws -> [String: String] {
+  private static func readMeta(_ connection: any StoreConnection) throws -> [String: String] {
     var meta: [String: String] = [:]
     for row in try connection.query("SELECT key, value FROM meta") {
       if case .text(let key) = row[0], case .text(let value) = row[1] { meta[key] = value }
@@ -131,5 +136,17 @@ enum Crypto {
       out.append(hex[Int(byte & 0x0F)])
     }
     return String(decoding: out, as: UTF8.self)
+  }
+}
+
+/// Why a store could not be opened.
+public enum PageStoreOpenError: Error, CustomStringConvertible {
+  /// The store has no epoch: a reader opened it before any writer created it.
+  case noEpoch
+
+  public var description: String {
+    switch self {
+    case .noEpoch: "the store has no epoch: open it for writing first"
+    }
   }
 }
