@@ -131,6 +131,7 @@ let package = Package(
       name: "Broker",
       dependencies: [
         "ByteBuffers", "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON",
+        "PostgresStore", "StoreInterface",
         "TOMLConfig", "JSONWebToken",
         "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -258,7 +259,9 @@ let package = Package(
     // Real processes on loopback: the broker driven by curl and Python (urllib, websockets); the daemons driven
     // through the built pagesync, their stores read with the sqlite3 command line.
     .testTarget(
-      name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
+      name: "IntegrationTests",
+      dependencies: ["EventLoop", "EventLoopTestKit", "PostgresStore", "PostgresTestKit"],
+      exclude: ["Python"]),
   ],
   swiftLanguageModes: [.v6],
   // toml++ needs C++17 (the CTOML shim).

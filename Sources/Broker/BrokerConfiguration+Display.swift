@@ -26,7 +26,8 @@ extension BrokerConfiguration {
       ("server.listen", quoted(listen.description)),
       ("server.tls.cert", tlsCertificateFile.map(quoted) ?? "none (plain HTTP)"),
       ("server.tls.key", tlsKeyFile.map(quoted) ?? "none"),
-      ("store.path", quoted(storePath)),
+      ("store.path", storeURL == nil ? quoted(storePath) : "unused ([store] url is set)"),
+      ("store.url", storeURL.map { quoted(Self.withoutPassword($0)) } ?? "none (SQLite)"),
       ("store.synchronous", quoted(synchronous)),
       ("store.log_retention", "\(logRetention)"),
       ("store.readers", "\(readers)"),
@@ -57,5 +58,19 @@ extension BrokerConfiguration {
       ("log.level", quoted(logLevel)),
       ("stream.ping_interval", "\(pingIntervalSeconds)"),
     ]
+  }
+}
+
+extension BrokerConfiguration {
+  /// A store URL as shown (in `--check-config`, logs): a password in it (`user:secret@`) replaced by `***`.
+  public static func withoutPassword(_ url: String) -> String {
+    let bytes = Array(url.utf8)
+    guard let scheme = bytes.firstIndex(of: UInt8(ascii: "/")), scheme + 1 < bytes.count,
+      bytes[scheme + 1] == UInt8(ascii: "/"),
+      let at = bytes[(scheme + 2)...].firstIndex(of: UInt8(ascii: "@")),
+      let colon = bytes[(scheme + 2)..<at].firstIndex(of: UInt8(ascii: ":"))
+    else { return url }
+    return String(decoding: bytes[..<colon], as: UTF8.self) + ":***"
+      + String(decoding: bytes[at...], as: UTF8.self)
   }
 }

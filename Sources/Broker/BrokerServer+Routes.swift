@@ -168,8 +168,10 @@ extension BrokerServer {
         case .failure(let error):
           self.logger.error(
             "batch failed", metadata: ["broker.client": "\(batch.client)", "error": "\(error)"])
-          responder.respond(
-            HTTPResponseError(.internalServerError, "the batch could not be stored: \(error)").response)
+          // A store that cannot be reached (PostgreSQL restarting) committed nothing: try again later.
+          let status: HTTPStatus =
+            error is any StoreUnavailableError ? .serviceUnavailable : .internalServerError
+          responder.respond(HTTPResponseError(status, "the batch could not be stored: \(error)").response)
         }
       })
   }
@@ -353,6 +355,9 @@ extension BrokerServer {
   private func readFailed(_ error: any Error, _ what: String) -> HTTPResponse {
     if let refusal = error as? SQLiteReaderPoolError {
       return HTTPResponseError(.serviceUnavailable, "\(what): \(refusal)").response
+    }
+    if error is any StoreUnavailableError {
+      return HTTPResponseError(.serviceUnavailable, "\(what): \(error)").response
     }
     logger.error("read failed", metadata: ["error": "\(error)"])
     return HTTPResponseError(.internalServerError, "\(what): \(error)").response

@@ -182,9 +182,20 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
     return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE
   }
 
-  public func beginGroup() throws {
+  public func beginGroup() throws { try begin("BEGIN") }
+
+  /// Opens a transaction. A connection that died while idle (a server restart, a cut) is only found out when
+  /// used: if BEGIN finds it lost, nothing has run on it yet, so it is made again and BEGIN tried once more.
+  private func begin(_ sql: String) throws {
     try ensureConnected()
-    try execute("BEGIN")
+    do {
+      try execute(sql)
+    } catch is PostgresUnavailable {
+      if let connection { PQfinish(connection) }
+      connection = nil
+      try connect()
+      try execute(sql)
+    }
   }
 
   public func commitGroup() throws {
@@ -207,9 +218,8 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
   public func transaction<R>(writing: Bool, _ body: () throws -> R) throws -> R {
     // A read inside a reader's transaction (the reader pool opens one per read) shares it.
     if isInTransaction { return try body() }
-    try ensureConnected()
     // A read sees one snapshot of the store for all its queries, as an SQLite read transaction does.
-    try execute(writing ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    try begin(writing ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     let result: R
     do {
       result = try body()
