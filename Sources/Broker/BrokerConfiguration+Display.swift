@@ -26,8 +26,11 @@ extension BrokerConfiguration {
       ("server.listen", quoted(listen.description)),
       ("server.tls.cert", tlsCertificateFile.map(quoted) ?? "none (plain HTTP)"),
       ("server.tls.key", tlsKeyFile.map(quoted) ?? "none"),
-      ("store.path", storeURL == nil ? quoted(storePath) : "unused ([store] url is set)"),
-      ("store.url", storeURL.map { quoted(Self.withoutPassword($0)) } ?? "none (SQLite)"),
+      // `[store] url` is shown here, in place of the path it replaces (the sample file comments it out).
+      (
+        "store.path",
+        storeURL.map { "none: PostgreSQL, url = \(quoted(Self.withoutPassword($0)))" } ?? quoted(storePath)
+      ),
       ("store.synchronous", quoted(synchronous)),
       ("store.log_retention", "\(logRetention)"),
       ("store.readers", "\(readers)"),

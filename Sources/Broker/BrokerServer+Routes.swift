@@ -137,7 +137,7 @@ extension BrokerServer {
         if let since = mustPullAfter {
           let newer = try box.store.pagesChanged(
             after: since, workspaces: grant.workspaces, offset: 0, limit: 1)
-          if !newer.pages.isEmpty { return .failure(.mustPull(latest: box.store.sequence)) }
+          if !newer.pages.isEmpty { return .failure(.mustPull(latest: box.store.syncCursor)) }
         }
         do {
           return .success(
@@ -324,7 +324,7 @@ extension BrokerServer {
           let found = try store.pagesChanged(
             after: UInt64(since), workspaces: grant.workspaces, offset: 0, limit: 1)
           return BrokerProtocol.SyncMetadata(
-            hasChanges: !found.pages.isEmpty, latest: store.sequence, epoch: store.epoch)
+            hasChanges: !found.pages.isEmpty, latest: store.syncCursor, epoch: store.epoch)
         },
         completion: { [unowned self] result in
           switch result {

@@ -293,7 +293,14 @@ public final class BrokerServer {
       readers.read(on: loop, body, completion: completion)
     } else {
       let box = storeBox
-      writer.read(on: loop, { _ in try body(box.reader) }, completion: completion)
+      writer.read(
+        on: loop,
+        { connection in
+          // PostgreSQL: one snapshot for the whole read, as on a reader thread (the seed API's cursor is the
+          // snapshot's, and must be that of the pages read). SQLite's reads between groups stay in autocommit.
+          guard connection.engine == .postgres else { return try body(box.reader) }
+          return try connection.transaction(writing: false) { try body(box.reader) }
+        }, completion: completion)
     }
   }
 

@@ -1,3 +1,4 @@
+import BrokerStore
 import EventLoop
 import SQLiteStore
 
@@ -24,10 +25,13 @@ final class StoreHealthCheck {
       Result {
         // In a read transaction: a PostgreSQL connection lost while idle is made again at its BEGIN.
         let rows = try connection.transaction(writing: false) {
-          try connection.query("SELECT value FROM meta WHERE key = 'sequence'")
+          try connection.query(PageStore.sequenceSQL(connection.engine))
         }
-        guard case .text(let value)? = rows.first?.first else { return 0 }
-        return UInt64(value) ?? 0
+        switch rows.first?.first {
+        case .text(let value)?: return UInt64(value) ?? 0
+        case .integer(let value)?: return UInt64(clamping: value)
+        default: return 0
+        }
       }
     }
   }

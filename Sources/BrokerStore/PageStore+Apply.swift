@@ -84,6 +84,9 @@ extension PageStore {
     }
     guard workspaces.contains(batch.workspace) else { throw BatchError.workspaceForbidden(batch.workspace) }
     guard batch.hasConsecutiveIDs else { throw BatchError.nonConsecutiveIDs }
+    // Before anything is read: batches of one workspace are serialised until commit (PostgreSQL; SQLite's one
+    // writer already is), so that the sequence taken below is in commit order within the workspace.
+    try connection.lockForBatch(batch.workspace.rawValue)
     let client = try connection.query(
       "SELECT user_id, last_mutation_id, recent_digests FROM client WHERE id = ?",
       [.text(batch.client.rawValue)]
@@ -97,7 +100,7 @@ extension PageStore {
     // A time far ahead would win every last-writer-wins field it touches for as long: refused.
     let (latestTime, overflow) = nowMillis.addingReportingOverflow(maxClockAheadMillis)
     let latest = overflow ? UInt64.max : latestTime
-    let seq = try metaNumber("sequence") + 1
+    let seq = try nextSequence()
     var results: [MutationResult] = []
     var changes = ChangeSet()
     var context = ApplyContext(
@@ -207,9 +210,12 @@ extension PageStore {
     }
     var pages: [EntityID: UInt64] = [:]
     if !changes.fields.isEmpty {
-      try setMeta("sequence", String(seq))
+      if connection.engine == .sqlite { try setMeta("sequence", String(seq)) }
       let touch = try connection.statement(
-        "UPDATE page SET last_updated = ?, updated_at_ms = ? WHERE id = ?")
+        connection.engine == .sqlite
+          ? "UPDATE page SET last_updated = ?, updated_at_ms = ? WHERE id = ?"
+          : "UPDATE page SET last_updated = ?, updated_at_ms = ?, change_xid = pg_current_xact_id() WHERE id = ?"
+      )
       let log = try connection.statement(
         "INSERT INTO change_log (page_id, seq, field) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
       for (page, fields) in changes.fields {

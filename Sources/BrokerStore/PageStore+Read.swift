@@ -302,11 +302,19 @@ extension PageStore {
       [.integer(Int64(clamping: sequence))] + workspaces.sorted().map { .text($0.rawValue) } + [
         .integer(Int64(limit + 1)), .integer(Int64(offset)),
       ]
-    let ids = try connection.query(
-      """
+    // PostgreSQL: `sequence` is a `syncCursor`, an xid; a page changed by a transaction at or above it is new.
+    let sql =
+      connection.engine == .sqlite
+      ? """
       SELECT id FROM page WHERE last_updated > ? AND workspace_id IN (\(marks))
       ORDER BY last_updated, id LIMIT ? OFFSET ?
-      """, bindings
+      """
+      : """
+      SELECT id FROM page WHERE change_xid >= ? AND workspace_id IN (\(marks))
+      ORDER BY change_xid, id LIMIT ? OFFSET ?
+      """
+    let ids = try connection.query(
+      sql, bindings
     ).compactMap { if case .text(let id) = $0[0] { EntityID(trusted: id) } else { nil } }
     return (Array(ids.prefix(limit)), ids.count > limit)
   }

@@ -165,7 +165,10 @@ extension PageStore {
   /// The PostgreSQL schema: the same tables, columns and indexes as SQLite's migrations 1 to 6 together, in
   /// PostgreSQL's types (`bigint`, `double precision`, `bytea`). Ids, stamps and field names sort bytewise
   /// (`COLLATE "C"`), as SQLite's BINARY collation does, so that "ORDER BY ..., id" is the same order on both.
-  /// Later changes to the schema are a migration on each list.
+  /// Two things only PostgreSQL has, for several brokers on one store (docs/architecture.md, "Time across
+  /// brokers"): batches take their sequence from `batch_sequence` (not `meta.sequence`, a row every writer would
+  /// queue on), and each page keeps the id of the transaction that last changed it (`change_xid`), which the seed
+  /// API's cursor compares. Later changes to the schema are a migration on each list.
   static let postgresMigrations: [StoreMigration] = [
     StoreMigration(
       version: 1, name: "the schema of SQLite's version 6",
@@ -188,9 +191,12 @@ extension PageStore {
           last_updated BIGINT NOT NULL,
           updated_at_ms BIGINT NOT NULL,
           stored_bytes BIGINT,
-          height BIGINT NOT NULL DEFAULT -1
+          height BIGINT NOT NULL DEFAULT -1,
+          change_xid XID8 NOT NULL DEFAULT pg_current_xact_id()
         );
         CREATE INDEX page_workspace_updated ON page (workspace_id, last_updated);
+        CREATE INDEX page_workspace_xid ON page (workspace_id, change_xid);
+        CREATE SEQUENCE batch_sequence;
         CREATE INDEX page_parent_height ON page (parent_id, height);
         CREATE TABLE property (
           page_id TEXT COLLATE "C" NOT NULL,

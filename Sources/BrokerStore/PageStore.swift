@@ -17,7 +17,54 @@ public final class PageStore {
   public let epoch: String
   /// The sequence of the last batch that changed something. Read from the store, not cached: a transaction
   /// that rolls back (a failed group commit) leaves nothing stale behind.
-  public var sequence: UInt64 { (try? metaNumber("sequence")) ?? 0 }
+  public var sequence: UInt64 { (try? currentSequence()) ?? 0 }
+  /// The seed API's cursor (`GET /v1/sync`'s `latest`, `mutationsSince`): a read from this cursor misses no page
+  /// changed by a commit it did not see. SQLite: the sequence (one writer commits in sequence order).
+  /// PostgreSQL: the oldest transaction still running when the read's snapshot was taken
+  /// (`pg_snapshot_xmin`), compared with each page's `change_xid`: every transaction below it has ended, so
+  /// nothing that commits later lands below it. Opaque to clients; read it in the same transaction as the pages.
+  public var syncCursor: UInt64 {
+    switch connection.engine {
+    case .sqlite: return sequence
+    case .postgres:
+      guard
+        case .integer(let xmin)? = try? connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot())")
+          .first?.first
+      else { return 0 }
+      return UInt64(clamping: xmin)
+    }
+  }
+
+  /// The query that reads the store's sequence on `engine` (the health check's too).
+  public static func sequenceSQL(_ engine: StoreEngine) -> String {
+    switch engine {
+    case .sqlite: "SELECT value FROM meta WHERE key = 'sequence'"
+    // The newest committed batch that changed something (the log keeps at least the newest batches; numbers
+    // `batch_sequence` handed to batches that changed nothing, or are not committed yet, are not sequences).
+    case .postgres: "SELECT coalesce(max(seq), 0) FROM change_log"
+    }
+  }
+
+  func currentSequence() throws -> UInt64 {
+    switch try connection.query(Self.sequenceSQL(connection.engine)).first?.first {
+    case .integer(let value)?: UInt64(clamping: value)
+    case .text(let value)?: UInt64(value) ?? 0
+    default: 0
+    }
+  }
+
+  /// The sequence a batch that changes something takes: the next after the last (SQLite, whose one writer
+  /// stores it at the batch's end), or PostgreSQL's `nextval`, taken under the batch's workspace lock so that
+  /// within a workspace sequence order is commit order.
+  func nextSequence() throws -> UInt64 {
+    switch connection.engine {
+    case .sqlite: return try metaNumber("sequence") + 1
+    case .postgres:
+      guard case .integer(let value)? = try connection.query("SELECT nextval('batch_sequence')").first?.first
+      else { return 0 }
+      return UInt64(clamping: value)
+    }
+  }
   /// The change log holds every change after this sequence; a delta from an older time is a snapshot.
   public var logFloor: UInt64 { (try? metaNumber("log_floor")) ?? 0 }
   public var limits: MutationLimits
@@ -101,7 +148,7 @@ public final class PageStore {
   /// Returns how many entries went.
   @discardableResult
   public func pruneLog(keepingSequences keep: UInt64) throws -> Int {
-    let sequence = try metaNumber("sequence")
+    let sequence = try currentSequence()
     guard sequence > keep else { return 0 }
     let floor = sequence - keep
     guard floor > (try metaNumber("log_floor")) else { return 0 }

@@ -25,6 +25,8 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
   private(set) var session = 0
   public private(set) var changes = 0
   public private(set) var totalChanges = 0
+  /// Whether the open transaction took a batch lock (`lockForBatch`); false at every BEGIN.
+  private var holdsBatchLock = false
 
   public var engine: StoreEngine { .postgres }
 
@@ -187,6 +189,7 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
   /// Opens a transaction. A connection that died while idle (a server restart, a cut) is only found out when
   /// used: if BEGIN finds it lost, nothing has run on it yet, so it is made again and BEGIN tried once more.
   private func begin(_ sql: String) throws {
+    holdsBatchLock = false
     try ensureConnected()
     do {
       try execute(sql)
@@ -234,6 +237,18 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
       throw error
     }
     return result
+  }
+
+  public func lockForBatch(_ key: String) throws {
+    if holdsBatchLock {
+      // Waiting while holding a lock could close a cycle with another broker's group: only try.
+      let rows = try query("SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0))", [.text(key)])
+      guard rows.first?.first == .integer(1) else { throw StoreGroupMustEnd() }
+    } else {
+      // Holding none, waiting cannot close a cycle.
+      try execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [.text(key)])
+      holdsBatchLock = true
+    }
   }
 
   public func savepoint<R>(_ name: String, _ body: () throws -> R) throws -> R {

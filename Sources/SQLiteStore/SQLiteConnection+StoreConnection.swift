@@ -19,6 +19,9 @@ extension SQLiteConnection: StoreConnection {
     try? execute("ROLLBACK TRANSACTION", [])
   }
 
+  /// Nothing: the one writer of an SQLite file holds its write lock for the whole group.
+  public func lockForBatch(_ key: String) {}
+
   public func transaction<R>(writing: Bool, _ body: () throws -> R) throws -> R {
     try transaction(writing ? .immediate : .deferred, body)
   }

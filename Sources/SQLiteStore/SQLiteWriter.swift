@@ -228,8 +228,15 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
     }
     var outcomes: [Outcome] = []
     outcomes.reserveCapacity(jobs.count)
+    var deferred: ArraySlice<Request> = []
     for (index, job) in zip(jobs.indices, jobs) {
       let outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work(self.job) } }
+      if case .failure(let error) = outcome, error is StoreGroupMustEnd, index > jobs.startIndex {
+        // Its workspace is another transaction's until that commits, and this one holds locks: commit what ran,
+        // and run this job first in the next transaction (where it may wait).
+        deferred = jobs[index...]
+        break
+      }
       outcomes.append(outcome)
       if !connection.isInTransaction {
         // The transaction is gone, and with it the work of every job so far: they fail with the cause.
@@ -255,8 +262,8 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
       // A failed COMMIT may leave the transaction open (SQLITE_BUSY, a deferred foreign key): end it.
       connection.rollbackIfOpen()
       recordFailure(error)
-      deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
-      return []
+      deliver(jobs.prefix(outcomes.count).map { ($0.id, $0.loop, .failure(error)) })
+      return deferred
     }
     TestCrashPoint.reach("committed", inTransaction: false)
     let succeeded = outcomes.count { if case .success = $0 { true } else { false } }
@@ -266,7 +273,7 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
       lastFailure = nil
     }
     deliver(zip(jobs, outcomes).map { ($0.id, $0.loop, $1) })
-    return []
+    return deferred
   }
 
   /// Posts outcomes to their loops: one `execute` per loop, completions in submission order.

@@ -81,6 +81,19 @@ public protocol StoreConnection: AnyObject {
   func savepoint<R>(_ name: String, _ body: () throws -> R) throws -> R
   /// Closes the connection; idempotent.
   func close()
+  /// Takes the lock that serialises batches of `key` (a workspace) until the transaction ends, before a batch
+  /// applies (docs/architecture.md, "Time across brokers"). SQLite: nothing (its one writer holds the database's
+  /// write lock). PostgreSQL: a transaction holding no such lock yet waits for it; one that holds some only tries,
+  /// and throws `StoreGroupMustEnd` when another transaction has it, so that two brokers' groups never wait for
+  /// each other in a cycle.
+  func lockForBatch(_ key: String) throws
+}
+
+/// The writer's group must commit before this job can run: the job, rolled back to its savepoint, runs first in
+/// the next transaction (`StoreConnection.lockForBatch`).
+public struct StoreGroupMustEnd: Error, CustomStringConvertible {
+  public init() {}
+  public var description: String { "the batch's workspace is locked by another transaction: next group" }
 }
 
 extension StoreConnection {

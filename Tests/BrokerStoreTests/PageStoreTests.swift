@@ -511,16 +511,23 @@ final class StoreFixture {
   @Test(arguments: StoreEngine.tested) func pagesChangedArePaginatedInChangeOrder(engine: StoreEngine) throws
   {
     let f = try StoreFixture(engine)
-    for i in 0..<5 { try f.push("c1", "p\(i)", .createPage(parent: nil, title: "\(i)")) }
+    for i in 0..<3 { try f.push("c1", "p\(i)", .createPage(parent: nil, title: "\(i)")) }
+    // The cursor a pull hands out (a sequence on SQLite, a transaction horizon on PostgreSQL).
+    let cursor = f.store.syncCursor
+    for i in 3..<5 { try f.push("c1", "p\(i)", .createPage(parent: nil, title: "\(i)")) }
     let first = try f.store.pagesChanged(after: 0, workspaces: [StoreFixture.workspace], offset: 0, limit: 2)
     let second = try f.store.pagesChanged(after: 0, workspaces: [StoreFixture.workspace], offset: 2, limit: 2)
     let third = try f.store.pagesChanged(after: 0, workspaces: [StoreFixture.workspace], offset: 4, limit: 2)
     #expect(first.pages == [id("p0"), id("p1")] && first.hasMore)
     #expect(second.pages == [id("p2"), id("p3")] && second.hasMore)
     #expect(third.pages == [id("p4")] && !third.hasMore)
+    let after = try f.store.pagesChanged(
+      after: cursor, workspaces: [StoreFixture.workspace], offset: 0, limit: 10
+    ).pages
+    // PostgreSQL's cursor may bring a page again (a transaction of another database on the server, still running,
+    // holds the horizon back), never skip one.
     #expect(
-      try f.store.pagesChanged(after: 3, workspaces: [StoreFixture.workspace], offset: 0, limit: 10).pages
-        == [id("p3"), id("p4")])
+      engine == .sqlite ? after == [id("p3"), id("p4")] : after.suffix(2) == [id("p3"), id("p4")], "\(after)")
     #expect(
       try f.store.pagesChanged(after: 0, workspaces: [StoreFixture.other], offset: 0, limit: 10).pages.isEmpty
     )
