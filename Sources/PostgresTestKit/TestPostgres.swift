@@ -84,12 +84,14 @@ public final class TestPostgres: @unchecked Sendable {
     }
     Self.serverToStop = pid
     atexit { TestPostgres.stopAtExit() }
-    // Should this process die without exiting, the server must not outlive it.
+    // Should this process die without exiting, the server must not outlive it; either way, once both are gone,
+    // the cluster's directory goes.
     _ = try? runToCompletion(
       "sh",
       [
         "-c",
-        "(while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done; kill -QUIT \(pid) 2>/dev/null) "
+        "(while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done; kill -QUIT \(pid) 2>/dev/null; "
+          + "while kill -0 \(pid) 2>/dev/null; do sleep 1; done; rm -rf '\(directory)') "
           + ">/dev/null 2>&1 </dev/null &",
       ])
   }
