@@ -57,8 +57,10 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
     connection = handle
     session += 1
     statements = [:]
-    // Stated, not assumed from the server's defaults: UTF-8 text, a commit waits for its WAL to be flushed.
-    let setup = PQexec(handle, "SET client_encoding = 'UTF8'; SET synchronous_commit = on")
+    // Stated, not assumed from the server's defaults: UTF-8 text, a commit waits for its WAL to be flushed; and
+    // no NOTICE on stderr (libpq prints them there: "relation ... already exists, skipping" at every start).
+    let setup = PQexec(
+      handle, "SET client_encoding = 'UTF8'; SET synchronous_commit = on; SET client_min_messages = warning")
     defer { PQclear(setup) }
     guard PQresultStatus(setup) == PGRES_COMMAND_OK else {
       throw PostgresUnavailable(Self.trimmed(String(cString: PQerrorMessage(handle))))
