@@ -200,6 +200,7 @@ let package = Package(
       name: "WebTests", dependencies: ["ByteBuffers", "Web", "EventLoop", "EventLoopTestKit"],
       exclude: ["Python"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
+    .testTarget(name: "PostgresStoreTests", dependencies: ["PostgresStore"]),
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
     .testTarget(
       name: "StrictJSONTests", dependencies: ["StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
