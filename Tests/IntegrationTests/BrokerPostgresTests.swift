@@ -18,6 +18,35 @@ import Testing
     try expectBrokerScriptPasses("broker_api.py", [TestTokens.alice, TestTokens.bob], storeURL: url)
   }
 
+  /// Two broker processes on one PostgreSQL store, written to at once through both by Python devices
+  /// (Python/broker_pair.py): one epoch, every batch applied, distinct times per page with the greatest served by
+  /// both, and a batch re-sent through the other broker applied once. (No bus here: each broker pushes only its
+  /// own commits; the script checks the store, not notifications.)
+  @Test func twoBrokersOnOneStoreKeepExactlyOnceAndTimesThatOnlyGrow() throws {
+    let url = try TestPostgres.shared().makeDatabase()
+    let loop = try Loop()
+    let directories = [ScratchDirectory(), ScratchDirectory()]
+    defer { for directory in directories { directory.remove() } }
+    let brokers = try directories.map { try BrokerProcess(loop: loop, directory: $0, storeURL: url) }
+    var run: ProcessRun?
+    var stopped = 0
+    brokers[0].whenListening { first in
+      brokers[1].whenListening { second in
+        run = try? ProcessRun(
+          loop: loop, "python3",
+          [integrationResource("Python/broker_pair.py"), first, second, TestTokens.alice, TestTokens.bob]
+        ) { _ in for broker in brokers { broker.stop { status, _ in stopped += status == 0 ? 1 : 0 } } }
+        if run == nil { for broker in brokers { broker.stop { _, _ in } } }
+      }
+    }
+    try loop.runUntilDone(timeout: 120_000)
+    try loop.close()
+    let output = (run?.output.string ?? "") + (run?.errorOutput.string ?? "")
+    #expect(run?.status == 0, "\(output)\n\(brokers[0].log)\n\(brokers[1].log)")
+    #expect(run?.output.string.hasSuffix("ALL OK\n") == true, "\(output)")
+    #expect(stopped == 2, "both brokers drain and exit 0")
+  }
+
   /// The store gone (every connection of the broker's database cut, new ones refused): a batch is answered 503
   /// naming PostgreSQL and nothing of it is stored; once the database takes connections again, the broker
   /// connects again by itself, the same batch re-sent is applied (once), and a fetch reads it back. curl is the
