@@ -97,7 +97,8 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
   }
 
   /// The error of a failed `result` (not cleared): `PostgresUnavailable` when the connection is gone or the
-  /// server is shutting down (SQLSTATE classes 08 and 57P), else `PostgresError`.
+  /// server is shutting down (SQLSTATE classes 08 and 57P), or the transaction was chosen to roll back (class 40:
+  /// a deadlock, a serialization failure), else `PostgresError`.
   func error(of result: OpaquePointer?, sql: String?) -> any Error {
     let message: String
     var state = ""
@@ -109,6 +110,9 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
     }
     let lost = connection.map { PQstatus($0) != CONNECTION_OK } ?? true
     if lost || state.hasPrefix("08") || state.hasPrefix("57P") { return PostgresUnavailable(message) }
+    // Class 40 (a deadlock victim, a serialization failure): the statement's work was undone and the same batch
+    // may succeed if sent again, so the client is told to retry (503), not that the batch is bad (500).
+    if state.hasPrefix("40") { return PostgresUnavailable("transaction rolled back, send again: \(message)") }
     return PostgresError(sqlState: state, message: message, sql: sql)
   }
 
