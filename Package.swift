@@ -51,6 +51,7 @@ let package = Package(
     // zlib).
     .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
     .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
     .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
     .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     // libssl beside it: TLS for both programs, driven through memory BIOs on the loop (Web's TLSSession).
@@ -89,7 +90,10 @@ let package = Package(
       name: "Web", dependencies: ["ByteBuffers", "EventLoop", "CHTTPParser", "CCrypto", "CSSL", "StrictJSON"]),
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
-    .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop"]),
+    .target(name: "StoreInterface"),
+    .target(name: "SQLiteStore", dependencies: ["CSQLite", "EventLoop", "StoreInterface"]),
+    .target(name: "PostgresStore", dependencies: ["CLibPQ", "StoreInterface"]),
+    .target(name: "PostgresTestKit", dependencies: ["PostgresStore", "EventLoop", "EventLoopTestKit"]),
     // toml++ (Debian's libtomlplusplus, the shared library: security fixes arrive with the system's updates)
     // behind a small C API (include/ctoml.h), so no Swift module needs C++ interop. Not TOMLKit: its objects
     // autolink full Foundation and ICU into every program that reads a configuration (docs/architecture.md).
@@ -126,7 +130,7 @@ let package = Package(
     // Also the bus's pure logic: its message, which channels to (un)subscribe, the link's reconnect states.
     .target(name: "BrokerCore", dependencies: ["Backoff"]),
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
-    .target(name: "BrokerStore", dependencies: ["SQLiteStore", "SyncModel", "RichText"]),
+    .target(name: "BrokerStore", dependencies: ["SQLiteStore", "StoreInterface", "SyncModel", "RichText"]),
     // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
     .target(name: "SyncProtocol", dependencies: ["SyncModel", "StrictJSON"]),
     // Wiring: configuration, auth, routes, device streams, lifecycle.
@@ -134,6 +138,7 @@ let package = Package(
       name: "Broker",
       dependencies: [
         "ByteBuffers", "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON",
+        "PostgresStore", "StoreInterface",
         "TOMLConfig", "JSONWebToken", "RedisWire",
         "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
@@ -204,6 +209,7 @@ let package = Package(
       name: "WebTests", dependencies: ["ByteBuffers", "Web", "EventLoop", "EventLoopTestKit"],
       exclude: ["Python"]),
     .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
+    .testTarget(name: "PostgresStoreTests", dependencies: ["PostgresStore"]),
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
     .testTarget(
       name: "StrictJSONTests", dependencies: ["StrictJSON", "StrictJSONTestKit", "EventLoopTestKit"]),
@@ -223,7 +229,11 @@ let package = Package(
     .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "Backoff", "EventLoopTestKit"]),
     .testTarget(
       name: "BrokerStoreTests",
-      dependencies: ["BrokerStore", "RichText", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit"]),
+      dependencies: [
+        "BrokerStore", "RichText", "SQLiteStore", "SyncModel", "EventLoop", "EventLoopTestKit",
+        "PostgresStore",
+        "PostgresTestKit",
+      ]),
     .testTarget(
       name: "BrokerTests",
       dependencies: [
@@ -261,7 +271,9 @@ let package = Package(
     // Real processes on loopback: the broker driven by curl and Python (urllib, websockets); the daemons driven
     // through the built pagesync, their stores read with the sqlite3 command line.
     .testTarget(
-      name: "IntegrationTests", dependencies: ["EventLoop", "EventLoopTestKit"], exclude: ["Python"]),
+      name: "IntegrationTests",
+      dependencies: ["EventLoop", "EventLoopTestKit", "PostgresStore", "PostgresTestKit"],
+      exclude: ["Python"]),
   ],
   swiftLanguageModes: [.v6],
   // toml++ needs C++17 (the CTOML shim).

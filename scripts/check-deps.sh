@@ -6,8 +6,9 @@ set -euo pipefail
 # systemd: only for systemd-analyze (make verify-units); nothing here needs it running. redis-server: for
 # pagesync-load compare and its smoke test, which start their own on a free loopback port. binutils: nm, for
 # scripts/check-layering.sh (make test). libtomlplusplus-dev: toml++, the configuration files' parser
-# (Sources/CTOML). chromium: headless, for the status page's browser test.
-apt_packages=(pkg-config libuv1-dev libsqlite3-dev libhttp-parser-dev libssl-dev zlib1g-dev libtomlplusplus-dev sqlite3 curl systemd redis-server python3 python3-pip binutils chromium)
+# (Sources/CTOML). chromium: headless, for the status page's browser test. libpq-dev: the broker's PostgreSQL store
+# (Sources/CLibPQ); postgresql: the server the store's tests start for themselves (never the system's service).
+apt_packages=(pkg-config libuv1-dev libsqlite3-dev libhttp-parser-dev libssl-dev zlib1g-dev libtomlplusplus-dev sqlite3 curl systemd redis-server python3 python3-pip binutils chromium libpq-dev postgresql)
 # pip names; import_name maps those whose module is named otherwise.
 python_packages=(websockets pyyaml jsonschema openapi-spec-validator)
 

@@ -26,7 +26,11 @@ extension BrokerConfiguration {
       ("server.listen", quoted(listen.description)),
       ("server.tls.cert", tlsCertificateFile.map(quoted) ?? "none (plain HTTP)"),
       ("server.tls.key", tlsKeyFile.map(quoted) ?? "none"),
-      ("store.path", quoted(storePath)),
+      // `[store] url` is shown here, in place of the path it replaces (the sample file comments it out).
+      (
+        "store.path",
+        storeURL.map { "none: PostgreSQL, url = \(quoted(Self.withoutPassword($0)))" } ?? quoted(storePath)
+      ),
       ("store.synchronous", quoted(synchronous)),
       ("store.log_retention", "\(logRetention)"),
       ("store.readers", "\(readers)"),
@@ -73,5 +77,19 @@ extension BrokerConfiguration {
       ("bus.connect_timeout_ms", "\(bus.connectTimeout)"),
       ("bus.ping_interval_ms", "\(bus.pingInterval)"),
     ]
+  }
+}
+
+extension BrokerConfiguration {
+  /// A store URL as shown (in `--check-config`, logs): a password in it (`user:secret@`) replaced by `***`.
+  public static func withoutPassword(_ url: String) -> String {
+    let bytes = Array(url.utf8)
+    guard let scheme = bytes.firstIndex(of: UInt8(ascii: "/")), scheme + 1 < bytes.count,
+      bytes[scheme + 1] == UInt8(ascii: "/"),
+      let at = bytes[(scheme + 2)...].firstIndex(of: UInt8(ascii: "@")),
+      let colon = bytes[(scheme + 2)..<at].firstIndex(of: UInt8(ascii: ":"))
+    else { return url }
+    return String(decoding: bytes[..<colon], as: UTF8.self) + ":***"
+      + String(decoding: bytes[at...], as: UTF8.self)
   }
 }

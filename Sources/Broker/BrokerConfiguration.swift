@@ -14,6 +14,10 @@ public struct BrokerConfiguration: Sendable, Equatable {
   public var tlsKeyFile: String?
   /// `[store] path`: the SQLite file.
   public var storePath = "var/broker.sqlite"
+  /// `[store] url`: a PostgreSQL store (`postgres://USER@HOST:PORT/DB`, any URL libpq takes) instead of the
+  /// SQLite file; nil for SQLite. The broker opens `readers + 2` connections to it (the writer, each reader
+  /// thread, the health check).
+  public var storeURL: String?
   /// `[store] synchronous`: `full` (each group commit survives power loss: the default) or `normal` (survives a
   /// crash of the process, not of the machine; several times faster).
   public var synchronous = "full"
@@ -148,8 +152,19 @@ extension BrokerConfiguration {
     try server.rejectUnknownKeys()
 
     let store = try document.table("store")
-    configuration.storePath = try store.string("path", default: configuration.storePath)
+    let path = try store.optionalString("path")
+    configuration.storePath = path ?? configuration.storePath
     if configuration.storePath.isEmpty { throw store.error("path", "must not be empty") }
+    if let url = try store.optionalString("url") {
+      if path != nil {
+        throw store.error(
+          "url", "and [store] path are both set: path selects SQLite, url PostgreSQL; keep one")
+      }
+      guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else {
+        throw store.error("url", "must be a PostgreSQL URL: postgres://USER@HOST:PORT/DB")
+      }
+      configuration.storeURL = url
+    }
     configuration.synchronous = try store.choice("synchronous", default: "full", from: ["full", "normal"])
     configuration.logRetention = try store.int(
       "log_retention", default: configuration.logRetention, range: 1...1_000_000_000)
@@ -274,6 +289,7 @@ extension BrokerConfiguration {
     plan.live("server.tls.cert", tlsCertificateFile, new.tlsCertificateFile)
     plan.live("server.tls.key", tlsKeyFile, new.tlsKeyFile)
     plan.restart("store.path", storePath, new.storePath)
+    plan.restart("store.url", storeURL, new.storeURL)
     plan.restart("store.synchronous", synchronous, new.synchronous)
     plan.restart("store.readers", readers, new.readers)
     plan.live("store.log_retention", logRetention, new.logRetention)
@@ -326,6 +342,7 @@ extension BrokerConfiguration {
       next.tlsKeyFile = tlsKeyFile
     }
     next.storePath = storePath
+    next.storeURL = storeURL
     next.synchronous = synchronous
     next.readers = readers
     next.bus = bus

@@ -137,7 +137,7 @@ extension BrokerServer {
         if let since = mustPullAfter {
           let newer = try box.store.pagesChanged(
             after: since, workspaces: grant.workspaces, offset: 0, limit: 1)
-          if !newer.pages.isEmpty { return .failure(.mustPull(latest: box.store.sequence)) }
+          if !newer.pages.isEmpty { return .failure(.mustPull(latest: box.store.syncCursor)) }
         }
         do {
           return .success(
@@ -170,8 +170,10 @@ extension BrokerServer {
         case .failure(let error):
           self.logger.error(
             "batch failed", metadata: ["broker.client": "\(batch.client)", "error": "\(error)"])
-          responder.respond(
-            HTTPResponseError(.internalServerError, "the batch could not be stored: \(error)").response)
+          // A store that cannot be reached (PostgreSQL restarting) committed nothing: try again later.
+          let status: HTTPStatus =
+            error is any StoreUnavailableError ? .serviceUnavailable : .internalServerError
+          responder.respond(HTTPResponseError(status, "the batch could not be stored: \(error)").response)
         }
       })
   }
@@ -325,7 +327,7 @@ extension BrokerServer {
           let found = try store.pagesChanged(
             after: UInt64(since), workspaces: grant.workspaces, offset: 0, limit: 1)
           return BrokerProtocol.SyncMetadata(
-            hasChanges: !found.pages.isEmpty, latest: store.sequence, epoch: store.epoch)
+            hasChanges: !found.pages.isEmpty, latest: store.syncCursor, epoch: store.epoch)
         },
         completion: { [unowned self] result in
           switch result {
@@ -356,6 +358,9 @@ extension BrokerServer {
   private func readFailed(_ error: any Error, _ what: String) -> HTTPResponse {
     if let refusal = error as? SQLiteReaderPoolError {
       return HTTPResponseError(.serviceUnavailable, "\(what): \(refusal)").response
+    }
+    if error is any StoreUnavailableError {
+      return HTTPResponseError(.serviceUnavailable, "\(what): \(error)").response
     }
     logger.error("read failed", metadata: ["error": "\(error)"])
     return HTTPResponseError(.internalServerError, "\(what): \(error)").response

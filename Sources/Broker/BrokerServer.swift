@@ -4,6 +4,7 @@ import ByteBuffers
 import EventLoop
 import FoundationEssentials
 import Logging
+import PostgresStore
 import Prometheus
 import SQLiteStore
 import StrictJSON
@@ -34,7 +35,7 @@ public final class BrokerServer {
   public let loop: Loop
   public internal(set) var configuration: BrokerConfiguration
   public var logger: Logger
-  let writer: SQLiteWriter
+  let writer: StoreWriter<any StoreConnection>
   let storeBox: StoreBox
   /// The threads that read pages for answers (`[store] readers`), each with a read-only connection of its own;
   /// nil when reads run on the writer thread.
@@ -115,8 +116,7 @@ public final class BrokerServer {
     metrics = BrokerMetrics(registry: metricsRegistry)
     self.configuration = configuration
     self.logger = logger
-    let connection = try SQLiteConnection(path: configuration.storePath)
-    try connection.configure(synchronous: configuration.synchronous == "full" ? .full : .normal)
+    let connection = try Self.openStore(configuration)
     var limits = MutationLimits()
     limits.maxTextBytes = min(limits.maxTextBytes, configuration.limits.bodyBytes)
     limits.maxTextOps = configuration.limits.textOpsPerMutation
@@ -131,17 +131,31 @@ public final class BrokerServer {
     epoch = store.epoch
     publishedSequence = store.sequence
     storeBox = StoreBox(store)
-    writer = SQLiteWriter(connection: connection, name: "broker-writer")
+    writer = StoreWriter(store: connection, name: "broker-writer")
     // After the writer's store migrated the file and gave it an epoch: readers only read. An in-memory store
     // cannot be shared by connections: its reads stay on the writer.
     let path = configuration.storePath
     let shareable = !(path.isEmpty || path == ":memory:" || path.hasPrefix("file::memory:"))
-    readers =
-      configuration.readers > 0 && shareable
-      ? SQLiteReaderPool(path: path, threads: configuration.readers, name: "broker-reader") { connection in
-        PageReader(store: try PageStore(reading: connection))
-      } : nil
-    healthCheck = try StoreHealthCheck(loop: loop, path: configuration.storePath)
+    if let url = configuration.storeURL {
+      // PostgreSQL: each reader thread opens a connection of its own on its first read.
+      readers =
+        configuration.readers > 0
+        ? SQLiteReaderPool(
+          path: BrokerConfiguration.withoutPassword(url), threads: configuration.readers,
+          name: "broker-reader",
+          open: {
+            let connection = try PostgresConnection(url: url)
+            return (connection, PageReader(store: try PageStore(reading: connection)))
+          }) : nil
+      healthCheck = try StoreHealthCheck(loop: loop, connection: try PostgresConnection(url: url))
+    } else {
+      readers =
+        configuration.readers > 0 && shareable
+        ? SQLiteReaderPool(path: path, threads: configuration.readers, name: "broker-reader") { connection in
+          PageReader(store: try PageStore(reading: connection))
+        } : nil
+      healthCheck = try StoreHealthCheck(loop: loop, path: configuration.storePath)
+    }
     authenticator = Authenticator(
       tokens: configuration.tokens, jwt: configuration.jwt, limits: configuration.limits)
     var http = HTTPServerConfiguration()
@@ -295,7 +309,14 @@ public final class BrokerServer {
       readers.read(on: loop, body, completion: completion)
     } else {
       let box = storeBox
-      writer.read(on: loop, { _ in try body(box.reader) }, completion: completion)
+      writer.read(
+        on: loop,
+        { connection in
+          // PostgreSQL: one snapshot for the whole read, as on a reader thread (the seed API's cursor is the
+          // snapshot's, and must be that of the pages read). SQLite's reads between groups stay in autocommit.
+          guard connection.engine == .postgres else { return try body(box.reader) }
+          return try connection.transaction(writing: false) { try body(box.reader) }
+        }, completion: completion)
     }
   }
 
@@ -341,5 +362,18 @@ public final class BrokerServer {
       responder.respond(error.response)
       return nil
     }
+  }
+}
+
+extension BrokerServer {
+  /// The writer's connection to the store `configuration` names: the SQLite file (`[store] path`), or PostgreSQL
+  /// (`[store] url`). A PostgreSQL server that cannot be reached at start is an error (the store must be
+  /// migrated and its epoch read before the broker answers); once started, a lost connection fails jobs with 503
+  /// and is made again by the next one.
+  static func openStore(_ configuration: BrokerConfiguration) throws -> any StoreConnection {
+    if let url = configuration.storeURL { return try PostgresConnection(url: url) }
+    let connection = try SQLiteConnection(path: configuration.storePath)
+    try connection.configure(synchronous: configuration.synchronous == "full" ? .full : .normal)
+    return connection
   }
 }

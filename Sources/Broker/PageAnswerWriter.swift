@@ -104,7 +104,7 @@ extension PageReader {
     }
     let hasMore = found.hasMore || taken < found.pages.count
     let envelope = BrokerProtocol.SyncPull(
-      changes: [], page: page, limit: limit, hasMore: hasMore, latest: store.sequence, epoch: store.epoch,
+      changes: [], page: page, limit: limit, hasMore: hasMore, latest: store.syncCursor, epoch: store.epoch,
       nextOffset: hasMore ? offset + taken : nil)
     try appendRest(of: encoder.encode(envelope), after: Self.changesPrefix, into: &out)
     return out

@@ -26,7 +26,7 @@ final class PageWorkspaceLookup {
   }
 
   private let loop: Loop
-  private let writer: SQLiteWriter
+  private let writer: StoreWriter<any StoreConnection>
   private let storeBox: StoreBox
   /// The keys of the pages, if the channel index knows every one's workspace.
   private let knownKeys: ([EntityID]) -> [PageKey]?
@@ -37,7 +37,8 @@ final class PageWorkspaceLookup {
   private(set) var pagesRead = 0
 
   init(
-    loop: Loop, writer: SQLiteWriter, storeBox: StoreBox, knownKeys: @escaping ([EntityID]) -> [PageKey]?
+    loop: Loop, writer: StoreWriter<any StoreConnection>, storeBox: StoreBox,
+    knownKeys: @escaping ([EntityID]) -> [PageKey]?
   ) {
     self.loop = loop
     self.writer = writer

@@ -1,3 +1,4 @@
+import BrokerStore
 import EventLoop
 import SQLiteStore
 
@@ -17,14 +18,20 @@ final class StoreHealthCheck {
 
   /// The connection, used only on `worker` (jobs run there one at a time, in order).
   private final class Reader: @unchecked Sendable {
-    let connection: SQLiteConnection
-    init(_ connection: SQLiteConnection) { self.connection = connection }
+    let connection: any StoreConnection
+    init(_ connection: any StoreConnection) { self.connection = connection }
 
     func sequence() -> Result<UInt64, any Error> {
       Result {
-        let rows = try connection.query("SELECT value FROM meta WHERE key = 'sequence'")
-        guard case .text(let value)? = rows.first?.first else { return 0 }
-        return UInt64(value) ?? 0
+        // In a read transaction: a PostgreSQL connection lost while idle is made again at its BEGIN.
+        let rows = try connection.transaction(writing: false) {
+          try connection.query(PageStore.sequenceSQL(connection.engine))
+        }
+        switch rows.first?.first {
+        case .text(let value)?: return UInt64(value) ?? 0
+        case .integer(let value)?: return UInt64(clamping: value)
+        default: return 0
+        }
       }
     }
   }
@@ -41,6 +48,14 @@ final class StoreHealthCheck {
       connection.close()
       throw error
     }
+    reader = Reader(connection)
+    worker = WorkerThread(name: "broker-health")
+  }
+
+  /// Reads through `connection` (a PostgreSQL store's: the health check's own connection, made again after a
+  /// loss by the next probe).
+  init(loop: Loop, connection: any StoreConnection) {
+    self.loop = loop
     reader = Reader(connection)
     worker = WorkerThread(name: "broker-health")
   }

@@ -84,6 +84,9 @@ extension PageStore {
     }
     guard workspaces.contains(batch.workspace) else { throw BatchError.workspaceForbidden(batch.workspace) }
     guard batch.hasConsecutiveIDs else { throw BatchError.nonConsecutiveIDs }
+    // Before anything is read: batches of one workspace are serialised until commit (PostgreSQL; SQLite's one
+    // writer already is), so that the sequence taken below is in commit order within the workspace.
+    try connection.lockForBatch(batch.workspace.rawValue)
     let client = try connection.query(
       "SELECT user_id, last_mutation_id, recent_digests FROM client WHERE id = ?",
       [.text(batch.client.rawValue)]
@@ -97,7 +100,7 @@ extension PageStore {
     // A time far ahead would win every last-writer-wins field it touches for as long: refused.
     let (latestTime, overflow) = nowMillis.addingReportingOverflow(maxClockAheadMillis)
     let latest = overflow ? UInt64.max : latestTime
-    let seq = try metaNumber("sequence") + 1
+    let seq = try nextSequence()
     var results: [MutationResult] = []
     var changes = ChangeSet()
     var context = ApplyContext(
@@ -207,11 +210,14 @@ extension PageStore {
     }
     var pages: [EntityID: UInt64] = [:]
     if !changes.fields.isEmpty {
-      try setMeta("sequence", String(seq))
-      let touch = try connection.cachedStatement(
-        "UPDATE page SET last_updated = ?, updated_at_ms = ? WHERE id = ?")
-      let log = try connection.cachedStatement(
-        "INSERT OR IGNORE INTO change_log (page_id, seq, field) VALUES (?, ?, ?)")
+      if connection.engine == .sqlite { try setMeta("sequence", String(seq)) }
+      let touch = try connection.statement(
+        connection.engine == .sqlite
+          ? "UPDATE page SET last_updated = ?, updated_at_ms = ? WHERE id = ?"
+          : "UPDATE page SET last_updated = ?, updated_at_ms = ?, change_xid = pg_current_xact_id() WHERE id = ?"
+      )
+      let log = try connection.statement(
+        "INSERT INTO change_log (page_id, seq, field) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
       for (page, fields) in changes.fields {
         try touch.bind([.integer(Int64(seq)), .integer(Int64(nowMillis)), .text(page.rawValue)])
         _ = try touch.step()
@@ -246,7 +252,10 @@ extension PageStore {
     of mutation: UInt64, client: EntityID, reason: RejectionReason, message: String? = nil
   ) throws {
     try connection.execute(
-      "INSERT OR REPLACE INTO rejection (client_id, mutation_id, code, message) VALUES (?, ?, ?, ?)",
+      """
+      INSERT INTO rejection (client_id, mutation_id, code, message) VALUES (?, ?, ?, ?)
+      ON CONFLICT (client_id, mutation_id) DO UPDATE SET code = excluded.code, message = excluded.message
+      """,
       [
         .text(client.rawValue), .integer(Int64(mutation)), .integer(Int64(reason.code)),
         message.map { .text($0) } ?? .null,
@@ -269,7 +278,7 @@ extension PageStore {
   }
 
   func loadPage(_ id: EntityID) throws -> PageRow? {
-    let statement = try connection.cachedStatement(
+    let statement = try connection.statement(
       """
       SELECT workspace_id, kind, parent_id, parent_stamp, title_stamp, deleted, deleted_stamp
       FROM page WHERE id = ?
@@ -331,7 +340,7 @@ struct ApplyContext {
   /// batch's answer need not read them again.
   var knownWorkspaces: [EntityID: EntityID] = [:]
 
-  var connection: SQLiteConnection { store.connection }
+  var connection: any StoreConnection { store.connection }
 
   init(store: PageStore, batch: MutationBatch, workspaces: Set<EntityID>, seq: UInt64, nowMillis: UInt64) {
     self.store = store
@@ -378,7 +387,7 @@ struct ApplyContext {
   mutating func touchDatabase(_ id: EntityID?) throws {
     guard let id, databasesBefore[id] == nil else { return }
     guard let row = try store.loadPage(id), row.isDatabase else { return }
-    let count = try connection.cachedStatement("SELECT count(*) FROM page WHERE parent_id = ?")
+    let count = try connection.statement("SELECT count(*) FROM page WHERE parent_id = ?")
     try count.bind([.text(id.rawValue)])
     let rows = try count.step() ? Int(count.int64(0)) : 0
     count.reset()
@@ -637,7 +646,7 @@ struct ApplyContext {
     let blocks = StoredBlocks(connection: connection, page: page, excluding: block)
     let decision = try BlockPlacement.place(after: after, in: blocks)
     try charge((blocks.read + decision.renumbered.count) * BatchWork.perBlock)
-    let move = try connection.cachedStatement("UPDATE block SET position = ? WHERE id = ?")
+    let move = try connection.statement("UPDATE block SET position = ? WHERE id = ?")
     for slot in decision.renumbered {
       try move.bind([.real(slot.position), .text(slot.id.rawValue)])
       _ = try move.step()

@@ -7,27 +7,27 @@ import SyncModel
 ///
 /// Threading: the writer thread's, inside the batch's transaction, like the store.
 final class StoredBlocks: BlockPlacement.Page {
-  typealias Failure = SQLiteError
-  let connection: SQLiteConnection
+  typealias Failure = any Error
+  let connection: any StoreConnection
   let page: EntityID
   let excluded: EntityID
   /// Blocks read so far (and one for each query that found none).
   private(set) var read = 0
 
-  init(connection: SQLiteConnection, page: EntityID, excluding block: EntityID) {
+  init(connection: any StoreConnection, page: EntityID, excluding block: EntityID) {
     self.connection = connection
     self.page = page
     excluded = block
   }
 
-  func slot(_ id: EntityID) throws(SQLiteError) -> BlockPlacement.Slot? {
+  func slot(_ id: EntityID) throws -> BlockPlacement.Slot? {
     guard id != excluded else { return nil }
     return try first(
       "SELECT id, position FROM block WHERE id = ?1 AND page_id = ?2",
       [.text(id.rawValue), .text(page.rawValue)])
   }
 
-  func slot(after slot: BlockPlacement.Slot?) throws(SQLiteError) -> BlockPlacement.Slot? {
+  func slot(after slot: BlockPlacement.Slot?) throws -> BlockPlacement.Slot? {
     guard let slot else {
       return try first(
         "SELECT id, position FROM block WHERE page_id = ?1 AND id != ?2 ORDER BY position, id LIMIT 1",
@@ -41,13 +41,13 @@ final class StoredBlocks: BlockPlacement.Page {
       [.text(page.rawValue), .text(excluded.rawValue), .real(slot.position), .text(slot.id.rawValue)])
   }
 
-  func lastSlot() throws(SQLiteError) -> BlockPlacement.Slot? {
+  func lastSlot() throws -> BlockPlacement.Slot? {
     try first(
       "SELECT id, position FROM block WHERE page_id = ?1 AND id != ?2 ORDER BY position DESC, id DESC LIMIT 1",
       [.text(page.rawValue), .text(excluded.rawValue)])
   }
 
-  func slots(in range: Range<Double>, limit: Int) throws(SQLiteError) -> [BlockPlacement.Slot] {
+  func slots(in range: Range<Double>, limit: Int) throws -> [BlockPlacement.Slot] {
     try all(
       """
       SELECT id, position FROM block WHERE page_id = ?1 AND id != ?2 AND position >= ?3 AND position < ?4
@@ -59,12 +59,12 @@ final class StoredBlocks: BlockPlacement.Page {
       ])
   }
 
-  private func first(_ sql: String, _ bindings: [SQLiteValue]) throws(SQLiteError) -> BlockPlacement.Slot? {
+  private func first(_ sql: String, _ bindings: [SQLiteValue]) throws -> BlockPlacement.Slot? {
     try all(sql, bindings).first
   }
 
-  private func all(_ sql: String, _ bindings: [SQLiteValue]) throws(SQLiteError) -> [BlockPlacement.Slot] {
-    let statement = try connection.cachedStatement(sql)
+  private func all(_ sql: String, _ bindings: [SQLiteValue]) throws -> [BlockPlacement.Slot] {
+    let statement = try connection.statement(sql)
     try statement.bind(bindings)
     defer { statement.reset() }
     var slots: [BlockPlacement.Slot] = []

@@ -72,14 +72,17 @@ struct ClientDigests {
     guard !written.isEmpty else { return }
     let connection = store.connection
     for number in written.sorted() {
-      let statement = try connection.cachedStatement(
-        "INSERT OR REPLACE INTO mutation_digest (client_id, chunk, digests) VALUES (?, ?, ?)")
+      let statement = try connection.statement(
+        """
+        INSERT INTO mutation_digest (client_id, chunk, digests) VALUES (?, ?, ?)
+        ON CONFLICT (client_id, chunk) DO UPDATE SET digests = excluded.digests
+        """)
       try statement.bind([.text(client.rawValue), .integer(Int64(number)), .blob(chunks[number] ?? [])])
       defer { statement.reset() }
       _ = try statement.step()
     }
     guard last >= keep else { return }
-    let statement = try connection.cachedStatement(
+    let statement = try connection.statement(
       "DELETE FROM mutation_digest WHERE client_id = ? AND chunk < ?")
     try statement.bind([.text(client.rawValue), .integer(Int64((last - keep + 1) / Self.idsPerChunk))])
     defer { statement.reset() }
@@ -91,7 +94,7 @@ struct ClientDigests {
     if chunks[number] != nil { return }
     var bytes = [UInt8](repeating: 0, count: Self.chunkBytes)
     if number != recent {
-      let statement = try store.connection.cachedStatement(
+      let statement = try store.connection.statement(
         "SELECT digests FROM mutation_digest WHERE client_id = ? AND chunk = ?")
       try statement.bind([.text(client.rawValue), .integer(Int64(number))])
       defer { statement.reset() }

@@ -110,10 +110,10 @@ extension PageStore {
     let columns = "id, type, text, attributes, position, deleted, marks, crdt"
     switch selection {
     case .live:
-      let statement = try connection.cachedStatement(
+      let statement = try connection.statement(
         "SELECT \(columns) FROM block WHERE page_id = ? AND deleted = 0 ORDER BY position, id")
       try statement.bind([.text(page.rawValue)])
-      try statement.forEachRow { row in
+      try statement.eachRow { row in
         if let block = blockState(row, since: nil) { try body(block) }
       }
     case .changed(let ids, let since):
@@ -125,7 +125,7 @@ extension PageStore {
       {
         if case .text(let id) = row[0], ids.contains(id) { ordered.append(id) }
       }
-      let statement = try connection.cachedStatement("SELECT \(columns) FROM block WHERE id = ?")
+      let statement = try connection.statement("SELECT \(columns) FROM block WHERE id = ?")
       for id in ordered {
         try statement.bind([.text(id)])
         defer { statement.reset() }
@@ -135,7 +135,7 @@ extension PageStore {
   }
 
   /// The block on `row` (the columns of `forEachBlock`), or nil if the row is not one this store wrote.
-  private func blockState(_ row: SQLiteStatement, since: UInt64?) -> BlockState? {
+  private func blockState(_ row: any StoreStatement, since: UInt64?) -> BlockState? {
     guard let id = row.string(0), let type = row.string(1), let text = row.string(2),
       let attributes = row.string(3), let marks = row.string(6)
     else { return nil }
@@ -220,7 +220,7 @@ extension PageStore {
     let sameEpoch = clientEpoch == nil || clientEpoch == epoch
     var changed: [EntityID: UInt64] = [:]
     var gone: [EntityID] = []
-    let statement = try connection.cachedStatement("SELECT workspace_id, last_updated FROM page WHERE id = ?")
+    let statement = try connection.statement("SELECT workspace_id, last_updated FROM page WHERE id = ?")
     for (page, timestamp) in since {
       try statement.bind([.text(page.rawValue)])
       defer { statement.reset() }
@@ -244,8 +244,8 @@ extension PageStore {
   /// lookup would take and drop its own read lock, which cost more than the lookup), answered by position
   /// (no dictionary of ids), and with one `EntityID` per workspace rather than per page.
   public func workspacesAndTimes(of pages: [EntityID]) throws -> [PageFacts?] {
-    let statement = try connection.cachedStatement("SELECT workspace_id, last_updated FROM page WHERE id = ?")
-    return try connection.transaction(.deferred) {
+    let statement = try connection.statement("SELECT workspace_id, last_updated FROM page WHERE id = ?")
+    return try connection.transaction(writing: false) {
       var answer: [PageFacts?] = []
       answer.reserveCapacity(pages.count)
       var workspace: EntityID?
@@ -274,9 +274,9 @@ extension PageStore {
 
   /// Of `pages`, those that exist outside `workspaces` (a subscription to them must be refused).
   public func pagesOutside(workspaces: Set<EntityID>, among pages: [EntityID]) throws -> [EntityID] {
-    let statement = try connection.cachedStatement("SELECT workspace_id FROM page WHERE id = ?")
+    let statement = try connection.statement("SELECT workspace_id FROM page WHERE id = ?")
     // One read transaction for all the lookups (see `workspacesAndTimes`).
-    return try connection.transaction(.deferred) {
+    return try connection.transaction(writing: false) {
       var outside: [EntityID] = []
       for page in pages {
         try statement.bind([.text(page.rawValue)])
@@ -302,11 +302,19 @@ extension PageStore {
       [.integer(Int64(clamping: sequence))] + workspaces.sorted().map { .text($0.rawValue) } + [
         .integer(Int64(limit + 1)), .integer(Int64(offset)),
       ]
-    let ids = try connection.query(
-      """
+    // PostgreSQL: `sequence` is a `syncCursor`, an xid; a page changed by a transaction at or above it is new.
+    let sql =
+      connection.engine == .sqlite
+      ? """
       SELECT id FROM page WHERE last_updated > ? AND workspace_id IN (\(marks))
       ORDER BY last_updated, id LIMIT ? OFFSET ?
-      """, bindings
+      """
+      : """
+      SELECT id FROM page WHERE change_xid >= ? AND workspace_id IN (\(marks))
+      ORDER BY change_xid, id LIMIT ? OFFSET ?
+      """
+    let ids = try connection.query(
+      sql, bindings
     ).compactMap { if case .text(let id) = $0[0] { EntityID(trusted: id) } else { nil } }
     return (Array(ids.prefix(limit)), ids.count > limit)
   }

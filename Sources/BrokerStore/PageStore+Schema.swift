@@ -1,6 +1,25 @@
 import SQLiteStore
 
 extension PageStore {
+  /// Brings `connection`'s schema up to date: SQLite by `PRAGMA user_version` (`migrations`), PostgreSQL by its
+  /// `schema_version` table (`postgresMigrations`), under an advisory lock so that brokers opening one store at
+  /// once migrate it once.
+  static func migrate(_ connection: any StoreConnection) throws {
+    switch connection.engine {
+    case .sqlite:
+      guard let sqlite = connection as? SQLiteConnection else {
+        preconditionFailure("a connection of engine sqlite is an SQLiteConnection")
+      }
+      _ = try SQLiteMigrator(migrations).migrate(sqlite)
+    case .postgres:
+      // The key is arbitrary but fixed: "pagesync" in ASCII.
+      try VersionTableMigrator(
+        postgresMigrations, lockSQL: "SELECT pg_advisory_xact_lock(7017280452245743464)"
+      )
+      .migrate(connection)
+    }
+  }
+
   /// The broker store's schema, one migration per shipped version. Never edit a migration that has shipped: add
   /// the next one.
   ///
@@ -141,5 +160,99 @@ extension PageStore {
           PRIMARY KEY (client_id, chunk)
         ) WITHOUT ROWID;
         """),
+  ]
+
+  /// The PostgreSQL schema: the same tables, columns and indexes as SQLite's migrations 1 to 6 together, in
+  /// PostgreSQL's types (`bigint`, `double precision`, `bytea`). Ids, stamps and field names sort bytewise
+  /// (`COLLATE "C"`), as SQLite's BINARY collation does, so that "ORDER BY ..., id" is the same order on both.
+  /// Two things only PostgreSQL has, for several brokers on one store (docs/architecture.md, "Time across
+  /// brokers"): batches take their sequence from `batch_sequence` (not `meta.sequence`, a row every writer would
+  /// queue on), and each page keeps the id of the transaction that last changed it (`change_xid`), which the seed
+  /// API's cursor compares. Later changes to the schema are a migration on each list.
+  static let postgresMigrations: [StoreMigration] = [
+    StoreMigration(
+      version: 1, name: "the schema of SQLite's version 6",
+      sql: """
+        CREATE TABLE meta (
+          key TEXT COLLATE "C" PRIMARY KEY,
+          value TEXT NOT NULL
+        );
+        CREATE TABLE page (
+          id TEXT COLLATE "C" PRIMARY KEY,
+          workspace_id TEXT COLLATE "C" NOT NULL,
+          kind TEXT NOT NULL CHECK (kind IN ('page', 'database')),
+          parent_id TEXT COLLATE "C",
+          parent_stamp TEXT COLLATE "C" NOT NULL,
+          title TEXT NOT NULL,
+          title_stamp TEXT COLLATE "C" NOT NULL,
+          deleted INTEGER NOT NULL DEFAULT 0,
+          deleted_stamp TEXT COLLATE "C" NOT NULL,
+          created_seq BIGINT NOT NULL,
+          last_updated BIGINT NOT NULL,
+          updated_at_ms BIGINT NOT NULL,
+          stored_bytes BIGINT,
+          height BIGINT NOT NULL DEFAULT -1,
+          change_xid XID8 NOT NULL DEFAULT pg_current_xact_id()
+        );
+        CREATE INDEX page_workspace_updated ON page (workspace_id, last_updated);
+        CREATE INDEX page_workspace_xid ON page (workspace_id, change_xid);
+        CREATE SEQUENCE batch_sequence;
+        CREATE INDEX page_parent_height ON page (parent_id, height);
+        CREATE TABLE property (
+          page_id TEXT COLLATE "C" NOT NULL,
+          name TEXT COLLATE "C" NOT NULL,
+          value TEXT,
+          stamp TEXT COLLATE "C" NOT NULL,
+          PRIMARY KEY (page_id, name)
+        );
+        CREATE TABLE block (
+          id TEXT COLLATE "C" PRIMARY KEY,
+          page_id TEXT COLLATE "C" NOT NULL,
+          type TEXT NOT NULL,
+          text TEXT NOT NULL,
+          text_stamp TEXT COLLATE "C" NOT NULL,
+          attributes TEXT NOT NULL,
+          attributes_stamp TEXT COLLATE "C" NOT NULL,
+          position DOUBLE PRECISION NOT NULL,
+          position_stamp TEXT COLLATE "C" NOT NULL,
+          deleted INTEGER NOT NULL DEFAULT 0,
+          deleted_stamp TEXT COLLATE "C" NOT NULL,
+          crdt BYTEA,
+          marks TEXT NOT NULL DEFAULT '[]'
+        );
+        CREATE INDEX block_page ON block (page_id, position);
+        CREATE TABLE view (
+          database_id TEXT COLLATE "C" PRIMARY KEY,
+          filter TEXT,
+          sort TEXT,
+          stamp TEXT COLLATE "C" NOT NULL
+        );
+        CREATE TABLE client (
+          id TEXT COLLATE "C" PRIMARY KEY,
+          user_id TEXT COLLATE "C" NOT NULL,
+          last_mutation_id BIGINT NOT NULL,
+          recent_digests BYTEA
+        );
+        CREATE TABLE change_log (
+          page_id TEXT COLLATE "C" NOT NULL,
+          seq BIGINT NOT NULL,
+          field TEXT COLLATE "C" NOT NULL,
+          PRIMARY KEY (page_id, seq, field)
+        );
+        CREATE INDEX change_log_seq ON change_log (seq);
+        CREATE TABLE rejection (
+          client_id TEXT COLLATE "C" NOT NULL,
+          mutation_id BIGINT NOT NULL,
+          code INTEGER NOT NULL,
+          message TEXT,
+          PRIMARY KEY (client_id, mutation_id)
+        );
+        CREATE TABLE mutation_digest (
+          client_id TEXT COLLATE "C" NOT NULL,
+          chunk BIGINT NOT NULL,
+          digests BYTEA NOT NULL,
+          PRIMARY KEY (client_id, chunk)
+        );
+        """)
   ]
 }

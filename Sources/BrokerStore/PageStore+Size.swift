@@ -27,11 +27,11 @@ extension PageStore {
 
   /// Counts the size of every page not counted yet (stored before sizes were kept). Once, at open, after the
   /// CRDT states were backfilled (they count).
-  static func countPageSizes(_ connection: SQLiteConnection) throws {
+  static func countPageSizes(_ connection: any StoreConnection) throws {
     guard
       try !connection.query("SELECT 1 FROM page WHERE stored_bytes IS NULL LIMIT 1").isEmpty
     else { return }
-    try connection.transaction(.immediate) {
+    try connection.transaction(writing: true) {
       try connection.execute(
         """
         UPDATE page SET stored_bytes = length(CAST(title AS BLOB))
@@ -45,7 +45,7 @@ extension PageStore {
 
   /// The page's stored size as of the last committed batch (0 for a page that does not exist).
   public func storedBytes(of page: EntityID) throws -> Int {
-    let statement = try connection.cachedStatement("SELECT coalesce(stored_bytes, 0) FROM page WHERE id = ?")
+    let statement = try connection.statement("SELECT coalesce(stored_bytes, 0) FROM page WHERE id = ?")
     try statement.bind([.text(page.rawValue)])
     defer { statement.reset() }
     return try statement.step() ? Int(statement.int64(0)) : 0
@@ -53,7 +53,7 @@ extension PageStore {
 
   /// A block row's stored size (0 if there is no such block).
   func storedBytes(ofBlock block: EntityID) throws -> Int {
-    let statement = try connection.cachedStatement("SELECT \(Self.blockBytesSQL) FROM block WHERE id = ?")
+    let statement = try connection.statement("SELECT \(Self.blockBytesSQL) FROM block WHERE id = ?")
     try statement.bind([.text(block.rawValue)])
     defer { statement.reset() }
     return try statement.step() ? Int(statement.int64(0)) : 0
@@ -62,7 +62,7 @@ extension PageStore {
   /// Adds each page's growth to its stored size (the end of a batch).
   func writeGrowth(_ growth: [EntityID: Int]) throws {
     guard !growth.isEmpty else { return }
-    let update = try connection.cachedStatement(
+    let update = try connection.statement(
       "UPDATE page SET stored_bytes = coalesce(stored_bytes, 0) + ? WHERE id = ?")
     for (page, bytes) in growth {
       try update.bind([.integer(Int64(bytes)), .text(page.rawValue)])

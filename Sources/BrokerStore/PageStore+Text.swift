@@ -129,10 +129,10 @@ extension PageStore {
 
   /// Gives every block stored before the CRDT (`crdt` NULL) its state: its text as first text, the ids every
   /// device derives from the same text. Once, at open, after the migration that added the column.
-  static func backfillTextStates(_ connection: SQLiteConnection) throws {
+  static func backfillTextStates(_ connection: any StoreConnection) throws {
     let rows = try connection.query("SELECT id, text FROM block WHERE crdt IS NULL")
     guard !rows.isEmpty else { return }
-    try connection.transaction(.immediate) {
+    try connection.transaction(writing: true) {
       for row in rows {
         guard case .text(let text) = row[1] else { continue }
         try connection.execute(

@@ -25,14 +25,14 @@ extension ApplyContext {
   /// is among those pages, i.e. whether `page` is `mover` or lies under it.
   mutating func depth(of page: EntityID, lookingFor mover: EntityID?) throws -> (depth: Int?, found: Bool) {
     let limit = store.maxTreeDepth
-    let statement = try connection.cachedStatement(
+    let statement = try connection.statement(
       """
       WITH RECURSIVE up(id, parent, n) AS (
         SELECT id, parent_id, 1 FROM page WHERE id = ?1
         UNION ALL
         SELECT page.id, page.parent_id, up.n + 1 FROM page JOIN up ON page.id = up.parent WHERE up.n <= ?2
       )
-      SELECT coalesce(max(n), 0), coalesce(max(id = ?3), 0) FROM up
+      SELECT coalesce(max(n), 0), coalesce(max(CASE WHEN id = ?3 THEN 1 ELSE 0 END), 0) FROM up
       """)
     try statement.bind([
       .text(page.rawValue), .integer(Int64(limit)), mover.map { .text($0.rawValue) } ?? .null,
@@ -48,7 +48,7 @@ extension ApplyContext {
 
   /// The stored height of `page` (0 if it has none).
   func height(of page: EntityID) throws -> Int64 {
-    let statement = try connection.cachedStatement("SELECT height FROM page WHERE id = ?")
+    let statement = try connection.statement("SELECT height FROM page WHERE id = ?")
     try statement.bind([.text(page.rawValue)])
     defer { statement.reset() }
     return try statement.step() ? max(statement.int64(0), 0) : 0
@@ -59,12 +59,12 @@ extension ApplyContext {
   /// only possible in a tree an older broker let grow deeper, or round a cycle; heights there stay as they were,
   /// which can only make moves in that tree refused more often).
   mutating func refreshHeights(from page: EntityID?) throws {
-    let read = try connection.cachedStatement(
+    let read = try connection.statement(
       """
       SELECT height, parent_id, (SELECT max(child.height) FROM page AS child WHERE child.parent_id = page.id)
       FROM page WHERE id = ?
       """)
-    let write = try connection.cachedStatement("UPDATE page SET height = ? WHERE id = ?")
+    let write = try connection.statement("UPDATE page SET height = ? WHERE id = ?")
     var current = page
     var steps = 0
     while let id = current, steps <= store.maxTreeDepth {
@@ -104,19 +104,20 @@ extension PageStore {
   /// Gives every page its height when some have none (-1: the column was just added by migration 4, or a
   /// broker of an earlier version inserted the page since): from the leaves up, in memory, two integers a page.
   /// Pages in a cycle an older broker let in get `heightOfACycle`. Once, at open, in one transaction.
-  static func backfillHeights(_ connection: SQLiteConnection) throws {
+  static func backfillHeights(_ connection: any StoreConnection) throws {
     guard try !connection.query("SELECT 1 FROM page WHERE height < 0 LIMIT 1").isEmpty else { return }
-    try connection.transaction(.immediate) {
-      var index: [Int64: Int] = [:]
-      var rowids: [Int64] = []
-      var parentRowids: [Int64?] = []
+    try connection.transaction(writing: true) {
+      // By id, not SQLite's rowid: the same code runs on PostgreSQL.
+      var index: [String: Int] = [:]
+      var rowids: [String] = []
+      var parentRowids: [String?] = []
       for row in try connection.query(
-        "SELECT page.rowid, parent.rowid FROM page LEFT JOIN page AS parent ON parent.id = page.parent_id")
+        "SELECT page.id, parent.id FROM page LEFT JOIN page AS parent ON parent.id = page.parent_id")
       {
-        guard case .integer(let rowid) = row[0] else { continue }
+        guard case .text(let rowid) = row[0] else { continue }
         index[rowid] = rowids.count
         rowids.append(rowid)
-        if case .integer(let parent) = row[1] {
+        if case .text(let parent) = row[1] {
           parentRowids.append(parent)
         } else {
           parentRowids.append(nil)
@@ -134,11 +135,11 @@ extension PageStore {
         children[parent] -= 1
         if children[parent] == 0 { ready.append(parent) }
       }
-      let write = try connection.cachedStatement("UPDATE page SET height = ? WHERE rowid = ?")
+      let write = try connection.statement("UPDATE page SET height = ? WHERE id = ?")
       for (offset, rowid) in rowids.enumerated() {
         // A page whose children never all got a height is in a cycle (its descendants outside it have one).
         let height = children[offset] > 0 ? ApplyContext.heightOfACycle : heights[offset]
-        try write.bind([.integer(height), .integer(rowid)])
+        try write.bind([.integer(height), .text(rowid)])
         _ = try write.step()
         write.reset()
       }

@@ -1,21 +1,70 @@
 import FoundationEssentials
 import SQLiteStore
+import StoreInterface
 import SyncModel
 
-/// The broker's authoritative page store over one SQLite connection.
+/// The broker's authoritative page store over one connection of the store interface: SQLite or PostgreSQL
+/// (`StoreConnection`; the SQL is shared, the schema has a migration list per engine).
 ///
 /// Threading: owned by the thread that runs its connection (the broker's writer thread); never the loop thread.
 /// Writes are expected inside a transaction the caller opened (`SQLiteWriter` groups batches into one, each
 /// batch in a savepoint). A mutation has no savepoint of its own: every rejection is decided before its first
 /// write, so a rejected one leaves nothing behind (`apply` checks that rule on every rejection).
 public final class PageStore {
-  public let connection: SQLiteConnection
+  public let connection: any StoreConnection
   /// A random id made when the store was created: a restored or replaced store has another, which tells clients
   /// that sequence numbers they hold mean nothing here.
   public let epoch: String
   /// The sequence of the last batch that changed something. Read from the store, not cached: a transaction
   /// that rolls back (a failed group commit) leaves nothing stale behind.
-  public var sequence: UInt64 { (try? metaNumber("sequence")) ?? 0 }
+  public var sequence: UInt64 { (try? currentSequence()) ?? 0 }
+  /// The seed API's cursor (`GET /v1/sync`'s `latest`, `mutationsSince`): a read from this cursor misses no page
+  /// changed by a commit it did not see. SQLite: the sequence (one writer commits in sequence order).
+  /// PostgreSQL: the oldest transaction still running when the read's snapshot was taken
+  /// (`pg_snapshot_xmin`), compared with each page's `change_xid`: every transaction below it has ended, so
+  /// nothing that commits later lands below it. Opaque to clients; read it in the same transaction as the pages.
+  public var syncCursor: UInt64 {
+    switch connection.engine {
+    case .sqlite: return sequence
+    case .postgres:
+      guard
+        case .integer(let xmin)? = try? connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot())")
+          .first?.first
+      else { return 0 }
+      return UInt64(clamping: xmin)
+    }
+  }
+
+  /// The query that reads the store's sequence on `engine` (the health check's too).
+  public static func sequenceSQL(_ engine: StoreEngine) -> String {
+    switch engine {
+    case .sqlite: "SELECT value FROM meta WHERE key = 'sequence'"
+    // The newest committed batch that changed something (the log keeps at least the newest batches; numbers
+    // `batch_sequence` handed to batches that changed nothing, or are not committed yet, are not sequences).
+    case .postgres: "SELECT coalesce(max(seq), 0) FROM change_log"
+    }
+  }
+
+  func currentSequence() throws -> UInt64 {
+    switch try connection.query(Self.sequenceSQL(connection.engine)).first?.first {
+    case .integer(let value)?: UInt64(clamping: value)
+    case .text(let value)?: UInt64(value) ?? 0
+    default: 0
+    }
+  }
+
+  /// The sequence a batch that changes something takes: the next after the last (SQLite, whose one writer
+  /// stores it at the batch's end), or PostgreSQL's `nextval`, taken under the batch's workspace lock so that
+  /// within a workspace sequence order is commit order.
+  func nextSequence() throws -> UInt64 {
+    switch connection.engine {
+    case .sqlite: return try metaNumber("sequence") + 1
+    case .postgres:
+      guard case .integer(let value)? = try connection.query("SELECT nextval('batch_sequence')").first?.first
+      else { return 0 }
+      return UInt64(clamping: value)
+    }
+  }
   /// The change log holds every change after this sequence; a delta from an older time is a snapshot.
   public var logFloor: UInt64 { (try? metaNumber("log_floor")) ?? 0 }
   public var limits: MutationLimits
@@ -42,29 +91,32 @@ public final class PageStore {
   let decoder = JSONDecoder()
 
   /// Opens the store on `connection`, migrating it to the newest schema, and creating its epoch on first use.
-  public init(connection: SQLiteConnection, limits: MutationLimits = MutationLimits()) throws {
+  public init(connection: any StoreConnection, limits: MutationLimits = MutationLimits()) throws {
     self.connection = connection
     self.limits = limits
-    _ = try SQLiteMigrator(PageStore.migrations).migrate(connection)
+    try PageStore.migrate(connection)
     try PageStore.backfillTextStates(connection)
     try PageStore.countPageSizes(connection)
     try PageStore.backfillHeights(connection)
-    let meta = try PageStore.readMeta(connection)
-    if let epoch = meta["epoch"] {
+    if let epoch = try PageStore.readMeta(connection)["epoch"] {
       self.epoch = epoch
     } else {
-      epoch = Crypto.randomHex(16)
-      try connection.execute("INSERT INTO meta (key, value) VALUES ('epoch', ?)", [.text(epoch)])
+      // Brokers sharing a PostgreSQL store may open it at once: the first insert wins, all read its epoch.
+      try connection.execute(
+        "INSERT INTO meta (key, value) VALUES ('epoch', ?) ON CONFLICT (key) DO NOTHING",
+        [.text(Crypto.randomHex(16))])
+      guard let epoch = try PageStore.readMeta(connection)["epoch"] else { throw PageStoreOpenError.noEpoch }
+      self.epoch = epoch
     }
   }
 
   /// A store that only reads, on a connection of its own to a file that a writing `PageStore` opened first
   /// (migrated, with an epoch): the broker's reader threads. It migrates and writes nothing.
-  public init(reading connection: SQLiteConnection) throws {
+  public init(reading connection: any StoreConnection) throws {
     self.connection = connection
     limits = MutationLimits()
     guard let epoch = try PageStore.readMeta(connection)["epoch"] else {
-      throw SQLiteError(extendedCode: 1, message: "the store has no epoch: open it for writing first")
+      throw PageStoreOpenError.noEpoch
     }
     self.epoch = epoch
   }
@@ -78,7 +130,7 @@ public final class PageStore {
     return UInt64(value) ?? 0
   }
 
-  private static func readMeta(_ connection: SQLiteConnection) throws -> [String: String] {
+  private static func readMeta(_ connection: any StoreConnection) throws -> [String: String] {
     var meta: [String: String] = [:]
     for row in try connection.query("SELECT key, value FROM meta") {
       if case .text(let key) = row[0], case .text(let value) = row[1] { meta[key] = value }
@@ -96,7 +148,7 @@ public final class PageStore {
   /// Returns how many entries went.
   @discardableResult
   public func pruneLog(keepingSequences keep: UInt64) throws -> Int {
-    let sequence = try metaNumber("sequence")
+    let sequence = try currentSequence()
     guard sequence > keep else { return 0 }
     let floor = sequence - keep
     guard floor > (try metaNumber("log_floor")) else { return 0 }
@@ -131,5 +183,17 @@ enum Crypto {
       out.append(hex[Int(byte & 0x0F)])
     }
     return String(decoding: out, as: UTF8.self)
+  }
+}
+
+/// Why a store could not be opened.
+public enum PageStoreOpenError: Error, CustomStringConvertible {
+  /// The store has no epoch: a reader opened it before any writer created it.
+  case noEpoch
+
+  public var description: String {
+    switch self {
+    case .noEpoch: "the store has no epoch: open it for writing first"
+    }
   }
 }

@@ -51,13 +51,6 @@ extension SQLiteConnection {
     return result
   }
 
-  private func rollbackIfOpen() {
-    // Some errors (a full disk, an I/O error) roll the transaction back by themselves.
-    guard isInTransaction else { return }
-    // The original error is what the caller needs; a failing ROLLBACK leaves nothing better to do.
-    try? execute("ROLLBACK TRANSACTION", [])
-  }
-
   private func rollback(toSavepoint quoted: String, outermost: Bool) {
     guard isInTransaction else { return }
     try? execute("ROLLBACK TO SAVEPOINT \(quoted)", [])

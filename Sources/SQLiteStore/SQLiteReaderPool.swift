@@ -46,7 +46,8 @@ public final class SQLiteReaderPool<Reader>: @unchecked Sendable {
   public let threads: Int
   /// The most reads waiting at once; a read submitted beyond it fails with `.overloaded`.
   public let maxQueuedReads: Int
-  private let makeReader: @Sendable (SQLiteConnection) throws -> Reader
+  /// Opens a thread's connection and makes its reader.
+  private let open: @Sendable () throws -> (any StoreConnection, Reader)
   private let workers: [WorkerThread]
   private let slots: [Slot]
 
@@ -68,20 +69,41 @@ public final class SQLiteReaderPool<Reader>: @unchecked Sendable {
 
   /// A thread's connection and reader.
   private final class Slot {
-    var connection: SQLiteConnection?
+    var connection: (any StoreConnection)?
     var reader: Reader?
   }
 
   /// `threads` reader threads over the database at `path` (not opened until a read needs it).
-  public init(
+  public convenience init(
     path: String, threads: Int, maxQueuedReads: Int = 10_000, name: String = "sqlite-reader",
     makeReader: @escaping @Sendable (SQLiteConnection) throws -> Reader
+  ) {
+    self.init(
+      path: path, threads: threads, maxQueuedReads: maxQueuedReads, name: name,
+      open: {
+        let connection = try SQLiteConnection(path: path, mode: .readOnly)
+        do {
+          try connection.configure(synchronous: .normal)
+          return (connection, try makeReader(connection))
+        } catch {
+          connection.close()
+          throw error
+        }
+      })
+  }
+
+  /// `threads` reader threads, each with the connection and reader `open` makes on the thread's first read (of
+  /// any engine: `path` only names the store in errors). A connection that is lost is opened again by its engine
+  /// at the next read's transaction.
+  public init(
+    path: String, threads: Int, maxQueuedReads: Int = 10_000, name: String,
+    open: @escaping @Sendable () throws -> (any StoreConnection, Reader)
   ) {
     precondition(threads > 0 && maxQueuedReads > 0, "limits must be positive")
     self.path = path
     self.threads = threads
     self.maxQueuedReads = maxQueuedReads
-    self.makeReader = makeReader
+    self.open = open
     workers = (0..<threads).map { WorkerThread(name: "\(name)-\($0)") }
     slots = (0..<threads).map { _ in Slot() }
     idle = Array((0..<threads).reversed())
@@ -159,20 +181,14 @@ public final class SQLiteReaderPool<Reader>: @unchecked Sendable {
 
   private func run(_ request: Request, on slot: Slot) throws -> any Sendable {
     if slot.connection == nil {
-      let connection = try SQLiteConnection(path: path, mode: .readOnly)
-      do {
-        try connection.configure(synchronous: .normal)
-        slot.reader = try makeReader(connection)
-        slot.connection = connection
-      } catch {
-        connection.close()
-        throw error
-      }
+      let (connection, reader) = try open()
+      slot.reader = reader
+      slot.connection = connection
     }
     guard let connection = slot.connection, let reader = slot.reader else {
       throw SQLiteError.misuse("the reader connection is not open", sql: nil)
     }
-    return try connection.transaction(.deferred) { try request.work(reader) }
+    return try connection.transaction(writing: false) { try request.work(reader) }
   }
 
   /// On the loop thread: runs the completion waiting under `id`.

@@ -47,10 +47,17 @@ public enum SQLiteWriterError: Error, Equatable, Sendable, CustomStringConvertib
 ///
 /// Jobs must not end the transaction themselves (COMMIT, ROLLBACK, BEGIN) and must not wait for a loop thread:
 /// `shutdown()` may be blocking it.
-public final class SQLiteWriter: @unchecked Sendable {
+///
+/// Engines: the writer runs on any `StoreConnection` (SQLite, PostgreSQL), and hands jobs the connection as
+/// `Connection`: `SQLiteWriter` (`StoreWriter<SQLiteConnection>`) for code written against SQLite, or
+/// `StoreWriter<any StoreConnection>` for code that runs on either. A PostgreSQL connection lost between groups
+/// is opened again by the next group's `beginGroup`; a group whose connection is lost fails whole (nothing of it
+/// was committed).
+public final class StoreWriter<Connection>: @unchecked Sendable {
   // @unchecked: `connection` is used only on the worker thread (and by `shutdown` after joining it); every
   // other variable is guarded by `lock`.
-  private let connection: SQLiteConnection
+  private let job: Connection
+  private let connection: any StoreConnection
   private let worker: WorkerThread
   /// The most jobs one transaction runs; more queued jobs wait for the next transaction.
   public let maxJobsPerTransaction: Int
@@ -68,7 +75,7 @@ public final class SQLiteWriter: @unchecked Sendable {
   private var lastFailure: String?
 
   private typealias Outcome = Result<any Sendable, any Error>
-  private typealias Work = @Sendable (SQLiteConnection) throws -> any Sendable
+  private typealias Work = @Sendable (Connection) throws -> any Sendable
 
   private struct Request: Sendable {
     var id: UInt64
@@ -79,11 +86,12 @@ public final class SQLiteWriter: @unchecked Sendable {
 
   /// Takes `connection` over: from now on only the writer's thread uses it, and `shutdown` closes it.
   /// Configure it (`configure`, migrations) before handing it over.
-  public init(
-    connection: SQLiteConnection, name: String = "sqlite-writer", maxJobsPerTransaction: Int = 1000,
-    maxQueuedJobs: Int = 100_000
+  init(
+    job: Connection, connection: any StoreConnection, name: String, maxJobsPerTransaction: Int,
+    maxQueuedJobs: Int
   ) {
     precondition(maxJobsPerTransaction > 0 && maxQueuedJobs > 0, "limits must be positive")
+    self.job = job
     self.connection = connection
     self.maxJobsPerTransaction = maxJobsPerTransaction
     self.maxQueuedJobs = maxQueuedJobs
@@ -101,7 +109,7 @@ public final class SQLiteWriter: @unchecked Sendable {
   /// on `loop`'s thread with its result, after the group's COMMIT returned: with `job`'s value if the commit
   /// succeeded, `job`'s error if it threw (only its own changes were rolled back), or the COMMIT's error.
   public func submit<T: Sendable>(
-    on loop: Loop, _ job: @escaping @Sendable (SQLiteConnection) throws -> T,
+    on loop: Loop, _ job: @escaping @Sendable (Connection) throws -> T,
     completion: @escaping (Result<T, any Error>) -> Void
   ) {
     enqueue(on: loop, isRead: false, { try job($0) }, { completion($0.map { $0 as! T }) })
@@ -110,7 +118,7 @@ public final class SQLiteWriter: @unchecked Sendable {
   /// Runs `body` on the writer thread outside any group (reads, maintenance) — same completion rules. It runs
   /// after every job submitted before it, in autocommit mode.
   public func read<T: Sendable>(
-    on loop: Loop, _ body: @escaping @Sendable (SQLiteConnection) throws -> T,
+    on loop: Loop, _ body: @escaping @Sendable (Connection) throws -> T,
     completion: @escaping (Result<T, any Error>) -> Void
   ) {
     enqueue(on: loop, isRead: true, { try body($0) }, { completion($0.map { $0 as! T }) })
@@ -178,7 +186,7 @@ public final class SQLiteWriter: @unchecked Sendable {
     while let batch = takeBatch() {
       if batch.count == 1 && batch[0].isRead {
         let request = batch[0]
-        deliver([(request.id, request.loop, Outcome { try request.work(connection) })])
+        deliver([(request.id, request.loop, Outcome { try request.work(job) })])
       } else {
         var remaining = batch[...]
         while !remaining.isEmpty { remaining = runGroup(remaining) }
@@ -212,7 +220,7 @@ public final class SQLiteWriter: @unchecked Sendable {
   private func runGroup(_ jobs: ArraySlice<Request>) -> ArraySlice<Request> {
     TestCrashPoint.reach("begin", inTransaction: false)
     do {
-      try connection.execute("BEGIN IMMEDIATE TRANSACTION", [])
+      try connection.beginGroup()
     } catch {
       recordFailure(error)
       deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
@@ -220,8 +228,15 @@ public final class SQLiteWriter: @unchecked Sendable {
     }
     var outcomes: [Outcome] = []
     outcomes.reserveCapacity(jobs.count)
+    var deferred: ArraySlice<Request> = []
     for (index, job) in zip(jobs.indices, jobs) {
-      let outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work(connection) } }
+      let outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work(self.job) } }
+      if case .failure(let error) = outcome, error is StoreGroupMustEnd, index > jobs.startIndex {
+        // Its workspace is another transaction's until that commits, and this one holds locks: commit what ran,
+        // and run this job first in the next transaction (where it may wait).
+        deferred = jobs[index...]
+        break
+      }
       outcomes.append(outcome)
       if !connection.isInTransaction {
         // The transaction is gone, and with it the work of every job so far: they fail with the cause.
@@ -242,13 +257,13 @@ public final class SQLiteWriter: @unchecked Sendable {
     }
     TestCrashPoint.reach("commit", inTransaction: true)
     do {
-      try connection.execute("COMMIT TRANSACTION", [])
+      try connection.commitGroup()
     } catch {
       // A failed COMMIT may leave the transaction open (SQLITE_BUSY, a deferred foreign key): end it.
-      if connection.isInTransaction { try? connection.execute("ROLLBACK TRANSACTION", []) }
+      connection.rollbackIfOpen()
       recordFailure(error)
-      deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
-      return []
+      deliver(jobs.prefix(outcomes.count).map { ($0.id, $0.loop, .failure(error)) })
+      return deferred
     }
     TestCrashPoint.reach("committed", inTransaction: false)
     let succeeded = outcomes.count { if case .success = $0 { true } else { false } }
@@ -258,7 +273,7 @@ public final class SQLiteWriter: @unchecked Sendable {
       lastFailure = nil
     }
     deliver(zip(jobs, outcomes).map { ($0.id, $0.loop, $1) })
-    return []
+    return deferred
   }
 
   /// Posts outcomes to their loops: one `execute` per loop, completions in submission order.
@@ -282,5 +297,34 @@ public final class SQLiteWriter: @unchecked Sendable {
   private func complete(_ id: UInt64, _ outcome: Outcome) {
     guard let completion = lock.withLock({ completions.removeValue(forKey: id) }) else { return }
     completion(outcome)
+  }
+}
+
+/// The writer of code written against SQLite: jobs get the `SQLiteConnection`.
+public typealias SQLiteWriter = StoreWriter<SQLiteConnection>
+
+extension StoreWriter where Connection == SQLiteConnection {
+  /// Takes `connection` over: from now on only the writer's thread uses it, and `shutdown` closes it.
+  /// Configure it (`configure`, migrations) before handing it over.
+  public convenience init(
+    connection: SQLiteConnection, name: String = "sqlite-writer", maxJobsPerTransaction: Int = 1000,
+    maxQueuedJobs: Int = 100_000
+  ) {
+    self.init(
+      job: connection, connection: connection, name: name, maxJobsPerTransaction: maxJobsPerTransaction,
+      maxQueuedJobs: maxQueuedJobs)
+  }
+}
+
+extension StoreWriter where Connection == any StoreConnection {
+  /// Takes `connection` (of any engine) over: from now on only the writer's thread uses it, and `shutdown`
+  /// closes it. Migrate it before handing it over.
+  public convenience init(
+    store connection: any StoreConnection, name: String, maxJobsPerTransaction: Int = 1000,
+    maxQueuedJobs: Int = 100_000
+  ) {
+    self.init(
+      job: connection, connection: connection, name: name, maxJobsPerTransaction: maxJobsPerTransaction,
+      maxQueuedJobs: maxQueuedJobs)
   }
 }

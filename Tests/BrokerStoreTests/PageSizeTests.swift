@@ -9,17 +9,18 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
 /// A page store on a fresh file with a `page_bytes` of its own, and helpers to push batches as a client would.
 private final class SizeFixture {
-  let file = TemporaryDatabase()
+  let file: TestStoreDatabase
   var store: PageStore
   var nextID: [String: UInt64] = [:]
   var wall: UInt64 = 1_000_000
 
   static let workspace = id("ws1")
 
-  init(pageBytes: Int) throws {
+  init(_ engine: StoreEngine, pageBytes: Int) throws {
+    file = try TestStoreDatabase(engine)
     var limits = MutationLimits()
     limits.maxPageBytes = pageBytes
-    store = try PageStore(connection: try SQLiteConnection(path: file.path), limits: limits)
+    store = try PageStore(connection: try file.open(), limits: limits)
   }
 
   deinit {
@@ -37,7 +38,7 @@ private final class SizeFixture {
   @discardableResult
   func push(_ client: String, _ mutations: [Mutation]) throws -> BatchOutcome {
     let batch = MutationBatch(client: id(client), workspace: Self.workspace, mutations: mutations)
-    return try store.connection.transaction {
+    return try store.connection.transaction(writing: true) {
       try store.apply(batch, user: id("alice"), workspaces: [Self.workspace], nowMillis: wall)
     }
   }
@@ -66,7 +67,7 @@ private final class SizeFixture {
     try store.connection.execute("UPDATE page SET stored_bytes = NULL")
     let limits = store.limits
     store.connection.close()
-    store = try PageStore(connection: try SQLiteConnection(path: file.path), limits: limits)
+    store = try PageStore(connection: try file.open(), limits: limits)
     var sizes: [String: Int] = [:]
     for row in try store.connection.query("SELECT id, stored_bytes FROM page") {
       if case .text(let page) = row[0], case .integer(let bytes) = row[1] { sizes[page] = Int(bytes) }
@@ -94,8 +95,10 @@ private func noise(_ count: Int, seed: UInt64) -> String {
 /// with words that name the limit, whichever way it grows the page; a page already larger stays readable and
 /// may shrink.
 @Suite struct PageSizeTests {
-  @Test func aPagesSizeIsItsTitlePropertiesAndBlocksAsStored() throws {
-    let f = try SizeFixture(pageBytes: 1 << 20)
+  @Test(arguments: StoreEngine.tested) func aPagesSizeIsItsTitlePropertiesAndBlocksAsStored(
+    engine: StoreEngine
+  ) throws {
+    let f = try SizeFixture(engine, pageBytes: 1 << 20)
     try f.push("c1", "p", .createPage(parent: nil, title: "Hé"))  // 3 bytes
     #expect(try f.size("p") == 3)
     try f.push("c1", "p", .setProperty(name: "Status", value: .string("Done")))  // 6 + "\"Done\"" 6
@@ -115,8 +118,9 @@ private func noise(_ count: Int, seed: UInt64) -> String {
 
   /// What batches keep is what a recount from the rows finds, through every kind of mutation that grows or
   /// shrinks a page, applied or rejected.
-  @Test func theSizeBatchesKeepIsWhatARecountFinds() throws {
-    let f = try SizeFixture(pageBytes: 40_000)
+  @Test(arguments: StoreEngine.tested) func theSizeBatchesKeepIsWhatARecountFinds(engine: StoreEngine) throws
+  {
+    let f = try SizeFixture(engine, pageBytes: 40_000)
     try f.push("c1", "p", .createPage(parent: nil, title: "Page"))
     try f.push("c1", "db", .createDatabase(parent: id("p"), title: "Tasks"))
     try f.push(
@@ -152,9 +156,11 @@ private func noise(_ count: Int, seed: UInt64) -> String {
     #expect(try f.recount() == kept)
   }
 
-  @Test func addingBlocksPastPageBytesIsRejectedTooLargeNamingTheLimit() throws {
+  @Test(arguments: StoreEngine.tested) func addingBlocksPastPageBytesIsRejectedTooLargeNamingTheLimit(
+    engine: StoreEngine
+  ) throws {
     let limit = 64 * 1024
-    let f = try SizeFixture(pageBytes: limit)
+    let f = try SizeFixture(engine, pageBytes: limit)
     try f.push("c1", "p", .createPage(parent: nil, title: "P"))
     var added = 0
     var outcome = try f.push("c1", "p", f.addBlock("p", "b0", noise(20_000, seed: 0)))
@@ -194,8 +200,10 @@ private func noise(_ count: Int, seed: UInt64) -> String {
 
   /// A block's text grows through the CRDT (`splice_text`, `mark_text`) and through an old client's whole
   /// text (`edit_block`): past `page_bytes` each is rejected and writes nothing; a splice that shrinks applies.
-  @Test func textGrowthPastPageBytesIsRejectedAndShrinkingIsNot() throws {
-    let f = try SizeFixture(pageBytes: 1 << 20)
+  @Test(arguments: StoreEngine.tested) func textGrowthPastPageBytesIsRejectedAndShrinkingIsNot(
+    engine: StoreEngine
+  ) throws {
+    let f = try SizeFixture(engine, pageBytes: 1 << 20)
     try f.push("c1", "p", .createPage(parent: nil, title: "P"))
     let first = noise(40_000, seed: 1)
     try f.push("c1", "p", f.addBlock("p", "b", first))
@@ -229,9 +237,9 @@ private func noise(_ count: Int, seed: UInt64) -> String {
         == [.applied])
   }
 
-  @Test func titlesPropertiesAndRowsCountToo() throws {
+  @Test(arguments: StoreEngine.tested) func titlesPropertiesAndRowsCountToo(engine: StoreEngine) throws {
     let limit = 64 * 1024
-    let f = try SizeFixture(pageBytes: limit)
+    let f = try SizeFixture(engine, pageBytes: limit)
     try f.push("c1", "db", .createDatabase(parent: nil, title: "DB"))
     // A row's properties count at its creation.
     let big = (0..<4).reduce(into: [String: PropertyValue]()) {
@@ -261,8 +269,10 @@ private func noise(_ count: Int, seed: UInt64) -> String {
 
   /// A page stored before the limit (or before it was lowered) stays readable and editable in every way that
   /// does not grow it.
-  @Test func aPageAlreadyOverTheLimitStaysReadableAndMayShrink() throws {
-    let f = try SizeFixture(pageBytes: 1 << 20)
+  @Test(arguments: StoreEngine.tested) func aPageAlreadyOverTheLimitStaysReadableAndMayShrink(
+    engine: StoreEngine
+  ) throws {
+    let f = try SizeFixture(engine, pageBytes: 1 << 20)
     try f.push("c1", "p", .createPage(parent: nil, title: "A title"))
     for n in 0..<4 { try f.push("c1", "p", f.addBlock("p", "b\(n)", noise(30_000, seed: UInt64(n)))) }
     f.store.limits.maxPageBytes = 64 * 1024
@@ -282,8 +292,8 @@ private func noise(_ count: Int, seed: UInt64) -> String {
   }
 
   /// A re-sent rejected mutation is rejected again with the same words.
-  @Test func aResentRejectionKeepsItsMessage() throws {
-    let f = try SizeFixture(pageBytes: 64 * 1024)
+  @Test(arguments: StoreEngine.tested) func aResentRejectionKeepsItsMessage(engine: StoreEngine) throws {
+    let f = try SizeFixture(engine, pageBytes: 64 * 1024)
     try f.push("c1", "p", .createPage(parent: nil, title: "P"))
     let batch = [f.mutation("c1", "p", f.addBlock("p", "b", noise(65_000, seed: 1)))]
     let first = try f.push("c1", batch)

@@ -11,7 +11,7 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 /// keeps the block's text as the broker's first text (`TextDocument(text:client:"")`, the ids every replica
 /// derives) and pushes its CRDT updates as `splice_text` and `mark_text`.
 private final class TextFixture {
-  let file = TemporaryDatabase()
+  let file: TestStoreDatabase
   let store: PageStore
   var nextID: [String: UInt64] = [:]
   var wall: UInt64 = 1_000_000
@@ -19,8 +19,11 @@ private final class TextFixture {
 
   static let workspace = id("ws1")
 
-  init(text: String = "The quick fox jumps.", limits: MutationLimits = MutationLimits()) throws {
-    let connection = try SQLiteConnection(path: file.path)
+  init(
+    _ engine: StoreEngine, text: String = "The quick fox jumps.", limits: MutationLimits = MutationLimits()
+  ) throws {
+    file = try TestStoreDatabase(engine)
+    let connection = try file.open()
     store = try PageStore(connection: connection, limits: limits)
     first = text
     try push("setup", "p", .createPage(parent: nil, title: "P"))
@@ -45,7 +48,7 @@ private final class TextFixture {
   @discardableResult
   func push(_ client: String, _ mutations: [Mutation]) throws -> BatchOutcome {
     let batch = MutationBatch(client: id(client), workspace: Self.workspace, mutations: mutations)
-    return try store.connection.transaction {
+    return try store.connection.transaction(writing: true) {
       try store.apply(batch, user: id("alice"), workspaces: [Self.workspace], nowMillis: wall)
     }
   }
@@ -82,8 +85,8 @@ private final class TextFixture {
 }
 
 @Suite struct PageStoreTextTests {
-  @Test func aResentSpliceIsAppliedOnce() throws {
-    let f = try TextFixture()
+  @Test(arguments: StoreEngine.tested) func aResentSpliceIsAppliedOnce(engine: StoreEngine) throws {
+    let f = try TextFixture(engine)
     var laptop = f.device
     let batch = [f.splice("laptop", try laptop.splice(at: 10, delete: 0, insert: "brown ", client: "laptop"))]
     let first = try f.push("laptop", batch)
@@ -104,8 +107,10 @@ private final class TextFixture {
 
   /// A device's update that refers to characters of another device's update the broker has not received yet:
   /// accepted and kept waiting in the state; both appear, once each, when the other arrives.
-  @Test func anUpdateAheadOfTheOneItBuildsOnWaitsForIt() throws {
-    let f = try TextFixture()
+  @Test(arguments: StoreEngine.tested) func anUpdateAheadOfTheOneItBuildsOnWaitsForIt(engine: StoreEngine)
+    throws
+  {
+    let f = try TextFixture(engine)
     var phone = f.device
     let brown = try phone.splice(at: 10, delete: 0, insert: "brown ", client: "phone")
     var laptop = f.device
@@ -128,8 +133,10 @@ private final class TextFixture {
 
   /// Insert runs and mark operations must be the batch client's own: one that claims another client's ids is
   /// rejected (`invalid_value`) and writes nothing.
-  @Test func operationsClaimingAnotherClientAreRejectedAndWriteNothing() throws {
-    let f = try TextFixture()
+  @Test(arguments: StoreEngine.tested) func operationsClaimingAnotherClientAreRejectedAndWriteNothing(
+    engine: StoreEngine
+  ) throws {
+    let f = try TextFixture(engine)
     var phone = f.device
     let claimed = try phone.splice(at: 0, delete: 0, insert: "Oh, ", client: "phone")
     let markedAsPhone = try phone.mark(
@@ -151,10 +158,12 @@ private final class TextFixture {
 
   /// A splice that would take the text past `maxTextBytes` (each mutation on its own is within it) is
   /// rejected (`too_large`) and writes nothing; up to the limit it applies.
-  @Test func aTextOverTheByteLimitIsTooLargeAndWritesNothing() throws {
+  @Test(arguments: StoreEngine.tested) func aTextOverTheByteLimitIsTooLargeAndWritesNothing(
+    engine: StoreEngine
+  ) throws {
     var limits = MutationLimits()
     limits.maxTextBytes = 24
-    let f = try TextFixture(limits: limits)  // 20 bytes
+    let f = try TextFixture(engine, limits: limits)  // 20 bytes
     var laptop = f.device
     let tooMuch = try laptop.splice(at: 10, delete: 0, insert: "brüwn ", client: "laptop")  // 7 bytes
     let before = try f.dump()
@@ -180,12 +189,14 @@ private final class TextFixture {
   /// Runs far past a client's counters, each within the allowance on its own, would add up to more ids than a
   /// state may hold (`TextDocument.maxIdentifiers`): refused `too_large` before the state is stored, so the
   /// stored state always reads back and the block keeps taking edits.
-  @Test func countersClimbingPastWhatAStateHoldsAreTooLarge() throws {
+  @Test(arguments: StoreEngine.tested) func countersClimbingPastWhatAStateHoldsAreTooLarge(
+    engine: StoreEngine
+  ) throws {
     var limits = MutationLimits()
     limits.maxTextBytes = 1 << 23
     // Only what a state may hold bounds the climb here (text_characters_per_block is tested on its own).
     limits.maxTextCharacters = 1 << 30
-    let f = try TextFixture(limits: limits)
+    let f = try TextFixture(engine, limits: limits)
     func far(_ counter: UInt32) -> TextUpdate {
       TextUpdate(runs: [
         InsertRun(
@@ -208,8 +219,10 @@ private final class TextFixture {
 
   /// A delta since a sequence carries the block's update since then (only the runs, deletions and marks that
   /// reached the broker after it); a snapshot carries the whole state.
-  @Test func aDeltaCarriesOnlyWhatChangedSinceItsSequenceASnapshotEverything() throws {
-    let f = try TextFixture()
+  @Test(arguments: StoreEngine.tested) func aDeltaCarriesOnlyWhatChangedSinceItsSequenceASnapshotEverything(
+    engine: StoreEngine
+  ) throws {
+    let f = try TextFixture(engine)
     var laptop = f.device
     let brown = try laptop.splice(at: 10, delete: 0, insert: "brown ", client: "laptop")
     try f.push("laptop", [f.splice("laptop", brown)])
@@ -253,8 +266,10 @@ private final class TextFixture {
   /// `edit_block` with a text, from a client that predates the CRDT, is merged as the fewest splices against
   /// the broker's text: a splice made concurrently (on the text before the edit) keeps its words, and so does
   /// an old client's edit made on a text that already had the splice.
-  @Test func anOldStyleWholeTextEditMergesWithAConcurrentSplice() throws {
-    let f = try TextFixture()
+  @Test(arguments: StoreEngine.tested) func anOldStyleWholeTextEditMergesWithAConcurrentSplice(
+    engine: StoreEngine
+  ) throws {
+    let f = try TextFixture(engine)
     var laptop = f.device
     let brown = try laptop.splice(at: 10, delete: 0, insert: "brown ", client: "laptop")
     try f.push("old", "p", .editBlock(block: id("b"), text: "The quick fox jumps high.", attributes: nil))
@@ -277,10 +292,12 @@ private final class TextFixture {
   /// Operations that never find what they need (runs whose origin never arrives, marks whose anchors never do)
   /// count against `text_characters_per_block`: a client cannot make a block's state grow without bound by
   /// sending them, and past the bound its edits are `too_large`, writing nothing.
-  @Test func operationsWaitingForeverCountAgainstTheBlocksBound() throws {
+  @Test(arguments: StoreEngine.tested) func operationsWaitingForeverCountAgainstTheBlocksBound(
+    engine: StoreEngine
+  ) throws {
     var limits = MutationLimits()
     limits.maxTextCharacters = 45
-    let f = try TextFixture(limits: limits)
+    let f = try TextFixture(engine, limits: limits)
     let nowhere = CharacterID(client: "ghost", counter: 3)
     func orphan(_ counter: UInt32) -> TextUpdate {
       TextUpdate(runs: [
@@ -307,8 +324,8 @@ private final class TextFixture {
     #expect(try f.dump() == before)
   }
 
-  @Test func marksAreRenderedInTheMarksColumn() throws {
-    let f = try TextFixture()
+  @Test(arguments: StoreEngine.tested) func marksAreRenderedInTheMarksColumn(engine: StoreEngine) throws {
+    let f = try TextFixture(engine)
     var laptop = f.device
     let bold = try laptop.mark(
       from: 4, to: 9, type: .bold, value: nil, client: "laptop", time: MarkTime(millis: 5, counter: 0))

@@ -40,8 +40,8 @@ extension StoreFixture {
 
 /// A chain of `count` pages p0 ← p1 ← ... written straight into the store's file, as a broker before the depth
 /// limit could let a client build it (heights -1: the store computes them when it opens).
-private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, workspace: EntityID) throws {
-  try connection.transaction {
+private func writeLegacyChain(_ connection: any StoreConnection, count: Int, workspace: EntityID) throws {
+  try connection.transaction(writing: true) {
     for index in 0..<count {
       try connection.execute(
         """
@@ -59,8 +59,10 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
   /// under its leaf was applied, cutting 10,003 pages off every tree. Now the walk is exact: with a limit deep
   /// enough for the chain it finds the root among the leaf's ancestors (`invalid_parent`); with the default one
   /// it stops at 1,000 pages and refuses the move as `too_deep`. Either way nothing moves.
-  @Test func theRootOfA10003DeepChainCannotMoveUnderItsLeaf() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested) func theRootOfA10003DeepChainCannotMoveUnderItsLeaf(
+    engine: StoreEngine
+  ) throws {
+    let f = try StoreFixture(engine)
     try writeLegacyChain(f.store.connection, count: 10_003, workspace: StoreFixture.workspace)
     let store = try PageStore(connection: f.store.connection)
     let leaf = id("p10002")
@@ -72,7 +74,7 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
         ])
     }
     let apply = { (batch: MutationBatch) in
-      try store.connection.transaction {
+      try store.connection.transaction(writing: true) {
         try store.apply(batch, user: id("alice"), workspaces: [StoreFixture.workspace], nowMillis: 10)
       }
     }
@@ -88,8 +90,9 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
     #expect(tree["p10002"]?.height == 0 && tree["p0"]?.height == 10_002)
   }
 
-  @Test func aPageDeeperThanTheLimitIsRefusedOnCreateAndMoveCountingTheWholeSubtree() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested)
+  func aPageDeeperThanTheLimitIsRefusedOnCreateAndMoveCountingTheWholeSubtree(engine: StoreEngine) throws {
+    let f = try StoreFixture(engine)
     f.store.maxTreeDepth = 5
     // a1 ← a2 ← a3 ← a4 ← a5: five deep, the limit.
     let chain = (1...5).map {
@@ -123,8 +126,10 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
 
   /// A cycle an older broker let in (pages with no top) is "deeper than any limit": nothing is created or moved
   /// under it, its pages cannot move, and no walk goes round it for ever. A page hanging from it can leave.
-  @Test func aCycleFromAnOlderBrokerTakesNoPagesAndStopsEveryWalk() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested) func aCycleFromAnOlderBrokerTakesNoPagesAndStopsEveryWalk(
+    engine: StoreEngine
+  ) throws {
+    let f = try StoreFixture(engine)
     try writeLegacyChain(f.store.connection, count: 4, workspace: StoreFixture.workspace)
     try f.store.connection.execute("UPDATE page SET parent_id = 'p3' WHERE id = 'p0'")
     let store = try PageStore(connection: f.store.connection)
@@ -135,7 +140,7 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
     func push(_ page: String, _ action: MutationAction) throws -> [MutationResult] {
       let mutation = fixture.mutation("c1", page, action)
       let batch = MutationBatch(client: id("c1"), workspace: StoreFixture.workspace, mutations: [mutation])
-      return try store.connection.transaction {
+      return try store.connection.transaction(writing: true) {
         try store.apply(
           batch, user: id("alice"), workspaces: [StoreFixture.workspace], nowMillis: fixture.wall)
       }.results
@@ -150,8 +155,9 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
   /// Random creates and moves in a small forest, each checked against a model that knows only parents: the
   /// store accepts exactly the moves that make no cycle and keep every page within the limit, and the heights it
   /// keeps are always those of its tree.
-  @Test(arguments: [1, 2, 3] as [UInt64]) func heightsFollowEveryCreateAndMove(seed: UInt64) throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested, [1, 2, 3] as [UInt64])
+  func heightsFollowEveryCreateAndMove(engine: StoreEngine, seed: UInt64) throws {
+    let f = try StoreFixture(engine)
     let limit = 6
     f.store.maxTreeDepth = limit
     var random = SplitMix64(seed: 0x7EE0_0000 + seed)
@@ -212,8 +218,10 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
   /// One batch cannot hold the writer for long: once its work reaches the budget the store takes none of its
   /// later mutations, answers the first ones (`lastMutationId` the last of them), and the client's next batch
   /// goes on from there. Nothing is applied twice or lost, and nothing of a mutation not answered is stored.
-  @Test func aBatchOverItsBudgetIsAnsweredInPartAndTheRestFollows() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested) func aBatchOverItsBudgetIsAnsweredInPartAndTheRestFollows(
+    engine: StoreEngine
+  ) throws {
+    let f = try StoreFixture(engine)
     try f.pushAll(
       "c0", (0..<20).map { ("p\($0)", .createPage(parent: $0 == 0 ? nil : id("p\($0 - 1)"), title: "P")) })
     f.store.maxBatchWork = 200
@@ -242,8 +250,10 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
   /// The budget counts from there. Here each page under the root walks 1 page up (1 unit) and refreshes the
   /// root's height (3): the first of a batch runs, the second's walk fits a budget of 1 unit, the third's does
   /// not. Five pages take three batches.
-  @Test func theFirstMutationOfABatchAlwaysRunsAndTheBudgetCountsFromIt() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested) func theFirstMutationOfABatchAlwaysRunsAndTheBudgetCountsFromIt(
+    engine: StoreEngine
+  ) throws {
+    let f = try StoreFixture(engine)
     f.store.maxBatchWork = 1
     try f.push("c1", "root", .createPage(parent: nil, title: "R"))
     let (results, batches) = try f.pushAll(
@@ -255,8 +265,10 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
   /// A database's rows in view are read once before a batch first touches it and once after, however many of
   /// the batch's mutations touch it (they were read again for each: a batch of 1,000 property edits on the rows
   /// of a 10,000-row database took 22 s).
-  @Test func aDatabaseIsReadOnceABatchHoweverManyMutationsTouchIt() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested) func aDatabaseIsReadOnceABatchHoweverManyMutationsTouchIt(
+    engine: StoreEngine
+  ) throws {
+    let f = try StoreFixture(engine)
     try f.push("c1", "db", .createDatabase(parent: nil, title: "DB"))
     try f.push("c1", "db", .setView(filter: nil, sort: ViewSort(property: "n")))
     try f.pushAll(
@@ -297,8 +309,8 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
 
   /// A text edit counts the size of the block it changes: a batch of splices on a block of 60,000 characters
   /// stops after a few (each inflates, changes and deflates the whole text).
-  @Test func textEditsCountTheSizeOfTheirBlock() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested) func textEditsCountTheSizeOfTheirBlock(engine: StoreEngine) throws {
+    let f = try StoreFixture(engine)
     let text = String(repeating: "0123456789", count: 6_000)
     try f.push("c1", "page", .createPage(parent: nil, title: "P"))
     try f.push(
@@ -317,8 +329,8 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
   /// A placement reads only the blocks around it, and moves few: in a page of 3,000 blocks a batch of 200
   /// placements (at random, and each after the one before in the middle of the page) fits a budget of 10,000
   /// units. Reading the whole page for each, as before, was 3,000 units a placement.
-  @Test func placementsInALargePageReadFewBlocks() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested) func placementsInALargePageReadFewBlocks(engine: StoreEngine) throws {
+    let f = try StoreFixture(engine)
     try f.push("c1", "page", .createPage(parent: nil, title: "P"))
     try f.pushAll(
       "c1",
@@ -353,10 +365,9 @@ private func writeLegacyChain(_ connection: SQLiteConnection, count: Int, worksp
 
   /// The store places blocks as `BlockPlacement.place(after:among:)` does on the whole page (tombstones
   /// included): reading the page through its index changes no decision.
-  @Test(arguments: [1, 2] as [UInt64]) func theStorePlacesBlocksAsTheRuleDoesOnTheWholePage(seed: UInt64)
-    throws
-  {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested, [1, 2] as [UInt64])
+  func theStorePlacesBlocksAsTheRuleDoesOnTheWholePage(engine: StoreEngine, seed: UInt64) throws {
+    let f = try StoreFixture(engine)
     try f.push("c1", "page", .createPage(parent: nil, title: "P"))
     var random = SplitMix64(seed: 0x5107_0000 + seed)
     var model: [BlockPlacement.Slot] = []

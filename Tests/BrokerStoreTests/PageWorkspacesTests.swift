@@ -1,4 +1,5 @@
 import BrokerStore
+import StoreInterface
 import SyncModel
 import Testing
 
@@ -9,8 +10,10 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   /// Answered by position, each page with its own workspace and time even where the workspace changes from one
   /// page to the next (the reader keeps one `EntityID` per run of the same workspace), nil for a page that does
   /// not exist, and a page named twice answered twice.
-  @Test func eachPageIsAnsweredInTheOrderAskedWithItsOwnWorkspace() throws {
-    let f = try StoreFixture()
+  @Test(arguments: StoreEngine.tested) func eachPageIsAnsweredInTheOrderAskedWithItsOwnWorkspace(
+    engine: StoreEngine
+  ) throws {
+    let f = try StoreFixture(engine)
     try f.push("c1", "a", .createPage(parent: nil, title: "A"))
     let b = try #require(try f.push("c1", "b", .createPage(parent: nil, title: "B")).pages[id("b")])
     let x = try #require(

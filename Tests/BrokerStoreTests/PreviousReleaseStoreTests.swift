@@ -58,7 +58,7 @@ private final class UpgradedBroker {
   /// Applies a batch as the broker does, in one transaction.
   func push(_ client: String, _ mutations: [Mutation]) throws -> BatchOutcome {
     let batch = MutationBatch(client: id(client), workspace: id("w1"), mutations: mutations)
-    return try store.connection.transaction {
+    return try store.connection.transaction(writing: true) {
       try store.apply(batch, user: id("alice"), workspaces: [id("w1")], nowMillis: 1_795_609_100_000)
     }
   }

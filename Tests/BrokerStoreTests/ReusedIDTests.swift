@@ -11,13 +11,13 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 /// consumed, so the device can send it under a new client id.
 @Suite struct ReusedIDTests {
   final class Fixture {
-    let file = TemporaryDatabase()
+    let file: TestStoreDatabase
     let store: PageStore
     let wall: UInt64 = 1_700_000_000_000
 
-    init() throws {
-      let connection = try SQLiteConnection(path: file.path)
-      try connection.configure(synchronous: .normal)
+    init(_ engine: StoreEngine) throws {
+      file = try TestStoreDatabase(engine)
+      let connection = try file.open()
       store = try PageStore(connection: connection)
     }
 
@@ -39,7 +39,7 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     @discardableResult
     func push(_ mutations: [Mutation], client: String = "laptop") throws -> BatchOutcome {
       let batch = MutationBatch(client: id(client), workspace: id("ws"), mutations: mutations)
-      return try store.connection.transaction {
+      return try store.connection.transaction(writing: true) {
         try store.apply(batch, user: id("alice"), workspaces: [id("ws")], nowMillis: wall)
       }
     }
@@ -52,8 +52,10 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     }
   }
 
-  @Test func aReSendIsADuplicateAndAnotherMutationUnderItsIdIsIdReused() throws {
-    let f = try Fixture()
+  @Test(arguments: StoreEngine.tested) func aReSendIsADuplicateAndAnotherMutationUnderItsIdIsIdReused(
+    engine: StoreEngine
+  ) throws {
+    let f = try Fixture(engine)
     let original = [f.mutation(1, .createPage(parent: nil, title: "first")), f.mutation(2, .setTitle("a"))]
     try f.push(original)
     // The same batch again (its answer was lost): duplicates.
@@ -75,8 +77,10 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     #expect(try f.title() == "c")
   }
 
-  @Test func aReSentRejectionIsRejectedAgainOnlyWithItsOwnContent() throws {
-    let f = try Fixture()
+  @Test(arguments: StoreEngine.tested) func aReSentRejectionIsRejectedAgainOnlyWithItsOwnContent(
+    engine: StoreEngine
+  ) throws {
+    let f = try Fixture(engine)
     try f.push([f.mutation(1, .createPage(parent: nil, title: "first"))])
     let refused = f.mutation(2, .setTitle("x"), page: "nowhere")
     #expect(try f.push([refused]).results.map(\.reason) == [.unknownPage])
@@ -87,8 +91,8 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
   /// Only the newest `digestsPerClient` ids keep their digest (whole rows of 64): a re-send below them is taken
   /// for a duplicate (as before digests were kept), one within them is checked; older rows go as newer ids come.
-  @Test func onlyTheNewestIdsKeepTheirDigest() throws {
-    let f = try Fixture()
+  @Test(arguments: StoreEngine.tested) func onlyTheNewestIdsKeepTheirDigest(engine: StoreEngine) throws {
+    let f = try Fixture(engine)
     f.store.digestsPerClient = 64
     try f.push(
       [f.mutation(1, .createPage(parent: nil, title: "t"))]

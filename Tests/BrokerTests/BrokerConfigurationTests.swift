@@ -69,6 +69,30 @@ private func sampleConfig(file: String = #filePath) -> String {
     }
   }
 
+  /// `[store] url` selects PostgreSQL; with `path` too it is an error naming both keys; it is shown without its
+  /// password and needs a restart to change.
+  @Test func aStoreURLSelectsPostgreSQLAndExcludesAPath() throws {
+    let url = "postgres://pagesync:secret@db.internal:5432/pagesync"
+    let configuration = try BrokerConfiguration.parse("[store]\nurl = \"\(url)\"\n", file: "t.toml")
+    #expect(configuration.storeURL == url)
+    #expect(BrokerConfiguration.withoutPassword(url) == "postgres://pagesync:***@db.internal:5432/pagesync")
+    #expect(BrokerConfiguration().reloadPlan(to: configuration).needsRestart == ["store.url"])
+    for (text, message) in [
+      (
+        "[store]\npath = \"a.sqlite\"\nurl = \"\(url)\"\n",
+        "t.toml:3: store.url: and [store] path are both set"
+      ),
+      ("[store]\nurl = \"mysql://x\"\n", "t.toml:2: store.url: must be a PostgreSQL URL"),
+    ] {
+      do {
+        _ = try BrokerConfiguration.parse(text, file: "t.toml")
+        Issue.record("accepted: \(text)")
+      } catch {
+        #expect("\(error)".hasPrefix(message), "\(error)")
+      }
+    }
+  }
+
   @Test func tokensAndLimitsAreRead() throws {
     let configuration = try BrokerConfiguration.parse(
       """

@@ -57,17 +57,19 @@ final class BrokerProcess {
   private var openParts = 3
 
   /// Writes the configuration (port 0, two tokens) unless one exists, and starts the broker. `storeFile`: the
-  /// store's name in `directory` (no quote or backslash: it goes in a TOML string as it is).
-  init(loop: Loop, directory: ScratchDirectory, extraConfig: String = "", storeFile: String = "broker.sqlite")
-    throws
-  {
+  /// store's name in `directory` (no quote or backslash: it goes in a TOML string as it is). `storeURL`: a
+  /// PostgreSQL store (`[store] url`) instead of the file.
+  init(
+    loop: Loop, directory: ScratchDirectory, extraConfig: String = "", storeFile: String = "broker.sqlite",
+    storeURL: String? = nil
+  ) throws {
     directory.write(
       "broker.toml",
       """
       [server]
       listen = "127.0.0.1:0"
       [store]
-      path = "\(directory.path)/\(storeFile)"
+      \(storeURL.map { "url = \"\($0)\"" } ?? "path = \"\(directory.path)/\(storeFile)\"")
       [[auth.tokens]]
       token = "\(TestTokens.alice)"
       user = "alice"
@@ -131,13 +133,13 @@ final class BrokerProcess {
 /// exit 0, "ALL OK" last, and a broker that drained and exited 0.
 func expectBrokerScriptPasses(
   _ script: String, _ arguments: [String], extraConfig: String = "", storeFile: String = "broker.sqlite",
-  timeout: UInt64 = 60_000, sourceLocation: SourceLocation = #_sourceLocation
+  storeURL: String? = nil, timeout: UInt64 = 60_000, sourceLocation: SourceLocation = #_sourceLocation
 ) throws {
   let loop = try Loop()
   let directory = ScratchDirectory()
   defer { directory.remove() }
   let broker = try BrokerProcess(
-    loop: loop, directory: directory, extraConfig: extraConfig, storeFile: storeFile)
+    loop: loop, directory: directory, extraConfig: extraConfig, storeFile: storeFile, storeURL: storeURL)
   var run: ProcessRun?
   var stopped: (Int64, Int32)?
   broker.whenListening { base in

@@ -1,0 +1,4 @@
+@_exported import StoreInterface
+
+/// SQLite's name for the store interface's value: the SQLite code predates the interface.
+public typealias SQLiteValue = SQLValue
