@@ -99,6 +99,7 @@ test: deps lint
 	@scripts/check-layering.sh "$$($(SWIFT) build --show-bin-path)"
 	@scripts/check-links.sh "$$($(SWIFT) build --show-bin-path)"
 	@scripts/demo.sh --check
+	@scripts/run-cluster.sh --check
 	$(SWIFT) test --skip-build
 	PAGESYNC_BROWSER_TESTS=1 $(SWIFT) test --skip-build --filter 'StatusPageBrowserTests|LoadReportBrowserTests'
 
