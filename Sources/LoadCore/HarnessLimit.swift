@@ -56,6 +56,14 @@ public struct HarnessFigures: Sendable, Equatable {
 
   public var isLimited: Bool { !limitedBy.isEmpty }
 
+  /// Whether a harness thread was busy (`busyHarnessPercent` or more of a core): the harness's own work limited
+  /// it. A limited step without one fell behind while no thread of the harness was busy: its threads waited for
+  /// a core the machine's other work held (a load average above the core count says so too).
+  public var busyThread: Bool {
+    let busy = GeneratorVerdict.busyHarnessPercent
+    return (generatorCPUPercent ?? harnessCPUPercent ?? 0) >= busy || (busiestReaderCPUPercent ?? 0) >= busy
+  }
+
   /// The rule in words, for the notes.
   public static var rule: String {
     let busy = ReportValue.format(GeneratorVerdict.busyHarnessPercent)
@@ -88,18 +96,19 @@ public struct HarnessFigures: Sendable, Equatable {
     var notes: [String] = []
     let behind = steps.filter { !GeneratorVerdict.keptSchedule(lagP99Ms: $0.figures.lagP99Ms ?? 0) }
     if let worst = behind.compactMap(\.figures.lagP99Ms).max() {
+      let lag = "lag p99 up to \(ReportValue.number(worst).json) ms"
       let which =
         steps.count == 1
-        ? "" : " in \(behind.count) of \(steps.count) steps (\(behind.map(\.name).joined(separator: ", ")))"
-      notes.append(
-        "the generator fell behind its schedule\(which) (lag p99 up to \(ReportValue.number(worst).json) ms): "
-          + "latencies include that lag")
+        ? " (\(lag))"
+        : " in \(behind.count) of \(steps.count) steps (\(behind.map(\.name).joined(separator: ", ")); \(lag))"
+      notes.append("the generator fell behind its schedule\(which): latencies include that lag")
     }
     let limited = steps.filter { $0.figures.isLimited }
     if !limited.isEmpty {
       let list = limited.map { step in
         let at = step.name.isEmpty ? "" : "\(step.name): "
-        return "\(at)\(step.figures.limitedBy.joined(separator: " and ")) (\(step.figures.summary))"
+        let waited = step.figures.busyThread ? "" : ", no harness thread busy: they waited for a core"
+        return "\(at)\(step.figures.limitedBy.joined(separator: " and ")) (\(step.figures.summary)\(waited))"
       }
       notes.append(
         "harness-limited: " + list.joined(separator: "; ")

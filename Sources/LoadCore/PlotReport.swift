@@ -92,7 +92,8 @@ public enum PlotReport {
       let list = steps.map { step in
         let name = step.name.isEmpty ? "\(PlotScale.label(step.rate)) batches/s" : step.name
         let runs = series.runs > 1 ? "\(step.harnessLimitedRuns) of \(step.runs) runs, " : ""
-        return "\(name) (\(runs)\(step.harness.summary))"
+        let waited = step.harness.busyThread ? "" : ", no harness thread busy: they waited for a core"
+        return "\(name) (\(runs)\(step.harness.summary)\(waited))"
       }
       limited.append("\(series.name) at \(list.joined(separator: ", "))")
     }

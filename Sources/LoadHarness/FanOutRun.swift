@@ -324,6 +324,7 @@ final class FanOutRun: ScenarioRun {
         "harness",
         .object([
           ("limited", .bool(harness.isLimited)), ("by", .string(harness.limitedBy.joined(separator: ", "))),
+          ("busy_thread", .bool(harness.busyThread)),
         ])
       ),
       (
