@@ -1022,7 +1022,8 @@ class Run:
             # its reconnect or of a bus that came back.
             for name in self.devices:
                 self.wait_settled(name)
-            Oracle(self).check_offline_pages(" before any sync: by push over the bus and catch-ups alone")
+            Oracle(self).check_offline_pages(" before any sync: by push over the bus and catch-ups alone",
+                                             times=True)
             # And now, each device settled on a broker: an edit through the other broker reaches it by push.
             self.check_probes(self.gap_probes + self.probe_across("at the end"), "by push over the bus")
         for _ in range(2):  # the second round brings every device what the others pushed in the first
@@ -1102,7 +1103,7 @@ class Oracle:
 
     def broker_pages(self):
         pages = {r["id"]: r for r in self.broker.rows(
-            "SELECT id, kind, parent_id, title, deleted FROM page")}
+            "SELECT id, kind, parent_id, title, deleted, last_updated FROM page")}
         props = {}
         for r in self.broker.rows("SELECT page_id, name, value FROM property WHERE value IS NOT NULL"):
             props.setdefault(r["page_id"], {})[r["name"]] = json.loads(r["value"])
@@ -1210,7 +1211,9 @@ class Oracle:
         self.model_deleted = {p for p, v in pages.items() if v["deleted"]}
         self.b_pages, self.b_props, self.b_blocks = b_pages, b_props, b_blocks
 
-    def check_offline_pages(self, when=""):
+    def check_offline_pages(self, when="", times=False):
+        """(2) Every device's offline pages equal the store's; with `times`, each local copy's lastUpdatedTime too
+        (what the device last heard of the page is the store's newest commit of it)."""
         def compare():
             differences = {}
             b_pages, b_props, b_blocks, _ = self.broker_pages()
@@ -1221,7 +1224,8 @@ class Oracle:
             for name, d in self.run.devices.items():
                 offline = d.offline_pages()
                 local = {r["id"]: r for r in d.rows(
-                    "SELECT id, kind, parent, title, deleted, properties, rows, databases FROM local_page")}
+                    "SELECT id, kind, parent, title, deleted, properties, rows, databases, last_updated "
+                    "FROM local_page")}
                 local_blocks = {}
                 for r in d.rows("SELECT id, page_id, type, text FROM local_block WHERE deleted = 0 "
                                 "ORDER BY position, id"):
@@ -1243,6 +1247,10 @@ class Oracle:
                     if want != have:
                         differences[(name, page)] = {"broker": want, "device": have}
                         continue
+                    if times and mine["last_updated"] != b["last_updated"]:
+                        differences[(name, page)] = {"store lastUpdatedTime": b["last_updated"],
+                                                     "device lastUpdatedTime": mine["last_updated"]}
+                        continue
                     http = self.broker_page_http(page)
                     if b["kind"] == "database" and json.loads(mine["rows"] or "[]") != http.get("rows", []):
                         differences[(name, page)] = {"broker rows": http.get("rows"), "device rows": mine["rows"]}
@@ -1252,7 +1260,8 @@ class Oracle:
             return not differences, differences
 
         wait_until("every device's offline pages equal the broker's (title, deleted, parent, properties, blocks in "
-                   f"order, rows in view, inline databases){when}", compare, timeout=20, expected="no difference")
+                   f"order, rows in view, inline databases{', lastUpdatedTime' if times else ''}){when}", compare,
+                   timeout=20, expected="no difference")
 
     def check_forests(self):
         run = self.run
