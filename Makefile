@@ -35,8 +35,9 @@ FAULT_EXTRA ?= crash,restore,stall
 # Then the two-broker mode (issue #19): for each FAULT_TWO_BROKER_SEED, two brokers sharing one store and a Redis
 # bus (redis-server on a free loopback port), every device listing both; FAULT_TWO_BROKER_EXTRA: stall, and the
 # faults only this mode has: redis (Redis killed and started again mid-run), concurrent (batches through both
-# brokers at once to the same pages). FAULT_TWO_BROKER_SEED= skips them.
-FAULT_TWO_BROKER_SEED ?= 1 2 3 4 5
+# brokers at once to the same pages). The seeds are ones whose broker outages find devices on the broker that
+# goes down (each must move: a failover checked, not left to timing). FAULT_TWO_BROKER_SEED= skips them.
+FAULT_TWO_BROKER_SEED ?= 3 6 7 8
 FAULT_TWO_BROKER_EXTRA ?= stall,redis,concurrent
 # `make hostile`: flags of Tests/IntegrationTests/Python/hostile.py. CI passes --short; --only NAME,... runs some
 # attacks; --omit-new-limits runs against a broker that predates issue #16's [limits] keys (its figures then show

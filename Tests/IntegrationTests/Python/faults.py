@@ -22,7 +22,8 @@ With --extra (comma separated; none by default, so that the plans of the classic
 With --brokers 2, two brokers share ONE SQLite store file (WAL, busy timeout: a stand-in until the PostgreSQL
 store lands) and every device lists both (`[broker] url`, each through a relay of its own, the devices alternating
 which comes first): the broker faults take turns between the brokers, so a device whose broker is killed fails
-over to the other, and a broker down while the other is killed leaves the devices between brokers. A device's
+over to the other (when one stays down, each device that was on it, its network not cut, must be live on the
+other within 30 s), and a broker down while the other is killed leaves the devices between brokers. A device's
 network faults (cut, delay, stall, held answers) hit both its relays. The plan is the same as with one broker.
 The brokers share a bus too: Debian's redis-server on a free loopback port (never skipped; stopped by pid), every
 broker's `[bus] url`. Before the healing runs any `sync`, every device's offline pages must already equal the
@@ -40,8 +41,8 @@ extras need --brokers 2:
    each client saw a page's times strictly increase, the change log holds each one and the page's time is at
    least the newest (the oracle's model holds their edits too: exactly once).
 
-Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--brokers 1|2] [--extra crash,restore,stall]
-                 [--print-plan]
+Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--brokers 1|2]
+                 [--extra crash,restore,stall,redis,concurrent] [--print-plan]
 
 The plan (every workload step and every fault) is a pure function of (seed, steps, devices): a failing run prints
 them and its plan, and `--seed S --steps N --devices D` replays it. Outcomes may still differ between runs by
@@ -753,24 +754,21 @@ class Run:
             f"SELECT id FROM page WHERE deleted = 0 AND id IN ({listed})") if r["id"] not in uncertain) \
             if listed else []
         pages = random.Random(event["pick"]).sample(candidates, min(2, len(candidates)))
-        seen = []
-        threads = [threading.Thread(target=self.do, args=(op["device"], op)) for op in event["edits"]]
-        if pages:
-            threads += [threading.Thread(target=self.write_concurrently,
-                                         args=(writer, self.brokers[index % len(self.brokers)], pages, seen))
-                        for index, writer in enumerate(WRITERS)]
-        failures = []
+        seen, failures = [], []
 
-        def guarded(thread_target):
-            def run(*args):
+        def guarded(work, *args):
+            def run():
                 try:
-                    thread_target(*args)
-                except Exception as error:  # noqa: BLE001  (re-raised on the main thread below)
+                    work(*args)
+                except Exception as error:  # noqa: BLE001  (raised again on this thread below)
                     failures.append(error)
-            return run
+            return threading.Thread(target=run)
 
+        threads = [guarded(self.do, op["device"], op) for op in event["edits"]]
+        if pages:
+            threads += [guarded(self.write_concurrently, writer, self.brokers[index % len(self.brokers)], pages, seen)
+                        for index, writer in enumerate(WRITERS)]
         for thread in threads:
-            thread._target = guarded(thread._target)
             thread.start()
         for thread in threads:
             thread.join(timeout=120)
@@ -895,6 +893,17 @@ class Run:
                                                                                0) + 1
         return later
 
+    def wait_moved(self, names, victim):
+        """Each device of `names`, on broker `victim` when it was killed, connects to another broker (and is live
+        there: it caught up) while the victim stays down. A stall or held answers on its relays may delay it."""
+        for name in names:
+            if not self.proxies[name].up or not any(up for i, up in enumerate(self.up) if i != victim):
+                continue
+            wait_until(f"{name} moved from {self.brokers[victim].name} (killed, still down) to the other broker",
+                       lambda name=name: (lambda at: (at is not None and at != victim, at))(self.broker_of(name)),
+                       timeout=30, expected="connected and live on the other broker")
+            self.counts["failovers seen"] = self.counts.get("failovers seen", 0) + 1
+
     def kill_redis(self):
         """Redis killed; then, while it is down, probes through each device's other broker (the bus cannot carry
         them: they must reach the devices once it is back)."""
@@ -977,7 +986,10 @@ class Run:
         elif kind == "broker_down":
             victim = self.target()
             if self.up[victim]:
+                # With two brokers, each device on the victim (its network not cut) must move to the other.
+                on = [n for n in self.devices if self.redis and self.proxies[n].up and self.broker_of(n) == victim]
                 self.kill_broker(victim)
+                self.wait_moved(on, victim)
         elif kind == "broker_up":
             for index, up in enumerate(self.up):
                 if not up:
@@ -1405,7 +1417,8 @@ def main():
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--devices", type=int, default=3)
     parser.add_argument("--extra", default="", help="faults beyond the classic ones, comma separated: "
-                        + ", ".join(sorted(EXTRAS)) + " (crash points, backup and restore, stalled relays)")
+                        + ", ".join(sorted(EXTRAS)) + " (crash points, backup and restore, stalled relays; with --brokers 2: Redis killed, "
+                        "concurrent batches through both brokers)")
     parser.add_argument("--brokers", type=int, default=1, choices=(1, 2),
                         help="brokers sharing one store, every device listing them all (failover)")
     parser.add_argument("--print-plan", action="store_true")
@@ -1491,6 +1504,7 @@ def main():
             sys.exit(1)
         extras += f"; failover: {len(moved)} of {len(connections)} devices were on both brokers"
     if options.brokers > 1:
+        extras += f"; {run.counts.get('failovers seen', 0)} devices seen moving off a broker that stayed down"
         extras += (f"; bus probes: {run.counts.get('probes seen', 0)} seen without a sync, "
                    f"{run.counts.get('probes seen on the same stream', 0)} on the same stream")
     if "redis" in extra:
