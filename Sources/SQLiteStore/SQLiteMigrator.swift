@@ -1,21 +1,8 @@
-/// One step of a schema: SQL that takes the database from `version - 1` to `version`.
-///
-/// A migration that has shipped is never edited: add a new one. Its SQL runs inside a transaction, so it must
-/// not contain BEGIN/COMMIT, `PRAGMA journal_mode` or VACUUM.
-public struct SQLiteMigration: Sendable {
-  /// 1 for the first migration, then 2, 3, ...
-  public var version: Int
-  /// A short name, for errors and logs.
-  public var name: String
-  /// One or more statements, no bindings.
-  public var sql: String
-
-  public init(version: Int, name: String, sql: String) {
-    self.version = version
-    self.name = name
-    self.sql = sql
-  }
-}
+import StoreInterface
+/// One step of a schema: SQL that takes the database from `version - 1` to `version` (the type both engines'
+/// migrators take). A migration that has shipped is never edited: add a new one. Its SQL runs inside a transaction,
+/// so on SQLite it must not contain BEGIN/COMMIT, `PRAGMA journal_mode` or VACUUM.
+public typealias SQLiteMigration = StoreMigration
 
 /// Why `SQLiteMigrator.migrate` failed.
 public enum SQLiteMigrationError: Error, Equatable, Sendable, CustomStringConvertible {
