@@ -25,6 +25,8 @@ public struct RunSettings: Sendable {
   public var tls = false
   /// The CA to verify an `https://` `--broker` against (`--ca-file`); nil: the system's trust store.
   public var caFile: String?
+  /// The broker side as a cluster (`--store`, `--brokers`, `--bus`): LoadRunner+Cluster.swift.
+  public var cluster = ClusterSettings()
 
   public init() {}
 }
@@ -38,8 +40,8 @@ protocol ScenarioRun: AnyObject {
 ///
 /// Threading: call from a nonisolated context (not `@MainActor`): the loop's C callbacks are created here.
 public final class LoadRunner {
-  private let settings: RunSettings
-  private let loop: Loop
+  let settings: RunSettings
+  let loop: Loop
   private let nonce: String
   /// The `--tls` run's CA and server pair, made on first use and removed by `close()`.
   private var certificates: RunCertificates?
@@ -256,6 +258,7 @@ public final class LoadRunner {
         address: parsed.address, token: settings.token, workspace: settings.workspace, tls: tls)
       return ReportValue.withTLS(try drive { done in body(endpoint, ServerProbe(pid: nil), done) }, tls)
     }
+    if !settings.cluster.isPlain { return try withCluster(extraLimits: extraLimits, body) }
     let directory = try ScratchDirectory()
     defer { directory.remove() }
     var tls: TLSClientContext?
@@ -336,8 +339,8 @@ public final class LoadRunner {
   }
 
   /// Runs the loop until `body` completes and, if the harness started it, the server has stopped.
-  private func drive(
-    server: ManagedServer? = nil,
+  func drive(
+    server: RunServer? = nil,
     _ body: @escaping (String, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
   ) throws -> ReportValue {
     var outcome: Result<ReportValue, LoadError>?
