@@ -1,3 +1,4 @@
+import EventLoopTestKit
 import Foundation
 import Testing
 
@@ -41,5 +42,13 @@ extension LoadSmokeTests {
     #expect(number(alone, "cluster.processes.pagesync-broker 2.cpu_seconds") == nil, "\(alone)")
     #expect((number(cluster, "cluster.cpu_us_per_delivery.pagesync-broker 2") ?? 0) > 0, "\(cluster)")
     #expect(run["ratios"] is [String: Any])
+  }
+
+  /// Two brokers need one store and one bus they share: refused before anything starts, naming both options.
+  @Test func twoBrokersWithoutASharedStoreAndBusAreRefused() throws {
+    let run = try runToCompletion(builtProgram("pagesync-load"), ["run", "B1", "--brokers", "2", "--quiet"])
+    #expect(run.status != 0)
+    #expect(
+      run.errorOutput.contains("--brokers 2 needs --store postgres and --bus redis"), "\(run.errorOutput)")
   }
 }
