@@ -38,7 +38,15 @@ protocol RunServer: AnyObject {
   func stop(then: @escaping () -> Void)
 }
 
-extension ManagedServer: RunServer {}
+extension ManagedServer: RunServer {
+  /// A broker's readiness: the `HOST:PORT` of its `broker.address=` log line, once logged.
+  static func brokerAddress(_ output: String) -> String? {
+    guard let range = output.firstRange(of: "broker.address=") else { return nil }
+    let rest = output[range.upperBound...]
+    guard let end = rest.firstIndex(where: { $0 == " " || $0 == "\n" }) else { return nil }
+    return String(rest[..<end])
+  }
+}
 
 /// PostgreSQL, Redis and the brokers of a cluster run, started in that order (each once the one before is ready)
 /// and stopped in reverse, each by its pid. Ready with the brokers' addresses, comma-separated, first broker first.
@@ -210,12 +218,7 @@ final class ClusterServers: RunServer {
     start(
       "pagesync-broker \(n)", HostProcess.siblingProgram("pagesync-broker"),
       ["--config", directory.path + "/" + file],
-      readiness: { output in
-        guard let range = output.firstRange(of: "broker.address=") else { return nil }
-        let rest = output[range.upperBound...]
-        guard let end = rest.firstIndex(where: { $0 == " " || $0 == "\n" }) else { return nil }
-        return String(rest[..<end])
-      },
+      readiness: ManagedServer.brokerAddress,
       then: { [self] address in
         addresses.append(address)
         startBrokers(n + 1, tables: tables)

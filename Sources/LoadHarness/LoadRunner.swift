@@ -291,12 +291,7 @@ public final class LoadRunner {
     let server = try ManagedServer(
       loop: loop, name: "pagesync-broker", executable: HostProcess.siblingProgram("pagesync-broker"),
       arguments: ["--config", directory.path + "/broker.toml"],
-      readiness: { output in
-        guard let range = output.firstRange(of: "broker.address=") else { return nil }
-        let rest = output[range.upperBound...]
-        guard let end = rest.firstIndex(where: { $0 == " " || $0 == "\n" }) else { return nil }
-        return String(rest[..<end])
-      })
+      readiness: ManagedServer.brokerAddress)
     let report = try drive(server: server) { [self] address, done in
       guard let parsed = try? SocketAddress(parsing: address) else {
         return done(.failure(.serverFailed("the broker logged an address that does not parse: \(address)")))
