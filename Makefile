@@ -32,6 +32,13 @@ FAULT_SEED ?= 1 2 3 4 5 6 7 8 9 10
 FAULT_STEPS ?= 150
 FAULT_DEVICES ?= 3
 FAULT_EXTRA ?= crash,restore,stall
+# Then the two-broker mode (issue #19): for each FAULT_TWO_BROKER_SEED, two brokers sharing one store and a Redis
+# bus (redis-server on a free loopback port), every device listing both; FAULT_TWO_BROKER_EXTRA: stall, and the
+# faults only this mode has: redis (Redis killed and started again mid-run), concurrent (batches through both
+# brokers at once to the same pages). The seeds are ones whose broker outages find devices on the broker that
+# goes down (each must move: a failover checked, not left to timing). FAULT_TWO_BROKER_SEED= skips them.
+FAULT_TWO_BROKER_SEED ?= 3 6 7 8
+FAULT_TWO_BROKER_EXTRA ?= stall,redis,concurrent
 # `make hostile`: flags of Tests/IntegrationTests/Python/hostile.py. CI passes --short; --only NAME,... runs some
 # attacks; --omit-new-limits runs against a broker that predates issue #16's [limits] keys (its figures then show
 # that broker's defects).
@@ -182,6 +189,13 @@ faults: deps
 	  if python3 Tests/IntegrationTests/Python/faults.py "$$bin" --seed $$seed --steps $(FAULT_STEPS) \
 	      --devices $(FAULT_DEVICES) --extra "$(FAULT_EXTRA)" > $$log 2>&1; then tail -n 1 $$log; rm -f $$log; \
 	  else failed="$$failed $$seed"; grep -E '^FAILED faults .*:' $$log; echo "  whole output: $$log"; fi; \
+	done; \
+	for seed in $(FAULT_TWO_BROKER_SEED); do \
+	  log=fault-logs/seed-$$seed-two-brokers.log; \
+	  if python3 Tests/IntegrationTests/Python/faults.py "$$bin" --seed $$seed --steps $(FAULT_STEPS) \
+	      --devices $(FAULT_DEVICES) --brokers 2 --extra "$(FAULT_TWO_BROKER_EXTRA)" > $$log 2>&1; then \
+	    tail -n 1 $$log; rm -f $$log; \
+	  else failed="$$failed $$seed(two brokers)"; grep -E '^FAILED faults .*:' $$log; echo "  whole output: $$log"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "faults: failing seeds:$$failed"; exit 1; fi
 	@# Regression: a longer run that found a bug (a page created in a database did not move its time).

@@ -29,6 +29,7 @@ FIGURES = [
     "batches.acked_per_s", "batches.mutations_per_s", "batches.ack_latency.p50_ms", "batches.ack_latency.p99_ms",
     "delivery.frames_per_s", "delivery.latency.p50_ms", "delivery.latency.p99_ms", "delivery.latency.p999_ms",
     "delivery.latency.max_ms", "delivery.lost_subscribers", "generator.lag_p99_ms", "generator.harness_cpu_pct",
+    "generator.thread_cpu_pct", "readers.busiest_cpu_pct", "readers.lag_p99_ms", "readers.backlog_peak_bytes",
     "server.cpu_pct", "server.rss_after_bytes", "wire.bytes_received", "time.to_fresh_ms", "time.catchup_ms",
     "bytes.over_ideal", "bytes.total_wire", "machine.loadavg_1m_start", "machine.loadavg_1m_end",
     # B2
@@ -59,7 +60,10 @@ FIGURES = [
     "cluster.processes.postgres.cpu_seconds", "cluster.seconds",
 ]
 # B2: each rate step's figures, for the steps a run reached (r250, r500, ...).
-STEP_FIGURES = ["delivery.updates_per_s", "delivery.latency.p99_ms", "batches.acked_per_s", "generator.lag_p99_ms"]
+STEP_FIGURES = [
+    "delivery.updates_per_s", "delivery.latency.p99_ms", "batches.acked_per_s", "generator.lag_p99_ms",
+    "generator.thread_cpu_pct", "readers.busiest_cpu_pct", "readers.lag_p99_ms",
+]
 
 
 def leaf(obj, path):

@@ -196,7 +196,8 @@ extension BrokerServer {
 
   private func catchUp(_ request: HTTPRequest, _ grant: Grant, _ responder: HTTPResponder) {
     metrics.catchUpRequested()
-    // With the bus down (or not yet live), commits of other brokers may be missing from the index: the store.
+    // With a bus between brokers, commits of other brokers may be missing from the index (RedisBus.indexIsCurrent):
+    // the store.
     guard bus.indexIsCurrent, let indexed = withChannels({ IndexedCatchUp.read(request, $0) }) else {
       // A page nobody follows (or an id the fast reader leaves to the decoder, or a bad body): the store.
       catchUpFromStore(request, grant, responder)

@@ -113,7 +113,14 @@ final class RedisBus: BrokerBus {
     if isSubscribing { send("UNSUBSCRIBE", removed) }
   }
 
-  var indexIsCurrent: Bool { link.isLive }
+  /// Never, even while the link is live: another broker's commit can miss this broker's channel index in two
+  /// windows the bus cannot close. A workspace's SUBSCRIBE is confirmed some time after it is sent (a stream that
+  /// just opened), and a page a device subscribes is entered with its time as read from the store, so a message
+  /// about it that arrives between that read and the entry is dropped (nobody followed the page yet). Either way
+  /// the index keeps an older time than the store, and a catch-up answered from it would tell the device nothing
+  /// changed. So with a bus every catch-up reads the store (on a reader thread, one snapshot), as before the index
+  /// answered them; the bus carries pushes, and a lost push is what the catch-up after each (re)connection covers.
+  var indexIsCurrent: Bool { false }
 
   var figures: BusFigures {
     var figures = counts

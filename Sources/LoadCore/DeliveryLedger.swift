@@ -26,6 +26,8 @@ public struct DeliveryLedger: Sendable {
   public let subscribers: Int
   public let channels: Int
   private var finalTokens: [UInt64]
+  /// The channel of each subscriber (`s % channels` unless given).
+  private let subscriberChannels: [Int]
   private var acknowledgedPerChannel: [Int]
   private var scheduled: [UInt64: UInt64] = [:]
   private var parked: [UInt64: [UInt64]] = [:]
@@ -44,9 +46,18 @@ public struct DeliveryLedger: Sendable {
 
   public init(mode: Mode, subscribers: Int, channels: Int = 1) {
     precondition(channels >= 1, "a ledger needs a channel")
+    self.init(mode: mode, subscriberChannels: (0..<subscribers).map { $0 % channels }, channels: channels)
+  }
+
+  /// A ledger of some of a run's subscribers (one reader thread's, `ReaderSplit.channels(on:)`): subscriber `s`
+  /// of this ledger watches `subscriberChannels[s]`.
+  public init(mode: Mode, subscriberChannels: [Int], channels: Int) {
+    precondition(channels >= 1, "a ledger needs a channel")
+    precondition(subscriberChannels.allSatisfy { (0..<channels).contains($0) }, "no such channel")
     self.mode = mode
-    self.subscribers = subscribers
+    self.subscribers = subscriberChannels.count
     self.channels = channels
+    self.subscriberChannels = subscriberChannels
     finalTokens = Array(repeating: 0, count: channels)
     acknowledgedPerChannel = Array(repeating: 0, count: channels)
     lastSeen = Array(repeating: 0, count: subscribers)
@@ -103,9 +114,13 @@ public struct DeliveryLedger: Sendable {
   /// The last token subscriber `subscriber` saw (0: none).
   public func lastSeen(by subscriber: Int) -> UInt64 { lastSeen[subscriber] }
 
+  /// Set when another ledger of the same run (another reader thread's) has an acknowledged batch: a subscriber
+  /// of a channel no batch of the step updated is then complete here too, as it would be in one ledger.
+  public var runAcknowledged = false
+
   private func isComplete(_ subscriber: Int) -> Bool {
-    guard acknowledged > 0 else { return false }
-    let channel = subscriber % channels
+    guard acknowledged > 0 || runAcknowledged else { return false }
+    let channel = subscriberChannels[subscriber]
     let final = finalTokens[channel]
     switch mode {
     case .coalescing: return lastSeen[subscriber] == final
@@ -113,5 +128,41 @@ public struct DeliveryLedger: Sendable {
       return framesPerSubscriber[subscriber] == acknowledgedPerChannel[channel]
         && lastSeen[subscriber] == final
     }
+  }
+}
+
+/// What a ledger counted, without its bookkeeping: what each reader thread hands back at the end of a step, merged
+/// into the step's figures (counts added, latency histograms merged).
+public struct DeliveryTally: Sendable {
+  public var subscribers = 0
+  public var frames = 0
+  public var regressions = 0
+  public var unmatchedFrames = 0
+  public var completeSubscribers = 0
+  public var latency = LatencyRecorder()
+
+  public init() {}
+
+  public init(_ ledger: DeliveryLedger) {
+    subscribers = ledger.subscribers
+    frames = ledger.frames
+    regressions = ledger.regressions
+    unmatchedFrames = ledger.unmatchedFrames
+    completeSubscribers = ledger.completeSubscribers
+    latency = ledger.latency
+  }
+
+  /// The tallies of all threads as one.
+  public static func merged(_ tallies: [DeliveryTally]) -> DeliveryTally {
+    var total = DeliveryTally()
+    for tally in tallies {
+      total.subscribers += tally.subscribers
+      total.frames += tally.frames
+      total.regressions += tally.regressions
+      total.unmatchedFrames += tally.unmatchedFrames
+      total.completeSubscribers += tally.completeSubscribers
+      total.latency.merge(tally.latency)
+    }
+    return total
   }
 }

@@ -16,11 +16,23 @@ public struct PlotData: Sendable {
     public var serverCPUPercent: Double?
     public var harnessCPUPercent: Double?
     public var lagP99Ms: Double?
+    /// The generator thread's CPU and the busiest reader thread's, % of a core, and the readers' lag p99 (nil
+    /// for a report of the single-threaded harness).
+    public var generatorCPUPercent: Double?
+    public var busiestReaderCPUPercent: Double?
+    public var readerLagP99Ms: Double?
     /// The latency distribution: at each percentile, the median across runs.
     public var distribution: [LatencyDistribution.Point]
     public var runs: Int
-    /// Runs in which this step was harness-limited (`PlotData.harnessLimited`).
+    /// Runs in which this step was harness-limited (`HarnessFigures.isLimited`).
     public var harnessLimitedRuns: Int
+
+    /// The step's harness figures (medians), as the notes word them.
+    public var harness: HarnessFigures {
+      HarnessFigures(
+        generatorCPUPercent: generatorCPUPercent, harnessCPUPercent: harnessCPUPercent, lagP99Ms: lagP99Ms,
+        busiestReaderCPUPercent: busiestReaderCPUPercent, readerLagP99Ms: readerLagP99Ms)
+    }
   }
 
   /// One system in one build.
@@ -71,20 +83,10 @@ public struct PlotData: Sendable {
   public var cores: Int?
   public var runs: Int
 
-  /// The rule for "harness-limited", as the report states it: the generator used `busyHarnessPercent` or more
-  /// of a core, or fell behind its schedule (lag p99 above `keptScheduleMs`).
-  public static func harnessLimited(harnessCPUPercent: Double?, lagP99Ms: Double?) -> Bool {
-    (harnessCPUPercent ?? 0) >= GeneratorVerdict.busyHarnessPercent
-      || !GeneratorVerdict.keptSchedule(lagP99Ms: lagP99Ms ?? 0)
-  }
-
-  public static var harnessRule: String {
-    "a side is harness-limited at a step when the harness used "
-      + "\(ReportValue.format(GeneratorVerdict.busyHarnessPercent))% or more of a core there "
-      + "(generator.harness_cpu_pct) or its open-loop generator fell behind its schedule "
-      + "(generator.lag_p99_ms above \(ReportValue.format(GeneratorVerdict.keptScheduleMs)) ms): "
-      + "there the figure may be the harness's, not the server's"
-  }
+  /// The rule for "harness-limited", as the report states it (`HarnessFigures`): the generator's thread or the
+  /// busiest reader thread used `busyHarnessPercent` or more of a core, or either fell behind (lag p99 above
+  /// `keptScheduleMs`).
+  public static var harnessRule: String { HarnessFigures.rule }
 
   /// The plot data of `reports` (one or more runs of one scenario, `run` or `compare`, any builds).
   public init(reports: [ReportValue]) throws(ReadError) {
@@ -149,6 +151,7 @@ public struct PlotData: Sendable {
     var serverCPUPercent: Double?
     var harnessCPUPercent: Double?
     var lagP99Ms: Double?
+    var harness: HarnessFigures
     var distribution: [LatencyDistribution.Point]
   }
 
@@ -163,7 +166,7 @@ public struct PlotData: Sendable {
         name: name, rate: step["rate"]?.numeric ?? report["rate"]?.numeric ?? 0,
         p99Ms: latency?["p99_ms"]?.numeric, throughput: throughput?.numeric, serverCPUPercent: cpu?.numeric,
         harnessCPUPercent: step["generator.harness_cpu_pct"]?.numeric,
-        lagP99Ms: step["generator.lag_p99_ms"]?.numeric,
+        lagP99Ms: step["generator.lag_p99_ms"]?.numeric, harness: HarnessFigures(step: step),
         distribution: latency?["distribution"].flatMap(LatencyDistribution.points) ?? [])
     }
   }
@@ -191,10 +194,10 @@ public struct PlotData: Sendable {
       return Step(
         name: name, rate: median(\.rate) ?? 0, p99Ms: median(\.p99Ms), throughput: median(\.throughput),
         serverCPUPercent: median(\.serverCPUPercent), harnessCPUPercent: median(\.harnessCPUPercent),
-        lagP99Ms: median(\.lagP99Ms), distribution: distribution, runs: reached.count,
-        harnessLimitedRuns: reached.filter {
-          harnessLimited(harnessCPUPercent: $0.harnessCPUPercent, lagP99Ms: $0.lagP99Ms)
-        }.count)
+        lagP99Ms: median(\.lagP99Ms), generatorCPUPercent: median(\.harness.generatorCPUPercent),
+        busiestReaderCPUPercent: median(\.harness.busiestReaderCPUPercent),
+        readerLagP99Ms: median(\.harness.readerLagP99Ms), distribution: distribution, runs: reached.count,
+        harnessLimitedRuns: reached.filter(\.harness.isLimited).count)
     }
     var notes: [String] = []
     for run in runs {

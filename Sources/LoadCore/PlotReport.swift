@@ -92,9 +92,8 @@ public enum PlotReport {
       let list = steps.map { step in
         let name = step.name.isEmpty ? "\(PlotScale.label(step.rate)) batches/s" : step.name
         let runs = series.runs > 1 ? "\(step.harnessLimitedRuns) of \(step.runs) runs, " : ""
-        return
-          "\(name) (\(runs)harness \(ReportValue.format(step.harnessCPUPercent ?? 0, places: 0))% of a core, "
-          + "lag p99 \(ReportValue.format(step.lagP99Ms ?? 0)) ms)"
+        let waited = step.harness.busyThread ? "" : ", no harness thread busy: they waited for a core"
+        return "\(name) (\(runs)\(step.harness.summary)\(waited))"
       }
       limited.append("\(series.name) at \(list.joined(separator: ", "))")
     }
@@ -148,7 +147,8 @@ public enum PlotReport {
       page.open("tr")
       for header in [
         "step", "offered/s", "runs", "\(data.latencyKind) p99 ms", data.throughputKind, "server CPU %",
-        "harness CPU %", "lag p99 ms", "harness-limited",
+        "harness CPU %", "lag p99 ms", "generator thread CPU %", "busiest reader CPU %", "reader lag p99 ms",
+        "harness-limited",
       ] { page.element("th", text: header) }
       page.close("tr")
       for step in series.steps {
@@ -161,7 +161,9 @@ public enum PlotReport {
           step.name.isEmpty ? "-" : step.name, ReportValue.format(step.rate), String(step.runs),
           cell(step.p99Ms),
           cell(step.throughput, places: 0), cell(step.serverCPUPercent, places: 1),
-          cell(step.harnessCPUPercent, places: 1), cell(step.lagP99Ms), limited,
+          cell(step.harnessCPUPercent, places: 1), cell(step.lagP99Ms),
+          cell(step.generatorCPUPercent, places: 1),
+          cell(step.busiestReaderCPUPercent, places: 1), cell(step.readerLagP99Ms), limited,
         ]
         for cell in cells { page.element("td", text: cell) }
         page.close("tr")

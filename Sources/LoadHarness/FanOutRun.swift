@@ -21,6 +21,9 @@ public struct FanOutOptions: Sendable {
   public var rising = false
   public var factor = 2.0
   public var maximumRate = 64_000.0
+  /// Threads reading the subscribers' sockets (`ReaderPool`), the same for every target; the writers' schedule
+  /// keeps the run's loop to itself.
+  public var readerThreads = ReaderSplit.defaultThreads(cores: HostProcess.cores)
 
   public init() {}
 }
@@ -50,6 +53,8 @@ final class FanOutRun: ScenarioRun {
     var generatorNotes: [String]
     var lagP99Ms: Double
     var harnessCPUPercent: Double
+    /// What the generator and the readers measured, for the harness-limited rule.
+    var harness: HarnessFigures
     /// The server's CPU over the step and its drain (`{"measured": false}` for a server the harness did not
     /// start): a multi-step report gives it per step.
     var server: ReportValue
@@ -79,7 +84,9 @@ final class FanOutRun: ScenarioRun {
   var extraReport: (() -> (fields: [(String, ReportValue)], ok: Bool, notes: [String]))?
 
   private(set) var steps: [Step] = []
-  private var ledger: DeliveryLedger
+  private var readers: ReaderPool?
+  /// The newest acknowledged token of each channel in the current step.
+  private var finalTokens: [UInt64]
   private var tick: LoadTick?
   private var window: MeasurementWindow?
   private var runWindow: MeasurementWindow?
@@ -93,7 +100,6 @@ final class FanOutRun: ScenarioRun {
   private var nextBatch = 0
   private var firstAckAt: UInt64 = 0
   private var lastAckAt: UInt64 = 0
-  private var lastFrameAt: UInt64 = 0
   private var drainDeadline: UInt64?
   private var lastDrainCheck: UInt64 = 0
   private var lastServerSample: UInt64 = 0
@@ -111,7 +117,7 @@ final class FanOutRun: ScenarioRun {
     self.stepping = stepping
     self.server = server
     self.progress = progress
-    ledger = DeliveryLedger(mode: target.mode, subscribers: options.subscribers, channels: target.channels)
+    finalTokens = Array(repeating: 0, count: target.channels)
   }
 
   /// B1 and B2's stepping from the options: one step at `rate`, or rising from it.
@@ -125,19 +131,20 @@ final class FanOutRun: ScenarioRun {
     self.completion = completion
     target.prepare { [self] result in
       if case .failure(let error) = result { return finish(.failure(error)) }
+      let readers: ReaderPool
+      do throws(LoadError) {
+        readers = try ReaderPool(
+          loop: loop,
+          split: ReaderSplit(
+            threads: options.readerThreads, subscribers: options.subscribers, channels: target.channels),
+          mode: target.mode, source: target.subscriberSource)
+      } catch {
+        return finish(.failure(error))
+      }
+      self.readers = readers
       let waves = ConnectionWaves(
         count: options.subscribers,
-        open: { [self] index, done in
-          let channel = index % target.channels
-          target.subscribe(
-            index: index, channel: channel,
-            onToken: { [weak self] token in
-              guard let self else { return }
-              let now = HostProcess.now()
-              lastFrameAt = now
-              ledger.received(subscriber: index, token: token, at: now)
-            }, done)
-        },
+        open: { index, done in readers.subscribe(index: index, done) },
         progress: { [self] connected in
           progress.update("\(target.label) \(scenario): subscribed \(connected)/\(options.subscribers)")
         })
@@ -174,10 +181,11 @@ final class FanOutRun: ScenarioRun {
   }
 
   private func startWriting(name: String, rate: Double) {
-    ledger = DeliveryLedger(mode: target.mode, subscribers: options.subscribers, channels: target.channels)
+    readers?.beginStep()
+    finalTokens = Array(repeating: 0, count: target.channels)
     ackLatency = LatencyRecorder()
     (acked, unchanged, failed, firstFailure) = (0, 0, 0, nil)
-    (firstAckAt, lastAckAt, lastFrameAt, drainDeadline, lastDrainCheck) = (0, 0, 0, nil, 0)
+    (firstAckAt, lastAckAt, drainDeadline, lastDrainCheck) = (0, 0, nil, 0)
     rss = MemorySeries()
     stepRate = rate
     stepName = name
@@ -208,7 +216,8 @@ final class FanOutRun: ScenarioRun {
         if firstAckAt == 0 { firstAckAt = answeredAt }
         lastAckAt = answeredAt
         ackLatency.record(nanoseconds: answeredAt - min(answeredAt, scheduledAt))
-        ledger.acknowledged(token: token, scheduledAt: scheduledAt, channel: channel)
+        finalTokens[channel] = max(finalTokens[channel], token)
+        readers?.acknowledged(token: token, scheduledAt: scheduledAt, channel: channel)
       case .success(nil):
         acked += 1
         unchanged += 1
@@ -222,6 +231,7 @@ final class FanOutRun: ScenarioRun {
   }
 
   private func ticked(now: UInt64) {
+    readers?.flush()
     if server.pid != nil, now - lastServerSample >= 250_000_000, let sample = server.sample() {
       lastServerSample = now
       rss.record(at: now, bytes: sample.residentBytes)
@@ -233,7 +243,7 @@ final class FanOutRun: ScenarioRun {
     // The settled check walks every subscriber: every 10 ms is plenty.
     guard now - lastDrainCheck >= 10_000_000 || now >= deadline else { return }
     lastDrainCheck = now
-    if (acked + failed == total && ledger.isSettled) || now >= deadline { stepDone(now: now) }
+    if (acked + failed == total && readers?.isSettled == true) || now >= deadline { stepDone(now: now) }
   }
 
   private func report(name: String, now: UInt64) {
@@ -241,12 +251,15 @@ final class FanOutRun: ScenarioRun {
     let sent = tick?.schedule?.issued ?? 0
     let step = name.isEmpty ? "" : " \(name)"
     progress.update(
-      "\(target.label) \(scenario)\(step) \(Int(elapsed))s: sent \(sent) acked \(acked) frames \(ledger.frames) "
+      "\(target.label) \(scenario)\(step) \(Int(elapsed))s: sent \(sent) acked \(acked) frames \(readers?.frames ?? 0) "
         + "lag p99 \(ReportValue.number(tick?.lag.summary.p99 ?? 0).json) ms")
   }
 
   private func stepDone(now: UInt64) {
-    guard let tick, let window else { return }
+    guard let tick, let window, let readers else { return }
+    let reading = readers.endStep()
+    let ledger = reading.tally
+    let lastFrameAt = reading.lastFrameAt
     tick.close()
     self.tick = nil
     let total = tick.schedule?.total ?? 0
@@ -271,7 +284,15 @@ final class FanOutRun: ScenarioRun {
     let result = RateSteps.StepResult(
       rate: stepRate, scheduled: total, acked: acked, ackedPerSecond: ackedPerSecond,
       deliveredPerSecond: updatesPerSecond, p99Ms: latency.p99, settled: settled)
-    let generator = window.generator(now: now, lag: tick.lag.summary, target: target.label)
+    let harnessCPU = window.harnessCPUPercent(now: now)
+    let harness = HarnessFigures(
+      generatorCPUPercent: reading.generatorCPUPercent, harnessCPUPercent: harnessCPU,
+      lagP99Ms: tick.lag.summary.p99, busiestReaderCPUPercent: reading.busiestCPUPercent,
+      readerLagP99Ms: reading.lag.p99)
+    let generator = MeasurementWindow.generatorSection(
+      lag: tick.lag.summary, harnessCPUPercent: harnessCPU,
+      keptSchedule: GeneratorVerdict.keptSchedule(lagP99Ms: tick.lag.summary.p99),
+      threadCPUPercent: reading.generatorCPUPercent)
     var notes: [String] = []
     if lost > 0 {
       notes.append("\(lost) subscribers did not see the final state within \(options.drainSeconds) s")
@@ -289,7 +310,7 @@ final class FanOutRun: ScenarioRun {
       (
         "delivery",
         .object([
-          ("mode", .string(ledger.mode.rawValue)), ("frames", .int(ledger.frames)),
+          ("mode", .string(target.mode.rawValue)), ("frames", .int(ledger.frames)),
           ("frames_per_s", .number(rate(ledger.frames, until: lastFrameAt))),
           ("frames_per_subscriber", .number(Double(ledger.frames) / Double(max(options.subscribers, 1)))),
           ("updates_per_s", .number(updatesPerSecond)),
@@ -298,7 +319,14 @@ final class FanOutRun: ScenarioRun {
           ("latency", ledger.latency.reportValue),
         ])
       ),
-      generator.section,
+      generator, reading.section,
+      (
+        "harness",
+        .object([
+          ("limited", .bool(harness.isLimited)), ("by", .string(harness.limitedBy.joined(separator: ", "))),
+          ("busy_thread", .bool(harness.busyThread)),
+        ])
+      ),
       (
         "server_rss",
         .object([
@@ -310,8 +338,8 @@ final class FanOutRun: ScenarioRun {
     steps.append(
       Step(
         name: stepName, result: result, latency: latency, rss: rss, fields: fields, notes: notes,
-        generatorNotes: generator.notes, lagP99Ms: tick.lag.summary.p99,
-        harnessCPUPercent: window.harnessCPUPercent(now: now),
+        generatorNotes: HarnessFigures.notes(steps: [("", harness)], target: target.label),
+        lagP99Ms: tick.lag.summary.p99, harnessCPUPercent: harnessCPU, harness: harness,
         server: server.report(
           before: window.serverBefore, after: server.sample(), wallSeconds: window.seconds(until: now)),
         ok: ok))
@@ -323,7 +351,7 @@ final class FanOutRun: ScenarioRun {
   }
 
   /// The final time every subscriber of `channel` must see, in the last step (B5's slow device checks against it).
-  func finalToken(of channel: Int) -> UInt64 { ledger.finalToken(of: channel) }
+  func finalToken(of channel: Int) -> UInt64 { finalTokens[channel] }
 
   private func complete() {
     let now = HostProcess.now()
@@ -334,8 +362,10 @@ final class FanOutRun: ScenarioRun {
       ("scenario", .string(scenario)), ("target", .string(target.label)),
       ("subscribers", .int(options.subscribers)), ("pages", .int(target.channels)),
     ]
+    let subscriberBytes = readers?.bytes() ?? (sent: 0, received: 0)
     let closing = runWindow.closingSections(
-      now: now, bytesSent: target.bytesSent, bytesReceived: target.bytesReceived)
+      now: now, bytesSent: target.bytesSent + subscriberBytes.sent,
+      bytesReceived: target.bytesReceived + subscriberBytes.received)
     let extra = extraReport?() ?? (fields: [], ok: true, notes: [])
     var body: [(String, ReportValue)]
     var notes: [String]
@@ -373,8 +403,7 @@ final class FanOutRun: ScenarioRun {
 
   /// One generator note for all steps, then each step's own notes under its name.
   private func stepNotes() -> [String] {
-    GeneratorVerdict.notes(
-      steps: steps.map { ($0.name, $0.lagP99Ms, $0.harnessCPUPercent) }, target: target.label)
+    HarnessFigures.notes(steps: steps.map { ($0.name, $0.harness) }, target: target.label)
       + steps.flatMap { step in step.notes.map { "\(step.name): \($0)" } }
   }
 
@@ -413,6 +442,7 @@ final class FanOutRun: ScenarioRun {
     tick = nil
     progress.clear()
     target.closeAll()
+    readers?.close()
     completion(result)
   }
 }

@@ -14,14 +14,12 @@ protocol FanOutTarget: AnyObject {
   var channels: Int { get }
   /// Creates what the run writes to, and opens the writers.
   func prepare(_ done: @escaping (Result<Void, LoadError>) -> Void)
-  /// Opens subscriber `index` on `channel`; `onToken` gets each notification's token; `done` once it is subscribed.
-  func subscribe(
-    index: Int, channel: Int, onToken: @escaping (UInt64) -> Void,
-    _ done: @escaping (Result<Void, LoadError>) -> Void)
+  /// Opens the subscribers, on whichever reader thread's loop reads them (`ReaderPool`).
+  var subscriberSource: any FanOutSubscriberSource { get }
   /// Sends batch `batch` (one update of `channel`; batch numbers never repeat within a run); `done` gets the token
   /// subscribers will see for it (nil: the batch changed nothing), once the target acknowledged it.
   func publish(batch: Int, channel: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void)
-  /// Bytes the harness wrote and read on every connection to the target.
+  /// Bytes the harness wrote and read on the writers' connections (the readers count the subscribers').
   var bytesSent: Int { get }
   var bytesReceived: Int { get }
   func closeAll()
@@ -37,7 +35,6 @@ final class PagesyncFanOut: FanOutTarget {
   private let writers: BrokerWriterPool
   private let writerCount: Int
   private let nonce: String
-  private var devices: [DeviceStream] = []
 
   init(loop: Loop, endpoint: BrokerEndpoint, pages: [String], writers: Int, nonce: String) {
     self.loop = loop
@@ -61,15 +58,7 @@ final class PagesyncFanOut: FanOutTarget {
     }
   }
 
-  func subscribe(
-    index: Int, channel: Int, onToken: @escaping (UInt64) -> Void,
-    _ done: @escaping (Result<Void, LoadError>) -> Void
-  ) {
-    let page = pages[channel]
-    let device = DeviceStream(reporting: .time(of: page, onToken))
-    devices.append(device)
-    device.open(loop: loop, endpoint: endpoint, pages: [page], done)
-  }
+  var subscriberSource: any FanOutSubscriberSource { PagesyncSubscribers(endpoint: endpoint, pages: pages) }
 
   /// One `set_property` per batch, of a property of the writer connection's own (`BrokerWriterPool.update`).
   func publish(batch: Int, channel: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
@@ -77,13 +66,10 @@ final class PagesyncFanOut: FanOutTarget {
     writers.update(page: page, batch: batch) { result in done(result.map { $0.pages[page] ?? $0.sequence }) }
   }
 
-  var bytesSent: Int { writers.bytesSent + devices.reduce(0) { $0 + $1.bytesSent } }
-  var bytesReceived: Int { writers.bytesReceived + devices.reduce(0) { $0 + $1.bytesReceived } }
+  var bytesSent: Int { writers.bytesSent }
+  var bytesReceived: Int { writers.bytesReceived }
 
-  func closeAll() {
-    writers.close()
-    for device in devices { device.drop() }
-  }
+  func closeAll() { writers.close() }
 }
 
 /// B1 and B2 against redis-server: SUBSCRIBE on one connection per subscriber to its channel (a page), PUBLISH of
@@ -97,7 +83,6 @@ final class RedisFanOut: FanOutTarget {
   private let names: [String]
   private let writerCount: Int
   private var publishers: [RedisConnection] = []
-  private var subscribers: [RedisConnection] = []
 
   init(loop: Loop, address: SocketAddress, tls: TLSClientContext?, channels: [String], writers: Int) {
     self.loop = loop
@@ -115,24 +100,8 @@ final class RedisFanOut: FanOutTarget {
       then: done)
   }
 
-  func subscribe(
-    index: Int, channel: Int, onToken: @escaping (UInt64) -> Void,
-    _ done: @escaping (Result<Void, LoadError>) -> Void
-  ) {
-    let channel = names[channel]
-    RedisConnection.connect(loop: loop, to: address, tls: tls) { [self] result in
-      switch result {
-      case .failure(let error): done(.failure(error))
-      case .success(let connection):
-        subscribers.append(connection)
-        connection.onPush = { _, payload in
-          if let time = ChangedFrame.time(of: channel, inUTF8: payload) {
-            onToken(time)
-          }
-        }
-        connection.send(["SUBSCRIBE", channel]) { reply in done(reply.map { _ in () }) }
-      }
-    }
+  var subscriberSource: any FanOutSubscriberSource {
+    RedisSubscribers(address: address, tls: tls, channels: names)
   }
 
   func publish(batch: Int, channel: Int, _ done: @escaping (Result<UInt64?, LoadError>) -> Void) {
@@ -145,10 +114,71 @@ final class RedisFanOut: FanOutTarget {
     publisher.send(["PUBLISH", channel, message]) { reply in done(reply.map { _ in token }) }
   }
 
-  var bytesSent: Int { (publishers + subscribers).reduce(0) { $0 + $1.bytesSent } }
-  var bytesReceived: Int { (publishers + subscribers).reduce(0) { $0 + $1.bytesReceived } }
+  var bytesSent: Int { publishers.reduce(0) { $0 + $1.bytesSent } }
+  var bytesReceived: Int { publishers.reduce(0) { $0 + $1.bytesReceived } }
 
   func closeAll() {
-    for connection in publishers + subscribers { connection.close() }
+    for connection in publishers { connection.close() }
   }
 }
+
+/// The broker's subscribers: a device stream each, subscribed to its page, reporting the page's time in each
+/// `changed` message.
+struct PagesyncSubscribers: FanOutSubscriberSource {
+  let endpoint: BrokerEndpoint
+  let pages: [String]
+
+  func open(
+    loop: Loop, channel: Int, onToken: @escaping (UInt64) -> Void,
+    _ done: @escaping (Result<FanOutSubscriber, LoadError>) -> Void
+  ) {
+    let page = pages[channel]
+    let device = DeviceStream(reporting: .time(of: page, onToken))
+    device.open(loop: loop, endpoint: endpoint, pages: [page]) { result in
+      switch result {
+      case .success: done(.success(device))
+      case .failure(let error):
+        device.drop()
+        done(.failure(error))
+      }
+    }
+  }
+}
+
+extension DeviceStream: FanOutSubscriber {
+  var fileDescriptor: Int32? { socket?.fileDescriptor }
+  func close() { drop() }
+}
+
+/// redis-server's subscribers: a connection each, SUBSCRIBEd to its channel, reporting the time in each message.
+struct RedisSubscribers: FanOutSubscriberSource {
+  let address: SocketAddress
+  let tls: TLSClientContext?
+  let channels: [String]
+
+  func open(
+    loop: Loop, channel: Int, onToken: @escaping (UInt64) -> Void,
+    _ done: @escaping (Result<FanOutSubscriber, LoadError>) -> Void
+  ) {
+    let channel = channels[channel]
+    RedisConnection.connect(loop: loop, to: address, tls: tls) { result in
+      switch result {
+      case .failure(let error): done(.failure(error))
+      case .success(let connection):
+        connection.onPush = { _, payload in
+          if let time = ChangedFrame.time(of: channel, inUTF8: payload) { onToken(time) }
+        }
+        connection.send(["SUBSCRIBE", channel]) { reply in
+          switch reply {
+          case .success: done(.success(connection))
+          case .failure(let error):
+            connection.close()
+            done(.failure(error))
+          }
+        }
+      }
+    }
+  }
+}
+
+extension RedisConnection: FanOutSubscriber {}

@@ -95,6 +95,7 @@ final class RedisConnection {
   var pendingReplies: Int { waiting.count - waitingHead }
   var bytesSent: Int { stream.bytesWritten }
   var bytesReceived: Int { stream.bytesRead }
+  var fileDescriptor: Int32? { stream.fileDescriptor }
 
   func close() {
     failure = failure ?? .connectFailed("closed")

@@ -38,15 +38,17 @@ struct MeasurementWindow {
   }
 
   /// `generator` from figures already taken (a run that words its own notes from them).
-  static func generatorSection(lag: LatencySummary?, harnessCPUPercent: Double, keptSchedule: Bool)
-    -> (String, ReportValue)
-  {
+  /// `threadCPUPercent`: the generator's own thread, where the readers have threads of their own (fan-out runs).
+  static func generatorSection(
+    lag: LatencySummary?, harnessCPUPercent: Double, keptSchedule: Bool, threadCPUPercent: Double? = nil
+  ) -> (String, ReportValue) {
     (
       "generator",
-      .object([
-        ("lag_p99_ms", .number(lag?.p99 ?? 0)), ("lag_max_ms", .number(lag?.max ?? 0)),
-        ("kept_schedule", .bool(keptSchedule)), ("harness_cpu_pct", .number(harnessCPUPercent)),
-      ])
+      .object(
+        [
+          ("lag_p99_ms", .number(lag?.p99 ?? 0)), ("lag_max_ms", .number(lag?.max ?? 0)),
+          ("kept_schedule", .bool(keptSchedule)), ("harness_cpu_pct", .number(harnessCPUPercent)),
+        ] + (threadCPUPercent.map { [("thread_cpu_pct", ReportValue.number($0))] } ?? []))
     )
   }
 

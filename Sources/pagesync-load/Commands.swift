@@ -85,7 +85,11 @@ struct Sizes: ParsableArguments {
   @Option(help: "B2, B1 --sweep: each step's rate over the previous one's (default 2).")
   var factor = 2.0
 
-  @Option(help: "B2, B1 --sweep: the highest rate tried (default 64000; B1 8000; --quick 4000).")
+  @Option(
+    help: """
+      B2, B1 --sweep: the highest rate tried (default 1024000; B1 128000; --quick 4000); a sweep stops sooner, \
+      at the first step the target does not keep up with.
+      """)
   var maxRate: Double?
 
   @Flag(
@@ -97,6 +101,14 @@ struct Sizes: ParsableArguments {
   @Option(
     help: "B1, W1, B5: seconds of writing (default 10; --quick 3); B2: per step (default 5; --quick 2).")
   var seconds: Double?
+
+  @Option(
+    help: """
+      B1, B2: threads reading the subscribers' sockets (frames parsed, latencies recorded), the same for both \
+      systems of compare; the writers' schedule keeps a thread of its own (default: half the machine's cores, \
+      1 to 8).
+      """)
+  var readerThreads: Int?
 
   @Option(help: "B1, B2, W1, B5: writer connections, each a client of its own (default 4; W1 8).")
   var writers: Int?
@@ -150,11 +162,12 @@ struct Sizes: ParsableArguments {
     options.rate = rate ?? 1000
     options.writers = writers ?? 4
     options.drainSeconds = drainSeconds ?? 10
+    try applyReaderThreads(to: &options)
     if sweep {
       options.rising = true
       options.rate = rate ?? 100
       options.factor = factor
-      options.maximumRate = maxRate ?? (quick ? 4000 : 8000)
+      options.maximumRate = maxRate ?? (quick ? 4000 : 128_000)
       options.seconds = seconds ?? (quick ? 2 : 5)
       options.drainSeconds = drainSeconds ?? 5
     }
@@ -178,9 +191,10 @@ struct Sizes: ParsableArguments {
     options.rate = rate ?? 250
     options.writers = writers ?? 4
     options.drainSeconds = drainSeconds ?? 5
+    try applyReaderThreads(to: &options)
     options.rising = true
     options.factor = factor
-    options.maximumRate = maxRate ?? (quick ? 4000 : 64_000)
+    options.maximumRate = maxRate ?? (quick ? 4000 : 1_024_000)
     guard options.subscribers >= 1, (1...options.subscribers).contains(options.pages), options.rate > 0,
       options.seconds > 0, options.writers >= 1, options.drainSeconds > 0, options.factor > 1,
       options.maximumRate >= options.rate
@@ -190,6 +204,13 @@ struct Sizes: ParsableArguments {
       )
     }
     return options
+  }
+
+  /// `--reader-threads`, checked (1 to 64, at most one per subscriber).
+  func applyReaderThreads(to options: inout FanOutOptions) throws {
+    guard let readerThreads else { return }
+    guard (1...64).contains(readerThreads) else { throw ValidationError("--reader-threads must be 1 to 64") }
+    options.readerThreads = min(readerThreads, max(options.subscribers, 1))
   }
 
   func slowConsumer(quick: Bool) throws -> SlowConsumerOptions {

@@ -100,8 +100,10 @@ import Testing
 
   // MARK: Failover between brokers (`[broker] url` as a list)
 
-  /// Two brokers on one shared SQLite store (until PostgreSQL lands); kill -9 of the one a device is on: it moves
-  /// to the other, catches up, pushes what it queued in between exactly once, and status names the new broker.
+  /// Two brokers on one shared SQLite store (until PostgreSQL lands) and a Redis bus (redis-server on a free
+  /// loopback port, never skipped): a device on broker 1 sees by push, on the same stream, edits made through
+  /// broker 2; kill -9 of its broker: it moves to the other, catches up, pushes what it queued in between exactly
+  /// once, and status names the new broker.
   @Test func aDeviceFailsOverToTheOtherBrokerWhenItsBrokerIsKilled() throws { try runScenario("failover") }
 
   /// The first URL of the list is down at start: the device connects to the second.

@@ -126,6 +126,32 @@ import Testing
     #expect(run["ratios"] is [String: Any])
   }
 
+  /// `--reader-threads 2`: both systems' subscribers are read on two threads, each subscriber by one, and every
+  /// frame reaches each subscriber exactly once (Redis: one message per batch each; the broker: no frame twice or
+  /// out of order, every subscriber on the final time), with both threads reading their half.
+  @Test(.enabled(if: LoadSmokeTests.hasRedis, "redis-server is not installed (.ci/run installs it)"))
+  func compareReadsEachSubscriberOnOneOfTheReaderThreads() throws {
+    let run = try report([
+      "compare", "B1", "--subscribers", "40", "--rate", "100", "--seconds", "2", "--reader-threads", "2",
+    ])
+    for side in ["pagesync", "redis"] {
+      let report = try #require(run[side] as? [String: Any])
+      checkFanOut(report, subscribers: 40, batches: 200)
+      #expect(int(report, "delivery.regressions") == 0, "\(side): no frame twice, none out of order")
+      #expect(int(report, "readers.threads") == 2)
+      let shares = try #require(report["readers"] as? [String: Any])
+      #expect((shares["subscribers"] as? [Int]) == [20, 20], "\(side): \(shares)")
+      let frames = try #require(shares["frames"] as? [Int], "\(side): \(shares)")
+      #expect(frames.count == 2 && frames.allSatisfy { $0 >= 20 }, "\(side): both threads read: \(frames)")
+      #expect(frames.reduce(0, +) == int(report, "delivery.frames"))
+      #expect((shares["cpu_pct"] as? [Any])?.count == 2)
+      #expect(bool(report, "harness.limited") != nil, "each step says whether the harness limited it")
+    }
+    let redis = try #require(run["redis"] as? [String: Any])
+    #expect(int(redis, "delivery.frames") == 40 * 200, "every message to every subscriber, once")
+    #expect((redis["readers"] as? [String: Any])?["frames"] as? [Int] == [20 * 200, 20 * 200])
+  }
+
   static var hasRedis: Bool {
     (try? runToCompletion("/bin/sh", ["-c", "command -v redis-server"]))?.status == 0
   }

@@ -43,30 +43,43 @@ import Testing
   /// A step of a rising run as `FanOutRun` writes it.
   static func step(
     rate: Double, p99: Double, updates: Double, cpu: Double, harness: Double = 20, lag: Double = 0.5,
-    distribution: [(Double, Double)] = []
+    distribution: [(Double, Double)] = [], readers: (generator: Double, busiest: Double, lag: Double)? = nil
   ) -> ReportValue {
-    .object([
-      ("rate", .number(rate)),
-      ("batches", .object([("acked_per_s", .number(rate))])),
-      (
-        "delivery",
-        .object([
-          ("updates_per_s", .number(updates)),
-          (
-            "latency",
-            .object([
-              ("p99_ms", .number(p99)),
-              (
-                "distribution",
-                LatencyDistribution.reportValue(distribution.map { .init(percentile: $0.0, ms: $0.1) })
-              ),
-            ])
-          ),
-        ])
-      ),
-      ("generator", .object([("lag_p99_ms", .number(lag)), ("harness_cpu_pct", .number(harness))])),
-      ("server", .object([("cpu_pct", .number(cpu))])),
-    ])
+    var generator: [(String, ReportValue)] = [
+      ("lag_p99_ms", .number(lag)), ("harness_cpu_pct", .number(harness)),
+    ]
+    var more: [(String, ReportValue)] = []
+    if let readers {
+      generator.append(("thread_cpu_pct", .number(readers.generator)))
+      more.append(
+        (
+          "readers",
+          .object([("busiest_cpu_pct", .number(readers.busiest)), ("lag_p99_ms", .number(readers.lag))])
+        ))
+    }
+    return .object(
+      [
+        ("rate", .number(rate)),
+        ("batches", .object([("acked_per_s", .number(rate))])),
+        (
+          "delivery",
+          .object([
+            ("updates_per_s", .number(updates)),
+            (
+              "latency",
+              .object([
+                ("p99_ms", .number(p99)),
+                (
+                  "distribution",
+                  LatencyDistribution.reportValue(distribution.map { .init(percentile: $0.0, ms: $0.1) })
+                ),
+              ])
+            ),
+          ])
+        ),
+        ("generator", .object(generator)),
+        ("server", .object([("cpu_pct", .number(cpu))])),
+      ] + more)
   }
 
   static func side(_ target: String, steps: [(String, ReportValue)], load: Double = 0.5, notes: String = "")
@@ -159,15 +172,51 @@ import Testing
   @Test func theNotesSayWhichSideWasHarnessLimitedAndByWhatRule() throws {
     let notes = PlotReport.notes(try PlotData(reports: [Self.sweep]))
     #expect(
-      notes.contains { $0.hasPrefix("harness-limited: redis at r1000 (harness 99% of a core, lag p99 7 ms)") }
+      notes.contains {
+        $0.hasPrefix("harness-limited: redis at r1000 (generator 99% of a core, lag p99 7 ms)")
+      }
     )
     #expect(!notes.contains { $0.contains("pagesync at") })
-    #expect(notes.contains { $0.hasPrefix("rule: ") && $0.contains("85%") && $0.contains("2 ms") })
+    #expect(
+      notes.contains {
+        $0.hasPrefix("rule: ") && $0.contains("85%") && $0.contains("2 ms")
+          && $0.contains("readers.busiest_cpu_pct")
+      })
     #expect(notes.contains("1-minute load average at the start and end of the runs: 0.5–1.5 on 2 cores"))
     #expect(notes.contains("redis report: the harness used 99% of a core in r1000"))
     let quiet = ComparisonReport.make(
       scenario: "B1", pagesync: Self.side("pagesync", steps: []), redis: Self.side("redis", steps: []))
     #expect(PlotReport.notes(try PlotData(reports: [quiet])).contains("harness-limited: no side, at no step"))
+  }
+
+  /// The multi-threaded harness: the process's CPU adds up its threads, so the rule reads each thread's own
+  /// figures; a busy reader thread (or frames waiting for one) makes the step harness-limited.
+  @Test func aBusyReaderThreadMakesAStepHarnessLimitedAndAManyThreadedHarnessAloneDoesNot() throws {
+    let threaded = ComparisonReport.make(
+      scenario: "B1",
+      pagesync: Self.side(
+        "pagesync",
+        steps: [
+          // 150% of a core in all, no thread busy: not limited.
+          ("r100", Self.step(rate: 100, p99: 2, updates: 1, cpu: 5, harness: 150, readers: (50, 60, 0.5)))
+        ]),
+      redis: Self.side(
+        "redis",
+        steps: [
+          ("r100", Self.step(rate: 100, p99: 2, updates: 1, cpu: 5, harness: 120, readers: (20, 97, 0.5))),
+          ("r200", Self.step(rate: 200, p99: 2, updates: 1, cpu: 5, harness: 60, readers: (20, 40, 4))),
+        ]))
+    let data = try PlotData(reports: [threaded])
+    let notes = PlotReport.notes(data)
+    #expect(
+      notes.contains(
+        "harness-limited: redis at r100 (generator 20% of a core, lag p99 0.5 ms; busiest reader 97% of a core, "
+          + "reader lag p99 0.5 ms), r200 (generator 20% of a core, lag p99 0.5 ms; busiest reader 40% of a core, "
+          + "reader lag p99 4 ms, no harness thread busy: they waited for a core)"), "\(notes)")
+    #expect(!notes.contains { $0.contains("pagesync at") })
+    let page = PlotReport.html(data)
+    #expect(page.contains("<th>busiest reader CPU %</th>"))
+    #expect(page.contains("<td>97</td>"))
   }
 
   @Test func oneStepWithoutASweepIsOnePointPerSystem() throws {

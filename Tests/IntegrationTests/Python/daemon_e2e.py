@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.request
 
 BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else ""
 # The TLS scenarios' certificates, made by the Swift test with the openssl command (TestCertificates): ca.pem, and
@@ -166,11 +167,17 @@ class Scenario:
         self.logs.append(log_path)
         return process
 
-    def broker(self, tls=None, env=None, name="broker", store=None):
+    def broker(self, tls=None, env=None, name="broker", store=None, bus=None):
         broker = Broker(self, name, store)
         broker.tls = tls
+        broker.bus = bus
         broker.start(env)
         return broker
+
+    def redis(self):
+        redis = Redis(self)
+        redis.start()
+        return redis
 
     def device(self, name, broker_url, user="alice", workspace="w1", wait_connected=True, **config):
         device = Device(self, name, broker_url, user, workspace, config)
@@ -192,6 +199,7 @@ class Broker:
         self.config = os.path.join(scenario.dir, f"{name}.toml")
         self.users = dict(USERS)  # what write_config grants; a scenario may change it and reload()
         self.tls = None  # (certificate chain, key): [server.tls], and the URL is https://localhost:PORT
+        self.bus = None  # a Redis (below): [bus] url, the bus between brokers sharing the store
 
     @property
     def url(self):
@@ -205,8 +213,11 @@ class Broker:
             for user, (token, workspaces) in self.users.items())
         with open(self.config, "w") as config:
             tls = f'[server.tls]\ncert = "{self.tls[0]}"\nkey = "{self.tls[1]}"\n' if self.tls else ""
+            # Short bus retries: Redis killed and started again by a test is back within a few hundred ms.
+            bus = (f'[bus]\nurl = "{self.bus.url}"\nbackoff_base_ms = 50\nbackoff_cap_ms = 400\n'
+                   if self.bus else "")
             config.write(f'[server]\nlisten = "127.0.0.1:{self.port}"\n{tls}[store]\npath = "{self.store}"\n'
-                         f'synchronous = "normal"\n[log]\nlevel = "{LOG_LEVEL}"\n{tokens}')
+                         f'synchronous = "normal"\n[log]\nlevel = "{LOG_LEVEL}"\n{bus}{tokens}')
 
     def reload(self):
         """Rewrites the configuration from `users` and sends SIGHUP; waits for `configuration reloaded`."""
@@ -255,6 +266,74 @@ class Broker:
 
     def rows(self, query):
         return sqlite_rows(self.store, query)
+
+    def metric(self, name):
+        """The broker's counter or gauge `pagesync_broker_NAME` from GET /metrics (0 if absent)."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=20) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("pagesync_broker_" + name + " "):
+                    return float(line.split()[1])
+        return 0.0
+
+    def wait_bus_live(self):
+        """Waits until this broker's bus is live (pagesync_broker_bus_connected 1)."""
+        wait_until(f"{self.name}'s bus is live", lambda: (self.metric("bus_connected") == 1, "not connected"))
+
+
+class Redis:
+    """Debian's `redis-server` on a free loopback port, no persistence, in the scenario's directory: the bus between
+    brokers (`[bus] url`). Never skipped: without redis-server the scenario fails. Stopped by pid with the
+    scenario's other processes; `kill` is SIGKILL, and `start` again takes the same port."""
+
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.port = free_port()
+        self.starts = 0
+        self.process = None
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    @property
+    def up(self):
+        return self.process is not None and self.process.poll() is None
+
+    def start(self):
+        if shutil.which("redis-server") is None:
+            raise CheckFailed("redis-server is not installed (apt-get install redis-server): this test never skips")
+        self.starts += 1
+        log_path = os.path.join(self.scenario.dir, f"redis.{self.starts}.log")
+        self.process = self.scenario.start(
+            f"redis-server (start {self.starts})",
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.scenario.dir], log_path)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                if self.command("PING") == b"+PONG\r\n":
+                    note(f"redis-server answers on port {self.port} (start {self.starts})")
+                    return
+            except OSError:
+                pass
+            if self.process.poll() is not None:
+                raise CheckFailed(f"redis-server exited with {self.process.returncode} before answering")
+            if time.monotonic() > deadline:
+                raise CheckFailed(f"redis-server did not answer PING on port {self.port} within 15 s")
+            time.sleep(POLL_SECONDS)
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        code = self.process.wait(timeout=15)
+        note(f"redis-server killed by SIGKILL (exit {code})")
+
+    def command(self, *parts):
+        """One RESP command; the raw reply."""
+        data = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p)
+                                                  for p in (x.encode() for x in parts))
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as connection:
+            connection.sendall(data)
+            return connection.recv(65536)
 
 
 def cut_note(stall, data):
@@ -2509,20 +2588,21 @@ def scenario_tokens(s):
 
 
 def scenario_failover(s):
-    """Two brokers share ONE SQLite store file, D lists both; kill -9 of the one D is on: D moves to the other,
-    catches up an edit made there meanwhile, pushes what it queued in between exactly once, and status names the
-    new broker.
+    """Two brokers share ONE SQLite store file and a Redis bus, D lists both; D on broker1 sees by push an edit made
+    through broker2; kill -9 of the one D is on: D moves to the other, catches up an edit made there meanwhile,
+    pushes what it queued in between exactly once, and status names the new broker.
 
     The shared store is a SQLite file in WAL mode with a busy timeout (each broker's writer takes SQLite's write
     lock for its group, its readers never block): a stand-in until the PostgreSQL store lands, when this scenario
-    runs on it too. There is no bus between these brokers yet, so every cross-broker check here goes through the
-    store (catch-up), never a push from the other broker."""
-    first = s.broker(name="broker1")
-    second = s.broker(name="broker2", store=first.store)
+    runs on it too. The bus is Debian's redis-server on a free loopback port (never skipped). D's heartbeat is 60 s,
+    longer than any wait here: what reaches D without a sync or a reconnect came by push."""
+    redis = s.redis()
+    first = s.broker(name="broker1", bus=redis)
+    second = s.broker(name="broker2", store=first.store, bus=redis)
     # D reaches the second broker through a relay the test can cut: D is held between brokers (both unreachable)
     # long enough to queue edits, whatever its jittered delays draw.
     relay = Proxy(s, second.port)
-    d = s.device("D", [first.url, relay.url])
+    d = s.device("D", [first.url, relay.url], heartbeat_interval=60)
     w = s.device("W", second.url)
     check_equal(d.status()["broker"], first.url, "D is on the first broker of its list")
     w.cli("create", "page", "--id", "P", "--title", "before")
@@ -2530,6 +2610,20 @@ def scenario_failover(s):
     d.cli("offline", "add", "P")
     d.sync()
     d.wait_forest(tree("P", "toggled"), "P is offline on D (through broker1, from the shared store)")
+    # Across brokers by push: W's edit commits through broker2, which publishes it on Redis; broker1 hears it and
+    # pushes it to D, whose stream stays open (no reconnect, so no catch-up brought it).
+    first.wait_bus_live()
+    second.wait_bus_live()
+    wait_until("both brokers subscribed w1's bus channel (D's stream on broker1, W's on broker2)",
+               lambda: (b":2\r\n" in redis.command("PUBSUB", "NUMSUB", "pagesync:ws:w1"),
+                        redis.command("PUBSUB", "NUMSUB", "pagesync:ws:w1")))
+    opened = d.status()["streamsOpened"]
+    for n in range(1, 4):
+        edit_reaches(w, d, "P", f"edit {n} from W through broker2")
+    check_equal((d.status()["broker"], d.status()["streamsOpened"]), (first.url, opened),
+                "D stayed on broker1 with the same stream: those edits came by push across the bus")
+    check(first.metric("bus_received_messages_total") >= 3 and second.metric("bus_published_messages_total") >= 3,
+          "broker2 published W's edits on the bus and broker1 received them")
     d.cli("edit", "P", "--title", "from D on broker1")
     d.sync()
     check_equal(second.rows("SELECT title FROM page WHERE id = 'P'"), [{"title": "from D on broker1"}],

@@ -22,13 +22,27 @@ With --extra (comma separated; none by default, so that the plans of the classic
 With --brokers 2, two brokers share ONE SQLite store file (WAL, busy timeout: a stand-in until the PostgreSQL
 store lands) and every device lists both (`[broker] url`, each through a relay of its own, the devices alternating
 which comes first): the broker faults take turns between the brokers, so a device whose broker is killed fails
-over to the other, and a broker down while the other is killed leaves the devices between brokers. A device's
+over to the other (when one stays down, each device that was on it, its network not cut, must be live on the
+other within 30 s), and a broker down while the other is killed leaves the devices between brokers. A device's
 network faults (cut, delay, stall, held answers) hit both its relays. The plan is the same as with one broker.
-There is no bus between the brokers yet: devices converge through catch-up (every `sync` of the healing checks).
-Not with --extra restore (a restore stops the one broker that owns the store).
+The brokers share a bus too: Debian's redis-server on a free loopback port (never skipped; stopped by pid), every
+broker's `[bus] url`. Before the healing runs any `sync`, every device's offline pages must already equal the
+store's (what a device on one broker missed of the other's commits came by push over the bus, or by the catch-up
+of a reconnect or of a bus that came back, never by a sync), and a probe must reach each device without a sync: a
+title set over HTTP through the broker the device is NOT on, on a page it keeps offline (in the oracle's model as
+any acknowledged edit). Not with --extra restore (a restore stops the one broker that owns the store). Two more
+extras need --brokers 2:
+ - redis: Redis killed (SIGKILL) for a few steps, probes made meanwhile, then Redis started again on the same
+   port: once both buses are live, each probe must reach its device without a sync (the brokers make their
+   devices catch up from the store when their bus is back; without that, or without the bus, this fails);
+ - concurrent: in one step, every device edits one page at once (own property or a new block), while two more
+   clients post batches through both brokers at once to the same pages (one property each, straight over HTTP);
+   from those clients' answers and from the store (sqlite3), every commit of a page got its own lastUpdatedTime,
+   each client saw a page's times strictly increase, the change log holds each one and the page's time is at
+   least the newest (the oracle's model holds their edits too: exactly once).
 
-Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--brokers 1|2] [--extra crash,restore,stall]
-                 [--print-plan]
+Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--brokers 1|2]
+                 [--extra crash,restore,stall,redis,concurrent] [--print-plan]
 
 The plan (every workload step and every fault) is a pure function of (seed, steps, devices): a failing run prints
 them and its plan, and `--seed S --steps N --devices D` replays it. Outcomes may still differ between runs by
@@ -68,6 +82,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -81,7 +96,11 @@ MUTATIONS = {"create_page", "create_database", "create_row", "set_title", "set_p
              "block_add", "block_edit", "block_delete", "delete_page", "view_set"}
 ALLOWED_REJECTIONS = {"page_deleted", "unknown_page", "unknown_block"}
 # The faults of --extra (none by default, so the plans of older seeds stay what they were):
-EXTRAS = {"crash", "restore", "stall"}
+EXTRAS = {"crash", "restore", "stall", "redis", "concurrent"}
+# The extras that need two brokers (and their bus).
+TWO_BROKER_EXTRAS = {"redis", "concurrent"}
+CONCURRENT_ROUNDS = 6  # batches each HTTP client posts in a concurrent step
+WRITERS = ["cw1", "cw2"]  # the HTTP clients of concurrent steps, one per broker; "Writer" + digit: their property
 # crash: the test hook PAGESYNC_TEST_CRASH_AT=LABEL:N (TestCrashPoint), with N drawn up to these bounds.
 BROKER_POINTS = {"write": 60, "begin": 5, "commit": 5, "committed": 5}
 DAEMON_POINTS = {"write": 30, "begin": 10, "commit": 10, "committed": 10, "edit": 4, "acknowledge": 3, "delta": 6}
@@ -99,7 +118,7 @@ def make_plan(seed, steps, devices, extra=frozenset()):
     pages, databases, blocks = [], [], {}  # every id the plan ever made, whatever became of it
     plan = []
     pending = []  # (step, event): restores and restarts scheduled by a fault
-    cut, down = set(), False
+    cut, down, redis_down = set(), False, False
     backup_taken = False  # a backup waits for its restore
 
     def fresh(device, kind):
@@ -197,6 +216,8 @@ def make_plan(seed, steps, devices, extra=frozenset()):
                     down = False
                 if event["fault"] == "restore_backup":
                     backup_taken = False
+                if event["fault"] == "redis_up":
+                    redis_down = False
             else:
                 still.append((due, event))
         pending = still
@@ -249,6 +270,27 @@ def make_plan(seed, steps, devices, extra=frozenset()):
             ms = rng.choice([rng.randrange(200, 2000), rng.randrange(2000, 12000)])
             plan.append({"fault": "stall", "device": device, "from_broker": rng.random() < 0.6,
                          "bytes": rng.randrange(1, 60), "ms": ms, "reset": rng.random() < 0.4})
+        elif "redis" in extra and r < 0.32 and not redis_down:
+            # Redis killed with SIGKILL, started again on its port a few steps later.
+            redis_down = True
+            plan.append({"fault": "kill_redis"})
+            pending.append((step + rng.randrange(2, 12), {"fault": "redis_up"}))
+        elif "concurrent" in extra and r < 0.35:
+            # Every device edits one page at once (disjoint fields: the model needs no order between them), and
+            # the HTTP clients post their batches through both brokers at once.
+            page = rng.choice(pages)
+            edits = []
+            for index, who in enumerate(names[:len(PROPERTY_NAMES)]):
+                if rng.random() < 0.5:
+                    name = PROPERTY_NAMES[index]
+                    value = rng.randrange(10) if name == "Rank" else rng.choice(["Todo", "Done", f"n{step}"])
+                    edits.append({"op": "set_property", "page": page, "name": name, "value": value, "device": who})
+                else:
+                    block = fresh(who, "b")
+                    blocks[page].append(block)
+                    edits.append({"op": "block_add", "page": page, "block": block, "after": None,
+                                  "text": f"{block} at {step}", "device": who})
+            plan.append({"fault": "concurrent", "edits": edits, "pick": rng.randrange(1 << 30)})
         else:
             op = workload(device, step)
             op["device"] = device
@@ -311,11 +353,16 @@ class Run:
     def __init__(self, scenario, seed, devices, brokers=1):
         self.s = scenario
         self.seed = seed
+        # Several brokers share a bus: one redis-server (none with one broker).
+        self.redis = scenario.redis() if brokers > 1 else None
         # The oracle reads the (shared) store through the first broker.
-        self.broker = scenario.broker(name="broker" if brokers == 1 else "broker1")
+        self.broker = scenario.broker(name="broker" if brokers == 1 else "broker1", bus=self.redis)
         # Until the PostgreSQL store lands, further brokers share the first one's SQLite file.
-        self.brokers = [self.broker] + [scenario.broker(name=f"broker{i + 1}", store=self.broker.store)
+        self.brokers = [self.broker] + [scenario.broker(name=f"broker{i + 1}", store=self.broker.store,
+                                                        bus=self.redis)
                                         for i in range(1, brokers)]
+        for broker in self.brokers if self.redis else []:
+            broker.wait_bus_live()
         self.up = [True] * brokers
         self.kills = 0  # broker faults so far: with several brokers they take turns
         self.names = [chr(ord("A") + i) for i in range(devices)]
@@ -341,6 +388,11 @@ class Run:
         self.backup = None  # the path of the broker store's backup waiting for its restore
         self.held_at_restore = []  # per restore, per device: mutation ids queued (not acknowledged by the broker)
         self.lost_at_restore = []  # per restore, per device: ids the broker acknowledged after the backup
+        self.lock = threading.Lock()  # the records above, written by the threads of a concurrent step
+        self.writer_ids = {writer: 0 for writer in WRITERS}  # each HTTP client's last mutation id sent
+        self.writer_stamp = 0  # the last HLC millisecond an HTTP client stamped
+        self.concurrent = {"batches": 0, "commits": 0, "pages": set()}  # what concurrent steps checked
+        self.gap_probes = []  # probes made while Redis was down (probe_across)
 
     # Commands.
 
@@ -402,6 +454,10 @@ class Run:
         while time.time() - self.last_ack < 0.003:
             pass
         run = self.cli(device, *self.command(op))
+        with self.lock:
+            return self.record(device, op, run)
+
+    def record(self, device, op, run):
         kind = op["op"]
         self.counts[(kind, run.returncode == 0)] = self.counts.get((kind, run.returncode == 0), 0) + 1
         if run.returncode != 0:
@@ -627,6 +683,244 @@ class Run:
         note(f"the broker restored from its backup with a new epoch; queued on the devices: {held}; "
              f"acknowledged after the backup (the restored store lacks them): {lost}")
 
+    # Concurrent batches through both brokers.
+
+    def post_batch(self, broker, writer, mutations):
+        """POST /v1/batch of `mutations` as client `writer` straight to `broker`; (status, answer), or None when
+        the broker could not be reached (refused: nothing was sent), or "ambiguous" (sent, no answer read)."""
+        body = json.dumps({"client": writer, "workspace": "w1", "mutations": mutations}).encode()
+        request = urllib.request.Request(
+            broker.url + "/v1/batch", data=body, method="POST",
+            headers={"Authorization": f"Bearer {e2e.USERS['alice'][0]}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode(errors="replace")
+        except ConnectionRefusedError:
+            return None
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, ConnectionRefusedError):
+                return None
+            return "ambiguous"
+        except OSError:
+            return "ambiguous"
+
+    def write_concurrently(self, writer, broker, pages, seen):
+        """`writer`'s CONCURRENT_ROUNDS batches through `broker`, each setting its own property on every page of
+        `pages`; records what was applied (for the model) and each page's lastUpdatedTime per batch in `seen`."""
+        name = "Writer" + writer[-1]
+        for round_ in range(CONCURRENT_ROUNDS):
+            with self.lock:
+                mid = self.writer_ids[writer] + 1  # each mutation its own id, from mid on
+                self.writer_ids[writer] += len(pages)
+                self.writer_stamp = max(int(time.time() * 1000), self.writer_stamp + 1)
+                stamp = self.writer_stamp
+            value = f"{writer} round {round_}"
+            mutations = [{"id": mid + index, "page": page, "time": f"{stamp}:{index}", "type": "set_property",
+                          "name": name, "value": value} for index, page in enumerate(pages)]
+            outcome = self.post_batch(broker, writer, mutations)
+            if outcome is None:
+                note(f"{writer}: {broker.name} is down; its batch was not sent")
+                with self.lock:
+                    self.writer_ids[writer] = mid - 1  # nothing sent: the ids are free again
+                return
+            if outcome == "ambiguous" or outcome[0] != 200:
+                with self.lock:
+                    for page in pages:
+                        self.ambiguous.append((writer, {"op": "set_property", "page": page}, str(outcome)))
+                note(f"{writer}: batch through {broker.name} ambiguous or refused: {outcome}")
+                return
+            answer = outcome[1]
+            with self.lock:
+                for result, mutation in zip(answer["results"], mutations):
+                    if result["status"] != "applied":
+                        raise CheckFailed(f"{writer}: mutation {mutation} through {broker.name} was "
+                                          f"{result['status']}: {result}")
+                    self.acked.append({"seq": len(self.acked), "device": writer, "id": mutation["id"],
+                                       "op": {"op": "set_property", "page": mutation["page"], "name": name,
+                                              "value": value}})
+                for page in pages:
+                    seen.append((writer, page, answer["pages"][page]))
+
+    def concurrent_step(self, event):
+        """Every device's edit of one page at once, while the HTTP clients post batches through both brokers at
+        once to the same pages; then the checks of lastUpdatedTime (no two commits of a page share one, each
+        client's times of a page increase, the store's change log holds each, the page's time is the newest)."""
+        listed = ",".join(f"'{a['op']['page']}'" for a in self.acked
+                          if a["op"]["op"] in ("create_page", "create_database", "create_row"))
+        uncertain = {op.get("page") for _, op, _ in self.ambiguous}
+        candidates = sorted(r["id"] for r in self.broker.rows(
+            f"SELECT id FROM page WHERE deleted = 0 AND id IN ({listed})") if r["id"] not in uncertain) \
+            if listed else []
+        pages = random.Random(event["pick"]).sample(candidates, min(2, len(candidates)))
+        seen, failures = [], []
+
+        def guarded(work, *args):
+            def run():
+                try:
+                    work(*args)
+                except Exception as error:  # noqa: BLE001  (raised again on this thread below)
+                    failures.append(error)
+            return threading.Thread(target=run)
+
+        threads = [guarded(self.do, op["device"], op) for op in event["edits"]]
+        if pages:
+            threads += [guarded(self.write_concurrently, writer, self.brokers[index % len(self.brokers)], pages, seen)
+                        for index, writer in enumerate(WRITERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        if failures:
+            raise failures[0] if isinstance(failures[0], CheckFailed) else CheckFailed(repr(failures[0]))
+        if not seen:
+            note(f"concurrent step: no batch of the HTTP clients committed (pages {pages})")
+            return
+        by_page = {}
+        for writer, page, when in seen:
+            by_page.setdefault(page, []).append((writer, when))
+        for page, times in sorted(by_page.items()):
+            values = [t for _, t in times]
+            e2e.check(len(set(values)) == len(values), f"concurrent step: the {len(values)} commits of {page} "
+                      "through both brokers each got their own lastUpdatedTime", "distinct", sorted(values))
+            for writer in WRITERS:
+                mine = [t for w, t in times if w == writer]
+                e2e.check(mine == sorted(set(mine)), f"concurrent step: {writer} saw {page}'s time increase",
+                          "increasing", mine)
+            logged = {r["seq"] for r in self.broker.rows(f"SELECT DISTINCT seq FROM change_log WHERE page_id = "
+                                                         f"'{page}'")}
+            e2e.check(set(values) <= logged, f"concurrent step: the store's change log of {page} holds each of "
+                      "those commits at its time", sorted(values), sorted(logged & set(values)))
+            last = self.broker.rows(f"SELECT last_updated FROM page WHERE id = '{page}'")[0]["last_updated"]
+            e2e.check(last >= max(values), f"concurrent step: {page}'s lastUpdatedTime in the store is at least "
+                      "the newest one handed out", f">= {max(values)}", last)
+            self.concurrent["pages"].add(page)
+        self.concurrent["batches"] += len({(w, t) for w, _, t in seen})
+        self.concurrent["commits"] += len(seen)
+
+    # Probes of the bus: an edit through one broker that a device on the other must see without a sync.
+
+    def broker_of(self, name):
+        """The index of the broker device `name` is connected to, or None (not connected, or not live)."""
+        status = self.devices[name].status()
+        if not status["connected"] or status["state"] != "live":
+            return None
+        for relay in self.proxies[name].relays:
+            if relay.url == status["broker"]:
+                return next(i for i, b in enumerate(self.brokers) if b.port == relay.target_port)
+        return None
+
+    def probe_across(self, why):
+        """For each device connected to a broker, an edit of a page it keeps offline (complete, on the store, not
+        deleted) through the OTHER broker, straight over HTTP (a title set by an HTTP client, in the model like any
+        acknowledged edit). Returns the probes for `check_probes`: (device, page, title, streams opened)."""
+        probes = []
+        uncertain = {op.get("page") for _, op, _ in self.ambiguous}
+        for name, d in self.devices.items():
+            index = self.broker_of(name)
+            other = None if index is None else 1 - index
+            if other is None or not self.up[other]:
+                continue
+            offline = [p for p, row in d.offline_pages().items() if row["complete"] and p not in uncertain]
+            if not offline:
+                continue
+            listed = ",".join(f"'{p}'" for p in offline)
+            live = sorted(r["id"] for r in self.broker.rows(
+                f"SELECT id FROM page WHERE deleted = 0 AND id IN ({listed})"))
+            if not live:
+                continue
+            page, writer = live[0], WRITERS[other]
+            opened = d.status()["streamsOpened"]
+            title = f"probe through {self.brokers[other].name} for {name} ({why})"
+            if self.post_title(writer, self.brokers[other], page, title):
+                probes.append((name, page, title, opened))
+        return probes
+
+    def post_title(self, writer, broker, page, title):
+        """`writer` sets `page`'s title through `broker`; True when applied (recorded for the model)."""
+        with self.lock:
+            self.writer_ids[writer] += 1
+            mid = self.writer_ids[writer]
+            while time.time() - self.last_ack < 0.003:
+                pass
+            self.writer_stamp = max(int(time.time() * 1000), self.writer_stamp + 1)
+            mutation = {"id": mid, "page": page, "time": f"{self.writer_stamp}:0", "type": "set_title",
+                        "title": title}
+        outcome = self.post_batch(broker, writer, [mutation])
+        with self.lock:
+            if outcome is None:
+                self.writer_ids[writer] = mid - 1
+                return False
+            if outcome == "ambiguous" or outcome[0] != 200:
+                self.ambiguous.append((writer, {"op": "set_title", "page": page}, str(outcome)))
+                return False
+            result = outcome[1]["results"][0]
+            if result["status"] != "applied":
+                raise CheckFailed(f"{writer}: probe {mutation} through {broker.name} was {result['status']}: "
+                                  f"{result}")
+            self.acked.append({"seq": len(self.acked), "device": writer, "id": mid,
+                               "op": {"op": "set_title", "page": page, "title": title}})
+            self.last_ack = time.time()
+            return True
+
+    def check_probes(self, probes, how):
+        """Each probed device shows its probe's title from its local store, without a sync: or the title the store
+        has now, when a later step changed it (deleted, or no longer offline there: nothing to see). Returns the
+        probes of devices not connected now (cut, their brokers down), left for later."""
+        later = []
+        for name, page, title, opened in probes:
+            d = self.devices[name]
+            if self.broker_of(name) is None:
+                later.append((name, page, title, opened))
+                continue
+
+            def shown(d=d, page=page):
+                rows = self.broker.rows(f"SELECT title, deleted FROM page WHERE id = '{page}'")
+                if rows[0]["deleted"] or page not in d.offline_pages():
+                    return True, "deleted or no longer offline"
+                answer = d.show(page)
+                return answer["title"] == rows[0]["title"] and answer.get("source") == "local", \
+                    {"store": rows[0]["title"], "device": answer["title"], "source": answer.get("source")}
+
+            wait_until(f"{name} shows '{title}' (or what the store has now) from its local store without a sync "
+                       f"({how})", shown, timeout=15, expected="the store's title, from the local store")
+            again = d.status()["streamsOpened"]
+            note(f"{name}: {'same stream' if again == opened else f'{again - opened} streams opened meanwhile'}")
+            self.counts["probes seen"] = self.counts.get("probes seen", 0) + 1
+            if again == opened:
+                self.counts["probes seen on the same stream"] = self.counts.get("probes seen on the same stream",
+                                                                               0) + 1
+        return later
+
+    def wait_moved(self, names, victim):
+        """Each device of `names`, on broker `victim` when it was killed, connects to another broker (and is live
+        there: it caught up) while the victim stays down. A stall or held answers on its relays may delay it."""
+        for name in names:
+            if not self.proxies[name].up or not any(up for i, up in enumerate(self.up) if i != victim):
+                continue
+            wait_until(f"{name} moved from {self.brokers[victim].name} (killed, still down) to the other broker",
+                       lambda name=name: (lambda at: (at is not None and at != victim, at))(self.broker_of(name)),
+                       timeout=30, expected="connected and live on the other broker")
+            self.counts["failovers seen"] = self.counts.get("failovers seen", 0) + 1
+
+    def kill_redis(self):
+        """Redis killed; then, while it is down, probes through each device's other broker (the bus cannot carry
+        them: they must reach the devices once it is back)."""
+        if self.redis.up:
+            self.redis.kill()
+            self.gap_probes += self.probe_across("made while redis was down")
+
+    def start_redis(self):
+        """Redis started again on its port: the brokers' buses come back and their devices catch up, so each
+        probe made during the gap reaches its device without a sync."""
+        if not self.redis.up:
+            self.redis.start()
+            for index, broker in enumerate(self.brokers):
+                if self.up[index]:
+                    broker.wait_bus_live()
+            self.gap_probes = self.check_probes(self.gap_probes, "after redis came back")
+
     def play_stall(self, event):
         self.proxies[event["device"]].stall = {k: event[k] for k in ("from_broker", "bytes", "ms", "reset")}
 
@@ -640,6 +934,12 @@ class Run:
             self.restore_backup()
         elif kind == "stall":
             self.play_stall(event)
+        elif kind == "kill_redis":
+            self.kill_redis()
+        elif kind == "redis_up":
+            self.start_redis()
+        elif kind == "concurrent":
+            self.concurrent_step(event)
         elif kind == "kill_daemon":
             self.kill_daemon(event["device"])
         elif kind in ("kill_daemon_in_flight", "kill_broker_in_flight"):
@@ -686,7 +986,10 @@ class Run:
         elif kind == "broker_down":
             victim = self.target()
             if self.up[victim]:
+                # With two brokers, each device on the victim (its network not cut) must move to the other.
+                on = [n for n in self.devices if self.redis and self.proxies[n].up and self.broker_of(n) == victim]
                 self.kill_broker(victim)
+                self.wait_moved(on, victim)
         elif kind == "broker_up":
             for index, up in enumerate(self.up):
                 if not up:
@@ -723,20 +1026,37 @@ class Run:
         for index, up in enumerate(self.up):
             if not up:
                 self.start_broker(index)
+        if self.redis:
+            self.start_redis()
+            for broker in self.brokers:
+                broker.wait_bus_live()
+            # No sync yet: each device got the other broker's commits by push over the bus, or by the catch-up of
+            # its reconnect or of a bus that came back.
+            for name in self.devices:
+                self.wait_settled(name)
+            Oracle(self).check_offline_pages(" before any sync: by push over the bus and catch-ups alone",
+                                             times=True)
+            # And now, each device settled on a broker: an edit through the other broker reaches it by push.
+            self.check_probes(self.gap_probes + self.probe_across("at the end"), "by push over the bus")
         for _ in range(2):  # the second round brings every device what the others pushed in the first
             for name, d in self.devices.items():
                 wait_until(f"{name}: pagesync sync succeeds", lambda d=d: (d.run("sync", timeout=130).returncode == 0,
                                                                             "sync failed"), timeout=60)
-        for name, d in self.devices.items():
-            def settled(d=d):
-                status = d.status()
-                queue = [m["status"] for m in d.queue()]
-                incomplete = self.incomplete(d)
-                done = status["connected"] and status["state"] == "live" and "pending" not in queue and not incomplete
-                return done, {"state": status["state"], "queue": queue, "incomplete": incomplete}
+        for name in self.devices:
+            self.wait_settled(name)
 
-            wait_until(f"{name}: live, queue empty or only rejected, every offline page the broker has complete",
-                       settled, timeout=30)
+    def wait_settled(self, name):
+        d = self.devices[name]
+
+        def settled():
+            status = d.status()
+            queue = [m["status"] for m in d.queue()]
+            incomplete = self.incomplete(d)
+            done = status["connected"] and status["state"] == "live" and "pending" not in queue and not incomplete
+            return done, {"state": status["state"], "queue": queue, "incomplete": incomplete}
+
+        wait_until(f"{name}: live, queue empty or only rejected, every offline page the broker has complete",
+                   settled, timeout=30)
 
     def connections(self):
         """Per device, how many times it connected to each broker over the run (every start's log): which relay
@@ -795,7 +1115,7 @@ class Oracle:
 
     def broker_pages(self):
         pages = {r["id"]: r for r in self.broker.rows(
-            "SELECT id, kind, parent_id, title, deleted FROM page")}
+            "SELECT id, kind, parent_id, title, deleted, last_updated FROM page")}
         props = {}
         for r in self.broker.rows("SELECT page_id, name, value FROM property WHERE value IS NOT NULL"):
             props.setdefault(r["page_id"], {})[r["name"]] = json.loads(r["value"])
@@ -824,6 +1144,12 @@ class Oracle:
                     raise CheckFailed(f"{name}: mutation {mid} rejected {conflict['reason']}: an acknowledged "
                                       f"mutation of a unique id re-applied, or a bad one sent: {conflict}")
 
+        # The HTTP clients of concurrent steps: every batch applied once, up to the last id sent.
+        for writer, last in run.writer_ids.items():
+            if last and not any(dev == writer for dev, _, _ in run.ambiguous):
+                rows = self.broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{writer}'")
+                e2e.check_equal(rows, [{"last_mutation_id": last}],
+                                f"{writer}: the store's last_mutation_id is the last id it sent")
         # The model: acknowledged, not rejected mutations in acknowledgement (HLC) order, last writer wins.
         pages, blocks, views = {}, {}, {}
         uncertain = {op["page"] for _, op, _ in run.ambiguous if "page" in op}
@@ -897,7 +1223,9 @@ class Oracle:
         self.model_deleted = {p for p, v in pages.items() if v["deleted"]}
         self.b_pages, self.b_props, self.b_blocks = b_pages, b_props, b_blocks
 
-    def check_offline_pages(self):
+    def check_offline_pages(self, when="", times=False):
+        """(2) Every device's offline pages equal the store's; with `times`, each local copy's lastUpdatedTime too
+        (what the device last heard of the page is the store's newest commit of it)."""
         def compare():
             differences = {}
             b_pages, b_props, b_blocks, _ = self.broker_pages()
@@ -908,7 +1236,8 @@ class Oracle:
             for name, d in self.run.devices.items():
                 offline = d.offline_pages()
                 local = {r["id"]: r for r in d.rows(
-                    "SELECT id, kind, parent, title, deleted, properties, rows, databases FROM local_page")}
+                    "SELECT id, kind, parent, title, deleted, properties, rows, databases, last_updated "
+                    "FROM local_page")}
                 local_blocks = {}
                 for r in d.rows("SELECT id, page_id, type, text FROM local_block WHERE deleted = 0 "
                                 "ORDER BY position, id"):
@@ -930,6 +1259,10 @@ class Oracle:
                     if want != have:
                         differences[(name, page)] = {"broker": want, "device": have}
                         continue
+                    if times and mine["last_updated"] != b["last_updated"]:
+                        differences[(name, page)] = {"store lastUpdatedTime": b["last_updated"],
+                                                     "device lastUpdatedTime": mine["last_updated"]}
+                        continue
                     http = self.broker_page_http(page)
                     if b["kind"] == "database" and json.loads(mine["rows"] or "[]") != http.get("rows", []):
                         differences[(name, page)] = {"broker rows": http.get("rows"), "device rows": mine["rows"]}
@@ -939,7 +1272,8 @@ class Oracle:
             return not differences, differences
 
         wait_until("every device's offline pages equal the broker's (title, deleted, parent, properties, blocks in "
-                   "order, rows in view, inline databases)", compare, timeout=20, expected="no difference")
+                   f"order, rows in view, inline databases{', lastUpdatedTime' if times else ''}){when}", compare,
+                   timeout=20, expected="no difference")
 
     def check_forests(self):
         run = self.run
@@ -1083,7 +1417,8 @@ def main():
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--devices", type=int, default=3)
     parser.add_argument("--extra", default="", help="faults beyond the classic ones, comma separated: "
-                        + ", ".join(sorted(EXTRAS)) + " (crash points, backup and restore, stalled relays)")
+                        + ", ".join(sorted(EXTRAS)) + " (crash points, backup and restore, stalled relays; with --brokers 2: Redis killed, "
+                        "concurrent batches through both brokers)")
     parser.add_argument("--brokers", type=int, default=1, choices=(1, 2),
                         help="brokers sharing one store, every device listing them all (failover)")
     parser.add_argument("--print-plan", action="store_true")
@@ -1093,6 +1428,8 @@ def main():
         parser.error(f"--extra: unknown {sorted(extra - EXTRAS)}; known: {sorted(EXTRAS)}")
     if options.brokers > 1 and "restore" in extra:
         parser.error("--extra restore needs one broker (a restore stops the broker that owns the store)")
+    if options.brokers < 2 and extra & TWO_BROKER_EXTRAS:
+        parser.error(f"--extra {','.join(sorted(extra & TWO_BROKER_EXTRAS))} needs --brokers 2")
     bin_dir = os.path.abspath(options.bin_dir)
     e2e.BROKER_PROGRAM = os.path.join(bin_dir, "pagesync-broker")
     e2e.DAEMON_PROGRAM = os.path.join(bin_dir, "pagesyncd")
@@ -1166,6 +1503,15 @@ def main():
                   "broker (no failover happened)", flush=True)
             sys.exit(1)
         extras += f"; failover: {len(moved)} of {len(connections)} devices were on both brokers"
+    if options.brokers > 1:
+        extras += f"; {run.counts.get('failovers seen', 0)} devices seen moving off a broker that stayed down"
+        extras += (f"; bus probes: {run.counts.get('probes seen', 0)} seen without a sync, "
+                   f"{run.counts.get('probes seen on the same stream', 0)} on the same stream")
+    if "redis" in extra:
+        extras += f"; redis: killed {run.counts.get('kill_redis', 0)} times, started {run.redis.starts} times"
+    if "concurrent" in extra:
+        extras += (f"; concurrent: {run.counts.get('concurrent', 0)} steps, {run.concurrent['batches']} batches of "
+                   f"two clients through both brokers, {len(run.concurrent['pages'])} pages, every time distinct")
     if "stall" in extra:
         played = [st for proxy in run.proxies.values() for st in proxy.stalls]
         extras += (f"; stalls: {len(played)} played ({sum(1 for st in played if st[4])} reset, "
