@@ -193,7 +193,7 @@ let package = Package(
       name: "LoadHarness",
       dependencies: [
         "LoadCore", "ByteBuffers", "EventLoop", "SeededRandom", "Web", "RichText", "StrictJSON",
-        "CMallocInfo", "EventLoopTestKit",
+        "CMallocInfo", "EventLoopTestKit", "PostgresTestKit",
       ]),
     .executableTarget(
       name: "pagesync-load",

@@ -52,6 +52,12 @@ FIGURES = [
     "rss.slope_bytes_per_min", "rss.later_half_slope_bytes_per_min", "fds.first_fds", "fds.last_fds",
     "fds.slope_fds_per_min", "subscriptions.harness", "subscriptions.broker", "subscriptions.leaked",
     "churn.reconnects",
+    # --store postgres, --brokers, --bus redis: CPU of each process over the run, per delivered notification
+    "cluster.cpu_us_per_delivery.pagesync-broker 1", "cluster.cpu_us_per_delivery.pagesync-broker 2",
+    "cluster.cpu_us_per_delivery.redis-server", "cluster.cpu_us_per_delivery.postgres",
+    "cluster.cpu_us_per_delivery.all", "cluster.processes.pagesync-broker 1.cpu_seconds",
+    "cluster.processes.pagesync-broker 2.cpu_seconds", "cluster.processes.redis-server.cpu_seconds",
+    "cluster.processes.postgres.cpu_seconds", "cluster.seconds",
 ]
 # B2: each rate step's figures, for the steps a run reached (r250, r500, ...).
 STEP_FIGURES = [

@@ -155,9 +155,13 @@ public enum ReportTable {
 public enum ComparisonReport {
   /// `{"scenario", "pagesync", "redis", "ratios"}`; ratios for the numeric leaves both runs have (skipped where
   /// Redis's is 0).
-  public static func make(scenario: String, pagesync: ReportValue, redis: ReportValue) -> ReportValue {
+  /// `names`: the two sides' keys (`compare --brokers`: the cluster and one broker alone).
+  public static func make(
+    scenario: String, pagesync: ReportValue, redis: ReportValue,
+    names: (String, String) = ("pagesync", "redis")
+  ) -> ReportValue {
     .object([
-      ("scenario", .string(scenario)), ("pagesync", pagesync), ("redis", redis),
+      ("scenario", .string(scenario)), (names.0, pagesync), (names.1, redis),
       ("ratios", .object(ratios(pagesync: pagesync, redis: redis))),
     ])
   }
@@ -173,7 +177,9 @@ public enum ComparisonReport {
   }
 
   /// Four columns: figure, pagesync, redis, ratio; long text (notes) follows the table.
-  public static func table(pagesync: ReportValue, redis: ReportValue) -> String {
+  public static func table(
+    pagesync: ReportValue, redis: ReportValue, names: (String, String) = ("pagesync", "redis")
+  ) -> String {
     let ratios = Dictionary(ratios(pagesync: pagesync, redis: redis), uniquingKeysWith: { a, _ in a })
     let leaves = pagesync.flattened().filter { !$0.1.isPlotData }
     let isLong = { (path: String, value: ReportValue) in
@@ -183,8 +189,8 @@ public enum ComparisonReport {
       [path, value.text, redis[path]?.text ?? "-", ratios[path].map { $0.text } ?? "-"]
     }
     let notes = leaves.filter { isLong($0.0, $0.1) }.map { path, value in
-      "pagesync \(path): \(value.text)\nredis \(path): \(redis[path]?.text ?? "-")\n"
+      "\(names.0) \(path): \(value.text)\n\(names.1) \(path): \(redis[path]?.text ?? "-")\n"
     }
-    return ReportTable.render(header: ["metric", "pagesync", "redis", "ratio"], rows: rows) + notes.joined()
+    return ReportTable.render(header: ["metric", names.0, names.1, "ratio"], rows: rows) + notes.joined()
   }
 }

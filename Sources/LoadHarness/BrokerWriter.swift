@@ -8,7 +8,9 @@ public struct BrokerEndpoint: Sendable {
   /// Opens a device stream (`/v1/stream`, the token as `access_token`), as every simulated device does.
   func openStream(loop: Loop, _ done: @escaping (Result<WebSocket, LoadError>) -> Void) {
     let target = token.map { "/v1/stream?access_token=" + $0 } ?? "/v1/stream"
-    WebSocketClient.connect(loop: loop, to: address, target: target, handshakeTimeout: 30_000, tls: tls) {
+    WebSocketClient.connect(
+      loop: loop, to: streamAddress ?? address, target: target, handshakeTimeout: 30_000, tls: tls
+    ) {
       result in
       done(result.mapError { .connectFailed("device stream: \($0)") })
     }
@@ -24,6 +26,8 @@ public struct BrokerEndpoint: Sendable {
   }
 
   public var address: SocketAddress
+  /// Where device streams connect when not `address` (a cluster run: streams on another broker than writers).
+  public var streamAddress: SocketAddress?
   /// The bearer token; nil for a loopback broker without tokens (user `local`, workspace `default`).
   public var token: String?
   public var workspace: String

@@ -25,6 +25,8 @@ public struct RunSettings: Sendable {
   public var tls = false
   /// The CA to verify an `https://` `--broker` against (`--ca-file`); nil: the system's trust store.
   public var caFile: String?
+  /// The broker side as a cluster (`--store`, `--brokers`, `--bus`): LoadRunner+Cluster.swift.
+  public var cluster = ClusterSettings()
 
   public init() {}
 }
@@ -38,8 +40,8 @@ protocol ScenarioRun: AnyObject {
 ///
 /// Threading: call from a nonisolated context (not `@MainActor`): the loop's C callbacks are created here.
 public final class LoadRunner {
-  private let settings: RunSettings
-  private let loop: Loop
+  let settings: RunSettings
+  let loop: Loop
   private let nonce: String
   /// The `--tls` run's CA and server pair, made on first use and removed by `close()`.
   private var certificates: RunCertificates?
@@ -256,6 +258,7 @@ public final class LoadRunner {
         address: parsed.address, token: settings.token, workspace: settings.workspace, tls: tls)
       return ReportValue.withTLS(try drive { done in body(endpoint, ServerProbe(pid: nil), done) }, tls)
     }
+    if !settings.cluster.isPlain { return try withCluster(extraLimits: extraLimits, body) }
     let directory = try ScratchDirectory()
     defer { directory.remove() }
     var tls: TLSClientContext?
@@ -288,12 +291,7 @@ public final class LoadRunner {
     let server = try ManagedServer(
       loop: loop, name: "pagesync-broker", executable: HostProcess.siblingProgram("pagesync-broker"),
       arguments: ["--config", directory.path + "/broker.toml"],
-      readiness: { output in
-        guard let range = output.firstRange(of: "broker.address=") else { return nil }
-        let rest = output[range.upperBound...]
-        guard let end = rest.firstIndex(where: { $0 == " " || $0 == "\n" }) else { return nil }
-        return String(rest[..<end])
-      })
+      readiness: ManagedServer.brokerAddress)
     let report = try drive(server: server) { [self] address, done in
       guard let parsed = try? SocketAddress(parsing: address) else {
         return done(.failure(.serverFailed("the broker logged an address that does not parse: \(address)")))
@@ -336,8 +334,8 @@ public final class LoadRunner {
   }
 
   /// Runs the loop until `body` completes and, if the harness started it, the server has stopped.
-  private func drive(
-    server: ManagedServer? = nil,
+  func drive(
+    server: RunServer? = nil,
     _ body: @escaping (String, @escaping (Result<ReportValue, LoadError>) -> Void) -> Void
   ) throws -> ReportValue {
     var outcome: Result<ReportValue, LoadError>?

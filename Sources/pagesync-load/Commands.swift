@@ -303,9 +303,10 @@ struct RunCommand: ParsableCommand {
   @OptionGroup var common: CommonOptions
   @OptionGroup var sizes: Sizes
   @OptionGroup(title: "Density (B3, B4, B7)") var density: DensitySizes
+  @OptionGroup(title: "Cluster") var cluster: ClusterOptions
 
   func run() throws {
-    let runner = try LoadRunner(settings: common.settings)
+    let runner = try LoadRunner(settings: cluster.settings(common))
     defer { Output.close(runner) }
     let report: ReportValue
     switch scenario {
@@ -339,8 +340,10 @@ struct CompareCommand: ParsableCommand {
   @OptionGroup var common: CommonOptions
   @OptionGroup var sizes: Sizes
   @OptionGroup(title: "Density (B3)") var density: DensitySizes
+  @OptionGroup(title: "Cluster (compare one broker alone with them)") var cluster: ClusterOptions
 
   func run() throws {
+    if try !cluster.cluster().isPlain { return try compareCluster() }
     if scenario == .density { return try compareDensity() }
     guard scenario == .fanOut || scenario == .spread else {
       throw ValidationError("compare supports B1, B2 and B3")
