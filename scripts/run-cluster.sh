@@ -50,6 +50,7 @@ redis_port=$(free_port)
 broker_ports=("$(free_port)" "$(free_port)")
 
 pids=()
+broker_pids=()
 pg_started=""
 stop() {
   trap - INT TERM EXIT
@@ -101,6 +102,7 @@ url = "redis://127.0.0.1:$redis_port"
 TOML
   "$bin/pagesync-broker" --config "$dir/broker$n.toml" 2>>"$dir/broker$n.log" &
   pids+=($!)
+  broker_pids+=($!)
   wait_for "broker $n" curl -fsS "http://127.0.0.1:${broker_ports[$((n - 1))]}/healthz"
 done
 for n in 1 2; do
@@ -153,8 +155,8 @@ cat <<USAGE
 pagesync is running as a cluster, everything under $dir:
   PostgreSQL  postgres://pagesync@127.0.0.1:$pg_port/pagesync   (psql -h 127.0.0.1 -p $pg_port -U pagesync pagesync)
   Redis       redis://127.0.0.1:$redis_port                        (redis-cli -p $redis_port monitor)
-  broker 1    http://127.0.0.1:${broker_ports[0]}   daemon 1 on $dir/daemon1.sock
-  broker 2    http://127.0.0.1:${broker_ports[1]}   daemon 2 on $dir/daemon2.sock
+  broker 1    http://127.0.0.1:${broker_ports[0]} (pid ${broker_pids[0]})   daemon 1 on $dir/daemon1.sock
+  broker 2    http://127.0.0.1:${broker_ports[1]} (pid ${broker_pids[1]})   daemon 2 on $dir/daemon2.sock
 
 Watch an edit cross brokers, in another terminal, from this directory:
 
@@ -166,7 +168,8 @@ Watch an edit cross brokers, in another terminal, from this directory:
   pagesync --socket $dir/daemon2.sock show home
 
 The edit is committed in PostgreSQL by broker 1, published on Redis, and pushed by broker 2 to daemon 2, which
-fetches it. Stop broker 1 (kill -9 its pid) and daemon 1 moves to broker 2; \`pagesync status\` names the broker.
+fetches it. Stop broker 1 (kill -9 ${broker_pids[0]}) and daemon 1 moves to broker 2; \`pagesync status\` names
+the broker. Each program's log is in that directory.
 
 Ctrl-C stops everything.
 USAGE
