@@ -39,6 +39,11 @@ FAULT_EXTRA ?= crash,restore,stall
 # goes down (each must move: a failover checked, not left to timing). FAULT_TWO_BROKER_SEED= skips them.
 FAULT_TWO_BROKER_SEED ?= 3 6 7 8
 FAULT_TWO_BROKER_EXTRA ?= stall,redis,concurrent
+# And the two-broker mode on PostgreSQL (--store postgres: a PostgreSQL the run starts, every broker's [store] url),
+# with the postgres fault too (PostgreSQL stopped at once mid-run and started again: 503s, nothing refused applied,
+# recovery without help). FAULT_POSTGRES_SEED= skips them.
+FAULT_POSTGRES_SEED ?= 3 6 7 8
+FAULT_POSTGRES_EXTRA ?= stall,redis,concurrent,postgres
 # `make hostile`: flags of Tests/IntegrationTests/Python/hostile.py. CI passes --short; --only NAME,... runs some
 # attacks; --omit-new-limits runs against a broker that predates issue #16's [limits] keys (its figures then show
 # that broker's defects).
@@ -196,6 +201,13 @@ faults: deps
 	      --devices $(FAULT_DEVICES) --brokers 2 --extra "$(FAULT_TWO_BROKER_EXTRA)" > $$log 2>&1; then \
 	    tail -n 1 $$log; rm -f $$log; \
 	  else failed="$$failed $$seed(two brokers)"; grep -E '^FAILED faults .*:' $$log; echo "  whole output: $$log"; fi; \
+	done; \
+	for seed in $(FAULT_POSTGRES_SEED); do \
+	  log=fault-logs/seed-$$seed-postgres.log; \
+	  if python3 Tests/IntegrationTests/Python/faults.py "$$bin" --seed $$seed --steps $(FAULT_STEPS) \
+	      --devices $(FAULT_DEVICES) --brokers 2 --store postgres --extra "$(FAULT_POSTGRES_EXTRA)" > $$log 2>&1; then \
+	    tail -n 1 $$log; rm -f $$log; \
+	  else failed="$$failed $$seed(postgres)"; grep -E '^FAILED faults .*:' $$log; echo "  whole output: $$log"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "faults: failing seeds:$$failed"; exit 1; fi
 	@# Regression: a longer run that found a bug (a page created in a database did not move its time).

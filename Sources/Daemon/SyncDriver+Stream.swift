@@ -139,6 +139,12 @@ extension SyncDriver {
       logger.warning(
         "the broker reported a stream error",
         metadata: ["code": "\(error.code)", "message": "\(error.message)"])
+      // 4500: the broker could not check a subscription (its store was unreachable: PostgreSQL restarting) and
+      // subscribed nothing; the pages asked for would never be notified, nor fetched. Drop the connection: the
+      // next one (after the usual backoff) subscribes the whole set again and catches up.
+      if error.code == BrokerProtocol.StreamErrorCode.subscriptionNotChecked.rawValue {
+        dropConnection("the broker could not check a subscription: \(error.message)", generation: expected)
+      }
     case .message(.unknown(let op)):
       logger.debug("an unknown stream message", metadata: ["op": "\(op)"])
     }

@@ -84,6 +84,9 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
     return connection
   }
 
+  /// The connection's socket (`PQsocket`), -1 without one: for a test that breaks the connection under libpq.
+  public var socket: Int32 { connection.map { PQsocket($0) } ?? -1 }
+
   public func close() {
     statements = [:]
     if let connection { PQfinish(connection) }
@@ -109,7 +112,12 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
       message = connection.map { Self.trimmed(String(cString: PQerrorMessage($0))) } ?? "no connection"
     }
     let lost = connection.map { PQstatus($0) != CONNECTION_OK } ?? true
-    if lost || state.hasPrefix("08") || state.hasPrefix("57P") { return PostgresUnavailable(message) }
+    // No SQLSTATE: libpq's own error, not the server's (every server error carries one): the connection broke
+    // under the call ("server closed the connection unexpectedly" when a server stopped at once closed it
+    // without a word), which libpq may report before it marks the connection bad.
+    if lost || state.isEmpty || state.hasPrefix("08") || state.hasPrefix("57P") {
+      return PostgresUnavailable(message)
+    }
     // Class 40 (a deadlock victim, a serialization failure): the statement's work was undone and the same batch
     // may succeed if sent again, so the client is told to retry (503), not that the batch is bad (500).
     if state.hasPrefix("40") { return PostgresUnavailable("transaction rolled back, send again: \(message)") }

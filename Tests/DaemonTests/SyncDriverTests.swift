@@ -136,6 +136,27 @@ import Testing
     try harness.shutdown()
   }
 
+  /// A subscription the broker could not check (4500: its store unreachable, PostgreSQL restarting) subscribed
+  /// nothing: the daemon drops that connection, and the next one subscribes the whole set again and catches up.
+  /// (Found by the fault suite's `postgres` fault: a page made offline while PostgreSQL was gone stayed
+  /// incomplete on a live stream for good.)
+  @Test func aSubscriptionTheBrokerCouldNotCheckIsAskedAgainOnANewConnection() throws {
+    let harness = try DaemonHarness(prepare: Self.threePages)
+    let first = harness.startAndConnect()
+    #expect(first.sent == [.subscribe(ids("a", "b", "c"))])
+    first.send(
+      text: #"{"op":"error","code":4500,"message":"the subscription could not be checked; try again"}"#)
+    #expect(!harness.driver.isConnected)
+    try harness.run(until: "a reconnect") { harness.broker.streamOpens.count == 2 }
+    let second = harness.broker.acceptStream()
+    #expect(second.sent == [.subscribe(ids("a", "b", "c"))], "the whole set again")
+    second.answerSubscribe(total: 3)
+    try #require(!harness.broker.catchUps.isEmpty)
+    harness.broker.catchUps.last?.succeed(Broker.caughtUp())
+    #expect(harness.machine.state == .live)
+    try harness.shutdown()
+  }
+
   @Test func aPokeFetchesThatPageAndAnUnreadableFrameIsDroppedWithAWarning() throws {
     let harness = try DaemonHarness(prepare: Self.threePages)
     let stream = harness.goLive()

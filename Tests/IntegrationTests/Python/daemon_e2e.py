@@ -121,6 +121,7 @@ class Scenario:
         self.processes = []  # (label, Popen)
         self.logs = []  # paths
         self.proxies = []
+        self.servers = []  # servers started outside `processes` (a PostgreSQL): each `close()`d at the end
 
     def __enter__(self):
         return self
@@ -128,6 +129,8 @@ class Scenario:
     def __exit__(self, kind, error, trace):
         for proxy in self.proxies:
             proxy.close()
+        for server in self.servers:
+            server.close()
         for _, process in self.processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -179,6 +182,12 @@ class Scenario:
         redis.start()
         return redis
 
+    def postgres(self):
+        postgres = Postgres(self)
+        self.servers.append(postgres)
+        postgres.start()
+        return postgres
+
     def device(self, name, broker_url, user="alice", workspace="w1", wait_connected=True, **config):
         device = Device(self, name, broker_url, user, workspace, config)
         device.start(wait_connected=wait_connected)
@@ -216,8 +225,11 @@ class Broker:
             # Short bus retries: Redis killed and started again by a test is back within a few hundred ms.
             bus = (f'[bus]\nurl = "{self.bus.url}"\nbackoff_base_ms = 50\nbackoff_cap_ms = 400\n'
                    if self.bus else "")
-            config.write(f'[server]\nlisten = "127.0.0.1:{self.port}"\n{tls}[store]\npath = "{self.store}"\n'
-                         f'synchronous = "normal"\n[log]\nlevel = "{LOG_LEVEL}"\n{bus}{tokens}')
+            # A Postgres (below) as `store`: [store] url, the store brokers share; else a SQLite file's path.
+            store = (f'url = "{self.store.url}"\n' if isinstance(self.store, Postgres)
+                     else f'path = "{self.store}"\nsynchronous = "normal"\n')
+            config.write(f'[server]\nlisten = "127.0.0.1:{self.port}"\n{tls}[store]\n{store}'
+                         f'[log]\nlevel = "{LOG_LEVEL}"\n{bus}{tokens}')
 
     def reload(self):
         """Rewrites the configuration from `users` and sends SIGHUP; waits for `configuration reloaded`."""
@@ -265,7 +277,7 @@ class Broker:
         return code
 
     def rows(self, query):
-        return sqlite_rows(self.store, query)
+        return self.store.rows(query) if isinstance(self.store, Postgres) else sqlite_rows(self.store, query)
 
     def metric(self, name):
         """The broker's counter or gauge `pagesync_broker_NAME` from GET /metrics (0 if absent)."""
@@ -278,6 +290,111 @@ class Broker:
     def wait_bus_live(self):
         """Waits until this broker's bus is live (pagesync_broker_bus_connected 1)."""
         wait_until(f"{self.name}'s bus is live", lambda: (self.metric("bus_connected") == 1, "not connected"))
+
+
+class Postgres:
+    """Debian's PostgreSQL as a process of its own: a cluster made by `initdb` in a new directory under /tmp, started
+    with `pg_ctl` on a unix socket in that directory only (`listen_addresses = ''`), database `pagesync` of user
+    `pagesync`. PostgreSQL refuses to run as root: as root, its programs run as the postgres user (`runuser`), which
+    owns the directory. fsync off: the cluster lives as long as the scenario, and its faults kill processes, not the
+    machine (a commit PostgreSQL acknowledged is in its WAL in the kernel's cache). Never skipped. `stop` is an
+    immediate shutdown (no checkpoint: crash recovery on the next `start`); `close` stops it by pid, at the end."""
+
+    def __init__(self, scenario):
+        self.scenario = scenario
+        versions = sorted((d for d in os.listdir("/usr/lib/postgresql") if d.isdigit()), key=int) \
+            if os.path.isdir("/usr/lib/postgresql") else []
+        if not versions:
+            raise CheckFailed("PostgreSQL is not installed (apt-get install postgresql): this test never skips")
+        self.bin = f"/usr/lib/postgresql/{versions[-1]}/bin"
+        self.dir = tempfile.mkdtemp(prefix="pagesync-pg-")
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_user:
+            shutil.chown(self.dir, "postgres", "postgres")
+        os.chmod(self.dir, 0o700)
+        self.starts = 0
+        self.up = False
+        self.pid = None
+
+    @property
+    def url(self):
+        return f"postgres://pagesync@/pagesync?host={self.dir}"
+
+    def program(self, name, *args, timeout=120):
+        run = subprocess.run(self.as_user + [os.path.join(self.bin, name), *args], capture_output=True, text=True,
+                             timeout=timeout, stdin=subprocess.DEVNULL)
+        if run.returncode != 0:
+            raise CheckFailed(f"{name} {' '.join(args)} exited {run.returncode}: {(run.stderr + run.stdout).strip()}")
+        return run.stdout
+
+    def start(self):
+        if self.starts == 0:
+            self.program("initdb", "-D", self.dir + "/data", "-A", "trust", "-U", "pagesync", "-E", "UTF8",
+                         "--locale=C", "--no-sync")
+        self.starts += 1
+        options = f"-k {self.dir} -c listen_addresses='' -c fsync=off -c max_connections=200"
+        self.program("pg_ctl", "start", "-w", "-t", "60", "-D", self.dir + "/data", "-l",
+                     f"{self.dir}/log.{self.starts}", "-o", options)
+        with open(self.dir + "/data/postmaster.pid") as pid_file:
+            self.pid = int(pid_file.readline())
+        self.up = True
+        if self.starts == 1:
+            self.program("createdb", "-h", self.dir, "-U", "pagesync", "pagesync")
+        note(f"postgres (pid {self.pid}) answers on its socket (start {self.starts})")
+
+    def stop(self):
+        """Immediate shutdown (SIGQUIT to the postmaster, as pg_ctl -m immediate): every backend dies at once, no
+        checkpoint; the next start recovers from the WAL."""
+        self.program("pg_ctl", "stop", "-w", "-m", "immediate", "-D", self.dir + "/data")
+        self.up = False
+        self.pid = None
+        note(f"postgres stopped (immediate) after start {self.starts}")
+
+    def rows(self, query):
+        """Rows of `query` through `psql`, as dicts (json_agg of the rows: numbers stay numbers)."""
+        wrapped = f"SELECT coalesce(json_agg(t), '[]'::json) FROM ({query}) t"
+        run = subprocess.run(["psql", "-h", self.dir, "-U", "pagesync", "-d", "pagesync", "-X", "-A", "-t", "-q",
+                              "-v", "ON_ERROR_STOP=1", "-c", wrapped], capture_output=True, text=True, timeout=30)
+        if run.returncode != 0:
+            raise CheckFailed(f"psql {query!r} exited {run.returncode}: {run.stderr.strip()}")
+        return json.loads(run.stdout)
+
+    def check(self, what):
+        """pg_amcheck (heap and every B-tree index of database pagesync; the amcheck extension installed on first
+        use): raises naming `what` and what it found."""
+        run = subprocess.run([os.path.join(self.bin, "pg_amcheck"), "-h", self.dir, "-U", "pagesync", "-d",
+                              "pagesync", "--install-missing", "--heapallindexed"], capture_output=True, text=True,
+                             timeout=120)
+        if run.returncode != 0:
+            raise CheckFailed(f"pg_amcheck of {what} exited {run.returncode}: {(run.stdout + run.stderr).strip()}")
+
+    def log(self):
+        if getattr(self, "closed_log", None) is not None:
+            return self.closed_log
+        text = ""
+        for n in range(1, self.starts + 1):
+            try:
+                with open(f"{self.dir}/log.{n}", errors="replace") as log:
+                    text += f"----- postgres log.{n} -----\n" + "".join(log.readlines()[-60:])
+            except OSError:
+                pass
+        return text
+
+    def close(self):
+        """Stops the server by its pid (SIGQUIT: immediate) and removes its directory."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGQUIT)
+                for _ in range(200):
+                    os.kill(self.pid, 0)
+                    time.sleep(0.05)
+            except ProcessLookupError:
+                pass
+        self.closed_log = self.log()  # for a failure's report, printed after the scenario ended
+        if os.environ.get("PAGESYNC_E2E_KEEP"):
+            print(f"   kept {self.dir}", flush=True)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Redis:

@@ -41,8 +41,20 @@ extras need --brokers 2:
    each client saw a page's times strictly increase, the change log holds each one and the page's time is at
    least the newest (the oracle's model holds their edits too: exactly once).
 
-Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--brokers 1|2]
-                 [--extra crash,restore,stall,redis,concurrent] [--print-plan]
+With --store postgres, the brokers share a PostgreSQL instead (the configuration issue #19 is about): the run
+starts its own (Debian's initdb and pg_ctl in a new directory under /tmp, a unix socket there only; as root through
+`runuser -u postgres`; never skipped; stopped by pid), every broker gets `[store] url`, and the oracle reads the
+store with `psql` and checks its files with `pg_amcheck` instead of sqlite3 (not with crash or restore: SQLite's).
+One more extra needs it:
+ - postgres: PostgreSQL stopped at once (`pg_ctl stop -m immediate`: every backend killed, no checkpoint) for a
+   few steps, then started again (crash recovery). While it is gone, a batch through each live broker must be
+   answered 503 and /healthz 503; once it is back, pg_amcheck passes, no batch answered 503 is in the store (its
+   client never got a row), each live broker applies a batch within 30 s by itself (the same batch sent again
+   after each refusal) and its /healthz is 200, and an edit through each device's other broker reaches it by push.
+   Broker faults, Redis faults and concurrent steps wait until PostgreSQL is back (they read the store).
+
+Usage: faults.py BIN_DIR [--seed S] [--steps N] [--devices D] [--brokers 1|2] [--store sqlite|postgres]
+                 [--extra crash,restore,stall,redis,concurrent,postgres] [--print-plan]
 
 The plan (every workload step and every fault) is a pure function of (seed, steps, devices): a failing run prints
 them and its plan, and `--seed S --steps N --devices D` replays it. Outcomes may still differ between runs by
@@ -96,10 +108,11 @@ MUTATIONS = {"create_page", "create_database", "create_row", "set_title", "set_p
              "block_add", "block_edit", "block_delete", "delete_page", "view_set"}
 ALLOWED_REJECTIONS = {"page_deleted", "unknown_page", "unknown_block"}
 # The faults of --extra (none by default, so the plans of older seeds stay what they were):
-EXTRAS = {"crash", "restore", "stall", "redis", "concurrent"}
+EXTRAS = {"crash", "restore", "stall", "redis", "concurrent", "postgres"}
 # The extras that need two brokers (and their bus).
 TWO_BROKER_EXTRAS = {"redis", "concurrent"}
 CONCURRENT_ROUNDS = 6  # batches each HTTP client posts in a concurrent step
+REFUSED_WRITER = "pw"  # the HTTP client whose batches go in while PostgreSQL is gone: none may ever be applied
 WRITERS = ["cw1", "cw2"]  # the HTTP clients of concurrent steps, one per broker; "Writer" + digit: their property
 # crash: the test hook PAGESYNC_TEST_CRASH_AT=LABEL:N (TestCrashPoint), with N drawn up to these bounds.
 BROKER_POINTS = {"write": 60, "begin": 5, "commit": 5, "committed": 5}
@@ -119,6 +132,7 @@ def make_plan(seed, steps, devices, extra=frozenset()):
     plan = []
     pending = []  # (step, event): restores and restarts scheduled by a fault
     cut, down, redis_down = set(), False, False
+    pg_down = False  # only with "postgres": the plans without it stay what they were
     backup_taken = False  # a backup waits for its restore
 
     def fresh(device, kind):
@@ -218,6 +232,8 @@ def make_plan(seed, steps, devices, extra=frozenset()):
                     backup_taken = False
                 if event["fault"] == "redis_up":
                     redis_down = False
+                if event["fault"] == "postgres_up":
+                    pg_down = False
             else:
                 still.append((due, event))
         pending = still
@@ -228,9 +244,9 @@ def make_plan(seed, steps, devices, extra=frozenset()):
         elif r < 0.07:
             # The broker commits the batch, its answer waits in the proxy, the daemon dies before reading it.
             plan.append({"fault": "kill_daemon_in_flight", "device": device, "edit": edit(device, step)})
-        elif r < 0.09 and not down:
+        elif r < 0.09 and not down and not pg_down:
             plan.append({"fault": "kill_broker"})
-        elif r < 0.12 and not down:
+        elif r < 0.12 and not down and not pg_down:
             op, draw = edit(device, step), rng.randrange(0, 40)
             if draw < 24:
                 # SIGKILL of the broker a few milliseconds after an edit: the push is on its way or in the commit.
@@ -238,7 +254,7 @@ def make_plan(seed, steps, devices, extra=frozenset()):
             else:
                 # The broker commits the batch and dies before its answer, held in the proxy, reaches the daemon.
                 plan.append({"fault": "kill_broker_in_flight", "device": device, "edit": op})
-        elif r < 0.135 and not down:
+        elif r < 0.135 and not down and not pg_down:
             down = True
             plan.append({"fault": "broker_down"})
             pending.append((step + rng.randrange(3, 12), {"fault": "broker_up"}))
@@ -270,12 +286,12 @@ def make_plan(seed, steps, devices, extra=frozenset()):
             ms = rng.choice([rng.randrange(200, 2000), rng.randrange(2000, 12000)])
             plan.append({"fault": "stall", "device": device, "from_broker": rng.random() < 0.6,
                          "bytes": rng.randrange(1, 60), "ms": ms, "reset": rng.random() < 0.4})
-        elif "redis" in extra and r < 0.32 and not redis_down:
+        elif "redis" in extra and r < 0.32 and not redis_down and not pg_down:
             # Redis killed with SIGKILL, started again on its port a few steps later.
             redis_down = True
             plan.append({"fault": "kill_redis"})
             pending.append((step + rng.randrange(2, 12), {"fault": "redis_up"}))
-        elif "concurrent" in extra and r < 0.35:
+        elif "concurrent" in extra and r < 0.35 and not pg_down:
             # Every device edits one page at once (disjoint fields: the model needs no order between them), and
             # the HTTP clients post their batches through both brokers at once.
             page = rng.choice(pages)
@@ -291,6 +307,12 @@ def make_plan(seed, steps, devices, extra=frozenset()):
                     edits.append({"op": "block_add", "page": page, "block": block, "after": None,
                                   "text": f"{block} at {step}", "device": who})
             plan.append({"fault": "concurrent", "edits": edits, "pick": rng.randrange(1 << 30)})
+        elif "postgres" in extra and r < 0.37 and not pg_down and not redis_down and not down:
+            # PostgreSQL stopped at once (no checkpoint) for a few steps, started again (crash recovery). Broker
+            # restarts, Redis faults and concurrent steps wait until it is back (they read the store).
+            pg_down = True
+            plan.append({"fault": "kill_postgres"})
+            pending.append((step + rng.randrange(2, 8), {"fault": "postgres_up"}))
         else:
             op = workload(device, step)
             op["device"] = device
@@ -350,14 +372,16 @@ class Relays:
 
 
 class Run:
-    def __init__(self, scenario, seed, devices, brokers=1):
+    def __init__(self, scenario, seed, devices, brokers=1, store="sqlite"):
         self.s = scenario
         self.seed = seed
+        # --store postgres: a PostgreSQL of the run's own, every broker's [store] url (else one SQLite file).
+        self.pg = scenario.postgres() if store == "postgres" else None
         # Several brokers share a bus: one redis-server (none with one broker).
         self.redis = scenario.redis() if brokers > 1 else None
         # The oracle reads the (shared) store through the first broker.
-        self.broker = scenario.broker(name="broker" if brokers == 1 else "broker1", bus=self.redis)
-        # Until the PostgreSQL store lands, further brokers share the first one's SQLite file.
+        self.broker = scenario.broker(name="broker" if brokers == 1 else "broker1", bus=self.redis, store=self.pg)
+        # Further brokers share the first one's store: its SQLite file (WAL, busy timeout), or the PostgreSQL.
         self.brokers = [self.broker] + [scenario.broker(name=f"broker{i + 1}", store=self.broker.store,
                                                         bus=self.redis)
                                         for i in range(1, brokers)]
@@ -393,6 +417,9 @@ class Run:
         self.writer_stamp = 0  # the last HLC millisecond an HTTP client stamped
         self.concurrent = {"batches": 0, "commits": 0, "pages": set()}  # what concurrent steps checked
         self.gap_probes = []  # probes made while Redis was down (probe_across)
+        self.refused = []  # (broker, mutation id, page, title) of batches answered 503 while PostgreSQL was gone
+        self.refused_id = 0  # REFUSED_WRITER's last mutation id
+        self.recoveries = []  # seconds from PostgreSQL's start to each live broker's first applied batch
 
     # Commands.
 
@@ -532,7 +559,8 @@ class Run:
         code = broker.stop(signal.SIGKILL)
         if code != -signal.SIGKILL:
             raise CheckFailed(f"{broker.name} exited {code} before SIGKILL reached it")
-        self.integrity(broker.store, f"the store after SIGKILL of {broker.name}")
+        if not self.pg:  # a broker's SIGKILL cannot harm PostgreSQL's files: checked after its own stops
+            self.integrity(broker.store, f"the store after SIGKILL of {broker.name}")
         self.up[index] = False
 
     def start_broker(self, index=0):
@@ -540,6 +568,9 @@ class Run:
         self.up[index] = True
 
     def integrity(self, path, what):
+        if isinstance(path, e2e.Postgres):
+            path.check(what)
+            return
         rows = e2e.sqlite_rows(path, "PRAGMA integrity_check")
         if rows != [{"integrity_check": "ok"}]:
             raise CheckFailed(f"integrity_check of {what}: {rows}")
@@ -921,6 +952,109 @@ class Run:
                     broker.wait_bus_live()
             self.gap_probes = self.check_probes(self.gap_probes, "after redis came back")
 
+    def kill_postgres(self):
+        """PostgreSQL stopped at once (SIGQUIT to the postmaster: every backend dies, no checkpoint). While it is gone
+        each live broker answers a batch 503 (what it cannot keep it does not acknowledge) and /healthz 503."""
+        if not self.pg.up:
+            return
+        self.pg.stop()
+        made = [a["op"]["page"] for a in self.acked if a["op"]["op"] in ("create_page", "create_database")]
+        for index, broker in enumerate(self.brokers):
+            if not self.up[index] or not made:
+                continue
+            self.refused_id += 1
+            page = made[self.refused_id % len(made)]
+            title = f"refused by {broker.name} while postgres was gone ({self.refused_id})"
+            with self.lock:
+                self.writer_stamp = max(int(time.time() * 1000), self.writer_stamp + 1)
+                mutation = {"id": self.refused_id, "page": page, "time": f"{self.writer_stamp}:0",
+                            "type": "set_title", "title": title}
+            started = time.monotonic()
+            outcome = self.post_batch(broker, REFUSED_WRITER, [mutation])
+            took = time.monotonic() - started
+            if not isinstance(outcome, tuple) or outcome[0] != 503:
+                raise CheckFailed(f"{broker.name} answered a batch with PostgreSQL gone: expected 503, got {outcome}")
+            note(f"{broker.name}: batch refused in {took * 1000:.0f} ms with PostgreSQL gone: {outcome[1][:160]}")
+            self.refused.append((broker.name, self.refused_id, page, title))
+            health = self.healthz(broker)
+            if health[0] != 503:
+                raise CheckFailed(f"{broker.name}'s /healthz with PostgreSQL gone: expected 503, got {health}")
+            self.counts["batches refused with postgres gone"] = self.counts.get(
+                "batches refused with postgres gone", 0) + 1
+
+    def healthz(self, broker):
+        try:
+            with urllib.request.urlopen(broker.url + "/healthz", timeout=30) as answer:
+                return answer.status, answer.read().decode(errors="replace")
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode(errors="replace")
+
+    def start_postgres(self):
+        """PostgreSQL started again (crash recovery from its WAL): its files pass pg_amcheck, no batch answered 503
+        was applied, and each live broker recovers by itself: within 30 s a batch through it applies (the same
+        batch sent again after each refusal: exactly once makes that safe) and /healthz is 200; then an edit through
+        each device's other broker reaches it by push without a sync."""
+        if self.pg.up:
+            return
+        self.pg.start()
+        started = time.monotonic()
+        self.integrity(self.pg, "the store after an immediate shutdown")
+        self.check_refused()
+        for index, broker in enumerate(self.brokers):
+            if not self.up[index]:
+                continue
+            writer = WRITERS[index % len(WRITERS)]
+            made = sorted(r["id"] for r in self.broker.rows("SELECT id FROM page WHERE deleted = 0 LIMIT 50"))
+            uncertain = {op.get("page") for _, op, _ in self.ambiguous}
+            made = [p for p in made if p not in uncertain]
+            if not made:
+                continue
+            page = made[index % len(made)]
+            with self.lock:
+                self.writer_ids[writer] += 1
+                mid = self.writer_ids[writer]
+                self.writer_stamp = max(int(time.time() * 1000), self.writer_stamp + 1)
+                title = f"{broker.name} recovered ({mid})"
+                mutation = {"id": mid, "page": page, "time": f"{self.writer_stamp}:0", "type": "set_title",
+                            "title": title}
+            answers = []
+            while True:
+                outcome = self.post_batch(broker, writer, [mutation])
+                if isinstance(outcome, tuple) and outcome[0] == 200:
+                    break
+                answers.append(str(outcome)[:120])
+                if time.monotonic() - started > 30:
+                    raise CheckFailed(f"{broker.name} did not recover within 30 s of PostgreSQL's start: "
+                                      f"{len(answers)} answers, the last {answers[-1]}")
+                time.sleep(0.1)
+            result = outcome[1]["results"][0]
+            if result["status"] != "applied":
+                raise CheckFailed(f"{writer}: {mutation} through {broker.name} after PostgreSQL's start was "
+                                  f"{result['status']}: {result}")
+            with self.lock:
+                self.acked.append({"seq": len(self.acked), "device": writer, "id": mid,
+                                   "op": {"op": "set_title", "page": page, "title": title}})
+                self.last_ack = time.time()
+            took = time.monotonic() - started
+            self.recoveries.append(took)
+            health = self.healthz(broker)
+            if health[0] != 200:
+                raise CheckFailed(f"{broker.name}'s /healthz after a batch applied: expected 200, got {health}")
+            note(f"{broker.name} recovered {took * 1000:.0f} ms after PostgreSQL's start ({len(answers)} refusals "
+                 f"first)")
+        self.check_probes(self.probe_across("after postgres came back"), "after postgres came back")
+
+    def check_refused(self):
+        """No batch answered 503 while PostgreSQL was gone is in the store: its client has no row (it only ever sent
+        those), no page has its title."""
+        if not self.refused:
+            return
+        rows = self.broker.rows(f"SELECT last_mutation_id FROM client WHERE id = '{REFUSED_WRITER}'")
+        e2e.check(rows == [], "no batch answered 503 while PostgreSQL was gone was applied (its client has no row)",
+                  [], rows)
+        titles = self.broker.rows("SELECT id, title FROM page WHERE title LIKE 'refused by %'")
+        e2e.check(titles == [], "no page has the title of a batch answered 503", [], titles)
+
     def play_stall(self, event):
         self.proxies[event["device"]].stall = {k: event[k] for k in ("from_broker", "bytes", "ms", "reset")}
 
@@ -940,6 +1074,10 @@ class Run:
             self.start_redis()
         elif kind == "concurrent":
             self.concurrent_step(event)
+        elif kind == "kill_postgres":
+            self.kill_postgres()
+        elif kind == "postgres_up":
+            self.start_postgres()
         elif kind == "kill_daemon":
             self.kill_daemon(event["device"])
         elif kind in ("kill_daemon_in_flight", "kill_broker_in_flight"):
@@ -1023,6 +1161,8 @@ class Run:
             proxy.holding = False
             proxy.stall = None
             proxy.restore()
+        if self.pg and not self.pg.up:
+            self.start_postgres()
         for index, up in enumerate(self.up):
             if not up:
                 self.start_broker(index)
@@ -1421,6 +1561,8 @@ def main():
                         "concurrent batches through both brokers)")
     parser.add_argument("--brokers", type=int, default=1, choices=(1, 2),
                         help="brokers sharing one store, every device listing them all (failover)")
+    parser.add_argument("--store", default="sqlite", choices=("sqlite", "postgres"),
+                        help="the brokers' store: one SQLite file, or a PostgreSQL the run starts ([store] url)")
     parser.add_argument("--print-plan", action="store_true")
     options = parser.parse_args()
     extra = frozenset(x for x in options.extra.split(",") if x)
@@ -1430,6 +1572,10 @@ def main():
         parser.error("--extra restore needs one broker (a restore stops the broker that owns the store)")
     if options.brokers < 2 and extra & TWO_BROKER_EXTRAS:
         parser.error(f"--extra {','.join(sorted(extra & TWO_BROKER_EXTRAS))} needs --brokers 2")
+    if options.store == "postgres" and extra & {"crash", "restore"}:
+        parser.error("--extra crash and restore are SQLite's (its crash points, its files): not with --store postgres")
+    if "postgres" in extra and options.store != "postgres":
+        parser.error("--extra postgres needs --store postgres")
     bin_dir = os.path.abspath(options.bin_dir)
     e2e.BROKER_PROGRAM = os.path.join(bin_dir, "pagesync-broker")
     e2e.DAEMON_PROGRAM = os.path.join(bin_dir, "pagesyncd")
@@ -1440,6 +1586,8 @@ def main():
         replay += f" --extra {','.join(sorted(extra))}"
     if options.brokers > 1:
         replay += f" --brokers {options.brokers}"
+    if options.store != "sqlite":
+        replay += f" --store {options.store}"
     if options.print_plan:
         for index, event in enumerate(plan):
             print(f"{index:4d} {describe(event)}")
@@ -1450,7 +1598,7 @@ def main():
     run = None
     try:
         with e2e.Scenario(f"faults-{options.seed}") as scenario:
-            run = Run(scenario, options.seed, options.devices, options.brokers)
+            run = Run(scenario, options.seed, options.devices, options.brokers, options.store)
             run.execute(plan)
             note(f"workload done in {time.monotonic() - started:.1f} s: {len(run.acked)} mutations acknowledged, "
                  f"{len(run.ambiguous)} ambiguous; healing")
@@ -1463,12 +1611,16 @@ def main():
             oracle.check_forests()
             oracle.check_shows()
             oracle.check_restores()
+            if run.pg:
+                run.check_refused()
             connections = run.connections() if options.brokers > 1 else {}  # the logs go with the scenario
     except Exception as error:
         print(f"FAILED faults {replay}", flush=True)
         print("the plan (replay with the same options):", flush=True)
         for index, event in enumerate(plan):
             print(f"  {index:4d} {describe(event)}", flush=True)
+        if run is not None and run.pg:
+            print(run.pg.log(), flush=True)
         if not isinstance(error, CheckFailed):
             raise
         print(f"FAILED faults {replay}: {str(error).splitlines()[0]}", flush=True)
@@ -1512,6 +1664,10 @@ def main():
     if "concurrent" in extra:
         extras += (f"; concurrent: {run.counts.get('concurrent', 0)} steps, {run.concurrent['batches']} batches of "
                    f"two clients through both brokers, {len(run.concurrent['pages'])} pages, every time distinct")
+    if "postgres" in extra:
+        recoveries = ", ".join(f"{t * 1000:.0f}" for t in run.recoveries)
+        extras += (f"; postgres: stopped {run.counts.get('kill_postgres', 0)} times, "
+                   f"{len(run.refused)} batches answered 503 (none applied), brokers recovered in [{recoveries}] ms")
     if "stall" in extra:
         played = [st for proxy in run.proxies.values() for st in proxy.stalls]
         extras += (f"; stalls: {len(played)} played ({sum(1 for st in played if st[4])} reset, "
