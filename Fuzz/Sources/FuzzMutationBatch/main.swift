@@ -219,7 +219,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
   check(batch)
   inputs += 1
   if inputs % 32 == 0 {
-    let report = try! store.connection.integrityCheck()
+    // The store is on SQLite here (`startingStore`); PageStore holds any engine's connection.
+    let report = try! (store.connection as! SQLiteConnection).integrityCheck()
     require(report == ["ok"], "integrity_check: \(report)")
   }
   try! store.connection.execute("ROLLBACK TRANSACTION")
