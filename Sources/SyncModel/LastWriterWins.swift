@@ -15,11 +15,28 @@ extension LWWStamp {
   /// A text form that sorts, as bytes, the way the stamps do: milliseconds and counter zero-padded to a fixed
   /// width, then the client id (ASCII, so its bytes sort as `EntityID`s do; a prefix first).
   public var sortKey: String {
-    func padded(_ value: some BinaryInteger, _ width: Int) -> String {
-      let digits = String(value)
-      return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    // Written digit by digit into one buffer: every mutation applied makes one (a tenth of the store's own work
+    // per one-mutation batch when built from padded `String`s).
+    let clientBytes = client.rawValue.utf8
+    return String(unsafeUninitializedCapacity: 32 + clientBytes.count) { buffer in
+      func put(_ value: UInt64, width: Int, at start: Int) {
+        var rest = value
+        for index in stride(from: start + width - 1, through: start, by: -1) {
+          buffer[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+          rest /= 10
+        }
+      }
+      put(time.millis, width: 20, at: 0)
+      buffer[20] = UInt8(ascii: ":")
+      put(UInt64(time.counter), width: 10, at: 21)
+      buffer[31] = UInt8(ascii: "@")
+      var index = 32
+      for byte in clientBytes {
+        buffer[index] = byte
+        index += 1
+      }
+      return index
     }
-    return padded(time.millis, 20) + ":" + padded(time.counter, 10) + "@" + client.rawValue
   }
 
   /// The stamp below every real one (for fields nobody has written).

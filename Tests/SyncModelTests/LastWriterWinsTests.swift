@@ -57,6 +57,17 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     }
   }
 
+  /// Stores keep these keys: the text form must never change, or stamps written before and after would not sort
+  /// together.
+  @Test func sortKeyKeepsItsStoredForm() {
+    let key = LWWStamp(time: HLCTimestamp(millis: 1_700_000_000_123, counter: 7), client: id("dev-1")).sortKey
+    #expect(key == "00000001700000000123:0000000007@dev-1")
+    let largest = LWWStamp(time: HLCTimestamp(millis: .max, counter: .max), client: id("z")).sortKey
+    #expect(largest == "18446744073709551615:4294967295@z")
+    #expect(
+      LWWStamp(time: HLCTimestamp(millis: 0), client: id("a")).sortKey == "00000000000000000000:0000000000@a")
+  }
+
   @Test func anyWriteReplacesAFieldNobodyWroteAndNoWriteReplacesItself() {
     let stamp = LWWStamp(time: HLCTimestamp(millis: 0, counter: 0), client: id("a")).sortKey
     #expect(LastWriterWins.replaces(stamp, over: nil))
