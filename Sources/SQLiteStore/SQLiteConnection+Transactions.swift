@@ -31,30 +31,41 @@ extension SQLiteConnection {
   /// undoes `body`'s changes only and leaves an enclosing transaction open. Nests. Outside a transaction it
   /// behaves as a deferred transaction (RELEASE commits).
   public func savepoint<R>(_ name: String, _ body: () throws -> R) throws -> R {
-    let quoted = Self.quoteIdentifier(name)
+    let sql = savepointStatements(name)
     let outermost = !isInTransaction
-    try execute("SAVEPOINT \(quoted)", [])
+    try execute(sql.begin, [])
     let result: R
     do {
       result = try body()
     } catch {
-      rollback(toSavepoint: quoted, outermost: outermost)
+      rollback(sql, outermost: outermost)
       throw error
     }
     do {
-      try execute("RELEASE SAVEPOINT \(quoted)", [])
+      try execute(sql.release, [])
     } catch {
       // Only an outermost savepoint's RELEASE can fail (it commits): undo it as a whole.
-      rollback(toSavepoint: quoted, outermost: outermost)
+      rollback(sql, outermost: outermost)
       throw error
     }
     return result
   }
 
-  private func rollback(toSavepoint quoted: String, outermost: Bool) {
+  private func savepointStatements(_ name: String) -> (begin: String, release: String, rollback: String) {
+    if let known = savepointSQL[name] { return known }
+    let quoted = Self.quoteIdentifier(name)
+    let made = (
+      begin: "SAVEPOINT \(quoted)", release: "RELEASE SAVEPOINT \(quoted)",
+      rollback: "ROLLBACK TO SAVEPOINT \(quoted)"
+    )
+    if savepointSQL.count < 64 { savepointSQL[name] = made }
+    return made
+  }
+
+  private func rollback(_ sql: (begin: String, release: String, rollback: String), outermost: Bool) {
     guard isInTransaction else { return }
-    try? execute("ROLLBACK TO SAVEPOINT \(quoted)", [])
-    try? execute("RELEASE SAVEPOINT \(quoted)", [])
+    try? execute(sql.rollback, [])
+    try? execute(sql.release, [])
     // An outermost savepoint is the transaction: if releasing it failed too, end the transaction.
     if outermost { rollbackIfOpen() }
   }

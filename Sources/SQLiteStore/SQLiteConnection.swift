@@ -18,7 +18,9 @@ import CSQLite
 /// Errors are `SQLiteError` with the extended result code, SQLite's message and the SQL.
 public final class SQLiteConnection: @unchecked Sendable {
   private var db: OpaquePointer?
-  private var statementCache: [String: SQLiteStatement] = [:]
+  private var statementCache: [StatementKey: SQLiteStatement] = [:]
+  /// A savepoint name's statements (`savepoint(_:_:)`), made once: the writer opens one per job.
+  var savepointSQL: [String: (begin: String, release: String, rollback: String)] = [:]
   /// The path the connection was opened with.
   public let path: String
 
@@ -161,14 +163,14 @@ public final class SQLiteConnection: @unchecked Sendable {
   /// bindings cleared, each time it is returned. While that statement is inside `forEachRow` (or a `query`),
   /// a fresh uncached statement is returned instead, so nested use of the same SQL is safe.
   public func cachedStatement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
-    if let statement = statementCache[sql] {
+    if let statement = statementCache[StatementKey(sql)] {
       if statement.isIterating { return try prepareOne(sql, persistent: false) }
       statement.reset()
       statement.clearBindings()
       return statement
     }
     let statement = try prepareOne(sql, persistent: true)
-    statementCache[sql] = statement
+    statementCache[StatementKey(sql)] = statement
     return statement
   }
 
@@ -287,5 +289,34 @@ public final class SQLiteConnection: @unchecked Sendable {
       if case .text(let line)? = row.first { return line }
       return "\(row.first ?? .null)"
     }
+  }
+}
+
+/// The statement cache's key: the SQL text, compared whole, but hashed from its length and a few of its bytes.
+/// Hashing a statement's whole text on every use cost more than running some of them (a one-mutation batch runs
+/// about fifteen); texts that hash alike only cost a comparison, and a literal compared with itself is equal at
+/// once (the same storage).
+struct StatementKey: Hashable {
+  let sql: String
+
+  init(_ sql: String) { self.sql = sql }
+
+  static func == (lhs: StatementKey, rhs: StatementKey) -> Bool { lhs.sql == rhs.sql }
+
+  func hash(into hasher: inout Hasher) {
+    let hashed: Void? = sql.utf8.withContiguousStorageIfAvailable { bytes in
+      let count = bytes.count
+      hasher.combine(count)
+      // Sixteen bytes from each end and from the middle: statements of one shape differ in their tables,
+      // columns and conditions, which these reach in every statement of the stores.
+      func combine(from start: Int) {
+        hasher.combine(
+          bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<min(count, start + 16)])))
+      }
+      combine(from: 0)
+      combine(from: max(0, count / 2 - 8))
+      combine(from: max(0, count - 16))
+    }
+    if hashed == nil { hasher.combine(sql) }
   }
 }
