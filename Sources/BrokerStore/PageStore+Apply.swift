@@ -203,23 +203,35 @@ extension PageStore {
         digests.recentDigests(last: newLast),
       ])
 
-    try writeGrowth(context.growth.batch)
     // A database whose rows in view changed changes too.
     for (database, before) in context.databasesBefore where try rowsInView(of: database) != before {
       changes.record(database, "rows")
     }
+    // Each page row is written once: a changed page's growth goes with its new time (below).
+    var growth = context.growth.batch
+    try writeGrowth(growth.filter { changes.fields[$0.key] == nil })
     var pages: [EntityID: UInt64] = [:]
     if !changes.fields.isEmpty {
       if connection.engine == .sqlite { try setMeta("sequence", String(seq)) }
       let touch = try connection.statement(
         connection.engine == .sqlite
-          ? "UPDATE page SET last_updated = ?, updated_at_ms = ? WHERE id = ?"
-          : "UPDATE page SET last_updated = ?, updated_at_ms = ?, change_xid = pg_current_xact_id() WHERE id = ?"
+          ? """
+          UPDATE page SET last_updated = ?, updated_at_ms = ?, stored_bytes = coalesce(stored_bytes, 0) + ?
+          WHERE id = ?
+          """
+          : """
+          UPDATE page SET last_updated = ?, updated_at_ms = ?, stored_bytes = coalesce(stored_bytes, 0) + ?,
+            change_xid = pg_current_xact_id()
+          WHERE id = ?
+          """
       )
       let log = try connection.statement(
         "INSERT INTO change_log (page_id, seq, field) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
       for (page, fields) in changes.fields {
-        try touch.bind([.integer(Int64(seq)), .integer(Int64(nowMillis)), .text(page.rawValue)])
+        let grown = growth.removeValue(forKey: page) ?? 0
+        try touch.bind([
+          .integer(Int64(seq)), .integer(Int64(nowMillis)), .integer(Int64(grown)), .text(page.rawValue),
+        ])
         _ = try touch.step()
         for field in fields {
           try log.bind([.text(page.rawValue), .integer(Int64(seq)), .text(field)])
