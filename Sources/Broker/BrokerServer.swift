@@ -131,7 +131,10 @@ public final class BrokerServer {
     epoch = store.epoch
     publishedSequence = store.sequence
     storeBox = StoreBox(store)
-    writer = StoreWriter(store: connection, name: "broker-writer")
+    // The writer tells the store where its groups end, so that a group's batches write the sequence and each
+    // client's row once (SQLite).
+    store.defersWritesToGroupEnd()
+    writer = StoreWriter(store: connection, name: "broker-writer", observer: store)
     // After the writer's store migrated the file and gave it an epoch: readers only read. An in-memory store
     // cannot be shared by connections: its reads stay on the writer.
     let path = configuration.storePath

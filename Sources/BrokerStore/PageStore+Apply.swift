@@ -87,12 +87,9 @@ extension PageStore {
     // Before anything is read: batches of one workspace are serialised until commit (PostgreSQL; SQLite's one
     // writer already is), so that the sequence taken below is in commit order within the workspace.
     try connection.lockForBatch(batch.workspace.rawValue)
-    let client = try connection.query(
-      "SELECT user_id, last_mutation_id, recent_digests FROM client WHERE id = ?",
-      [.text(batch.client.rawValue)]
-    ).first
-    if let client, client[0] != .text(user.rawValue) { throw BatchError.clientOfAnotherUser }
-    let last: UInt64 = if case .integer(let value)? = client?[1] { UInt64(value) } else { 0 }
+    let client = try clientRow(batch.client)
+    if let client, client.user != user.rawValue { throw BatchError.clientOfAnotherUser }
+    let last = client?.last ?? 0
     if let first = batch.mutations.first, first.id > last + 1 {
       throw BatchError.gap(expected: last + 1, received: first.id)
     }
@@ -106,7 +103,7 @@ extension PageStore {
     var context = ApplyContext(
       store: self, batch: batch, workspaces: workspaces, seq: seq, nowMillis: nowMillis)
     var reused = false
-    var digests = ClientDigests(client: batch.client, last: last, recentDigests: client?[2])
+    var digests = ClientDigests(client: batch.client, last: last, recentDigests: client?.recentDigests)
     for mutation in batch.mutations {
       // Ids start at 1: an id 0 is not a re-send of anything (every client's last id is at least 0), so it is
       // rejected, never acknowledged as a duplicate that the client would then drop.
@@ -192,16 +189,15 @@ extension PageStore {
     // A reused id consumes none; a batch answered in part (the work budget), only those it answered.
     let newLast = reused ? last : max(last, results.last?.mutationId ?? last)
     try digests.save(last: newLast, keep: digestsPerClient, in: self)
-    try connection.execute(
-      """
-      INSERT INTO client (id, user_id, last_mutation_id, recent_digests) VALUES (?, ?, ?, ?)
-      ON CONFLICT (id) DO UPDATE SET last_mutation_id = excluded.last_mutation_id,
-        recent_digests = excluded.recent_digests
-      """,
-      [
-        .text(batch.client.rawValue), .text(user.rawValue), .integer(Int64(newLast)),
-        digests.recentDigests(last: newLast),
-      ])
+    let row = ClientRow(
+      user: user.rawValue, last: newLast, recentDigests: digests.recentDigests(last: newLast))
+    if defersGroupWrites {
+      jobWrites.clients[batch.client] = row
+    } else {
+      try connection.execute(
+        Self.clientUpsertSQL,
+        [.text(batch.client.rawValue), .text(row.user), .integer(Int64(row.last)), row.recentDigests])
+    }
 
     // A database whose rows in view changed changes too.
     for (database, before) in context.databasesBefore where try rowsInView(of: database) != before {
@@ -212,7 +208,11 @@ extension PageStore {
     try writeGrowth(growth.filter { changes.fields[$0.key] == nil })
     var pages: [EntityID: UInt64] = [:]
     if !changes.fields.isEmpty {
-      if connection.engine == .sqlite { try setMeta("sequence", String(seq)) }
+      if defersGroupWrites {
+        jobWrites.sequence = seq
+      } else if connection.engine == .sqlite {
+        try setMeta("sequence", String(seq))
+      }
       let touch = try connection.statement(
         connection.engine == .sqlite
           ? """
@@ -257,6 +257,19 @@ extension PageStore {
     return BatchOutcome(
       results: results, pages: pages, sequence: changes.fields.isEmpty ? nil : seq, lastMutationId: newLast,
       epoch: epoch, workspaces: pageWorkspaces)
+  }
+
+  /// The client's row: as this writer group's batches left it (`defersGroupWrites`), or as stored.
+  func clientRow(_ client: EntityID) throws -> ClientRow? {
+    if let kept = jobWrites.clients[client] ?? groupWrites.clients[client] { return kept }
+    guard
+      let row = try connection.query(
+        "SELECT user_id, last_mutation_id, recent_digests FROM client WHERE id = ?", [.text(client.rawValue)]
+      ).first
+    else { return nil }
+    let user: String = if case .text(let user) = row[0] { user } else { "" }
+    let last: UInt64 = if case .integer(let value) = row[1] { UInt64(value) } else { 0 }
+    return ClientRow(user: user, last: last, recentDigests: row[2])
   }
 
   /// Keeps why a mutation was rejected, in the batch's transaction, for a re-send of it.

@@ -46,7 +46,8 @@ public final class PageStore {
   }
 
   func currentSequence() throws -> UInt64 {
-    switch try connection.query(Self.sequenceSQL(connection.engine)).first?.first {
+    if let kept = jobWrites.sequence ?? groupWrites.sequence { return kept }
+    return switch try connection.query(Self.sequenceSQL(connection.engine)).first?.first {
     case .integer(let value)?: UInt64(clamping: value)
     case .text(let value)?: UInt64(value) ?? 0
     default: 0
@@ -58,7 +59,7 @@ public final class PageStore {
   /// within a workspace sequence order is commit order.
   func nextSequence() throws -> UInt64 {
     switch connection.engine {
-    case .sqlite: return try metaNumber("sequence") + 1
+    case .sqlite: return try (jobWrites.sequence ?? groupWrites.sequence ?? metaNumber("sequence")) + 1
     case .postgres:
       guard case .integer(let value)? = try connection.query("SELECT nextval('batch_sequence')").first?.first
       else { return 0 }
@@ -82,6 +83,14 @@ public final class PageStore {
   /// How many of each client's newest mutation ids keep their digest (`[limits] mutation_digests_per_client`):
   /// a re-send within them is checked against what the id carried before (`id_reused`); 0 records and checks none.
   public var digestsPerClient: UInt64 = 10_000
+
+  /// Whether the store's sequence and each client's row are written once per writer group rather than once per
+  /// batch (`defersWritesToGroupEnd`): the batches of a group commit together, so what they write to one row is
+  /// needed only as the group's last batch left it. Reads inside the group see the kept values.
+  public private(set) var defersGroupWrites = false
+  /// Kept for the end of the group: by the jobs that ended kept (`jobEnded(kept: true)`), and by the running one.
+  var groupWrites = GroupWrites()
+  var jobWrites = GroupWrites()
 
   let encoder: JSONEncoder = {
     let encoder = JSONEncoder()
@@ -196,4 +205,64 @@ public enum PageStoreOpenError: Error, CustomStringConvertible {
     case .noEpoch: "the store has no epoch: open it for writing first"
     }
   }
+}
+
+/// What a group's batches write once for the whole group (`PageStore.defersGroupWrites`).
+struct GroupWrites {
+  /// The sequence of the group's last batch that changed something (the store's `meta` `sequence`).
+  var sequence: UInt64?
+  /// Each client's row as the group's last batch of that client left it.
+  var clients: [EntityID: ClientRow] = [:]
+
+  /// A kept job's writes join the group's: the job ran after every write already kept.
+  mutating func absorb(_ job: GroupWrites) {
+    if let sequence = job.sequence { self.sequence = sequence }
+    for (client, row) in job.clients { clients[client] = row }
+  }
+}
+
+/// A client's row: its user, its last applied mutation id and the digests of its newest ids.
+struct ClientRow {
+  var user: String
+  var last: UInt64
+  var recentDigests: SQLValue
+}
+
+extension PageStore: StoreGroupObserver {
+  /// Asks the store to keep its sequence and clients' rows for the end of each writer group. SQLite only: its
+  /// one writer holds the database's write lock for the whole group. On PostgreSQL each batch writes its client's
+  /// row at once (row locks are part of how two brokers' groups order themselves: docs/architecture.md).
+  /// Only for a store whose connection a `StoreWriter` runs with this store as its observer, which tells it where
+  /// groups end; otherwise the kept writes would never be written.
+  public func defersWritesToGroupEnd() {
+    defersGroupWrites = connection.engine == .sqlite
+  }
+
+  public func jobEnded(kept: Bool) {
+    if kept { groupWrites.absorb(jobWrites) }
+    jobWrites = GroupWrites()
+  }
+
+  public func groupWillCommit() throws {
+    defer { groupWrites = GroupWrites() }
+    if let sequence = groupWrites.sequence { try setMeta("sequence", String(sequence)) }
+    guard !groupWrites.clients.isEmpty else { return }
+    let upsert = try connection.statement(Self.clientUpsertSQL)
+    for (client, row) in groupWrites.clients.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+      try upsert.bind([.text(client.rawValue), .text(row.user), .integer(Int64(row.last)), row.recentDigests])
+      _ = try upsert.step()
+      upsert.reset()
+    }
+  }
+
+  public func groupEnded() {
+    groupWrites = GroupWrites()
+    jobWrites = GroupWrites()
+  }
+
+  static let clientUpsertSQL = """
+    INSERT INTO client (id, user_id, last_mutation_id, recent_digests) VALUES (?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET last_mutation_id = excluded.last_mutation_id,
+      recent_digests = excluded.recent_digests
+    """
 }

@@ -58,6 +58,8 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   // other variable is guarded by `lock`.
   private let job: Connection
   private let connection: any StoreConnection
+  /// Told where jobs and groups end (`StoreGroupObserver`); used on the worker thread only.
+  private let observer: (any StoreGroupObserver)?
   private let worker: WorkerThread
   /// The most jobs one transaction runs; more queued jobs wait for the next transaction.
   public let maxJobsPerTransaction: Int
@@ -88,11 +90,12 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   /// Configure it (`configure`, migrations) before handing it over.
   init(
     job: Connection, connection: any StoreConnection, name: String, maxJobsPerTransaction: Int,
-    maxQueuedJobs: Int
+    maxQueuedJobs: Int, observer: (any StoreGroupObserver)? = nil
   ) {
     precondition(maxJobsPerTransaction > 0 && maxQueuedJobs > 0, "limits must be positive")
     self.job = job
     self.connection = connection
+    self.observer = observer
     self.maxJobsPerTransaction = maxJobsPerTransaction
     self.maxQueuedJobs = maxQueuedJobs
     worker = WorkerThread(name: name)
@@ -223,14 +226,20 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
       try connection.beginGroup()
     } catch {
       recordFailure(error)
+      observer?.groupEnded()
       deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
       return []
     }
+    // However the group ends, the observer forgets what it kept for it.
+    defer { observer?.groupEnded() }
     var outcomes: [Outcome] = []
     outcomes.reserveCapacity(jobs.count)
     var deferred: ArraySlice<Request> = []
     for (index, job) in zip(jobs.indices, jobs) {
       let outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work(self.job) } }
+      if let observer {
+        if case .success = outcome { observer.jobEnded(kept: true) } else { observer.jobEnded(kept: false) }
+      }
       if case .failure(let error) = outcome, error is StoreGroupMustEnd, index > jobs.startIndex {
         // Its workspace is another transaction's until that commits, and this one holds locks: commit what ran,
         // and run this job first in the next transaction (where it may wait).
@@ -255,8 +264,11 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
         return jobs[(index + 1)...]
       }
     }
-    TestCrashPoint.reach("commit", inTransaction: true)
     do {
+      // What the jobs kept for the end of the group is written before the crash point "commit": a crash there
+      // finds every write of the group made and none committed.
+      try observer?.groupWillCommit()
+      TestCrashPoint.reach("commit", inTransaction: true)
       try connection.commitGroup()
     } catch {
       // A failed COMMIT may leave the transaction open (SQLITE_BUSY, a deferred foreign key): end it.
@@ -321,10 +333,10 @@ extension StoreWriter where Connection == any StoreConnection {
   /// closes it. Migrate it before handing it over.
   public convenience init(
     store connection: any StoreConnection, name: String, maxJobsPerTransaction: Int = 1000,
-    maxQueuedJobs: Int = 100_000
+    maxQueuedJobs: Int = 100_000, observer: (any StoreGroupObserver)? = nil
   ) {
     self.init(
       job: connection, connection: connection, name: name, maxJobsPerTransaction: maxJobsPerTransaction,
-      maxQueuedJobs: maxQueuedJobs)
+      maxQueuedJobs: maxQueuedJobs, observer: observer)
   }
 }

@@ -96,6 +96,18 @@ public struct StoreGroupMustEnd: Error, CustomStringConvertible {
   public var description: String { "the batch's workspace is locked by another transaction: next group" }
 }
 
+/// Code whose jobs run on the writer and keep some of their writes for the end of the group, written once for
+/// all its jobs (`PageStore`: the store's sequence, each client's row). The writer calls it on its thread:
+/// `jobEnded` after each job's savepoint (`kept`: released, so the job's deferred writes join the group's; or
+/// rolled back, so they are forgotten with its other changes), `groupWillCommit` inside the transaction after
+/// its last job and before COMMIT (a throw fails the whole group, as a failed COMMIT does), and `groupEnded` once
+/// the transaction is over, committed or not.
+public protocol StoreGroupObserver: AnyObject {
+  func jobEnded(kept: Bool)
+  func groupWillCommit() throws
+  func groupEnded()
+}
+
 extension StoreConnection {
   /// `query(sql, [])`.
   public func query(_ sql: String) throws -> [[SQLValue]] { try query(sql, []) }

@@ -26,6 +26,8 @@ final class StoreFixture {
     file = try TestStoreDatabase(engine)
     let connection = try file.open()
     store = try PageStore(connection: connection)
+    // As the broker's writer runs it: the sequence and clients' rows written once per group (SQLite).
+    store.defersWritesToGroupEnd()
   }
 
   deinit {
@@ -49,8 +51,20 @@ final class StoreFixture {
     workspaces: Set<EntityID> = [StoreFixture.workspace]
   ) throws -> BatchOutcome {
     let batch = MutationBatch(client: id(client), workspace: workspace, mutations: mutations)
+    return try apply(batch, user: user, workspaces: workspaces)
+  }
+
+  /// Applies `batch` as the broker's writer does, as a group of one job: its kept writes are written before
+  /// COMMIT.
+  func apply(
+    _ batch: MutationBatch, user: String = "alice", workspaces: Set<EntityID> = [StoreFixture.workspace]
+  ) throws -> BatchOutcome {
+    defer { store.groupEnded() }
     return try store.connection.transaction(writing: true) {
-      try store.apply(batch, user: id(user), workspaces: workspaces, nowMillis: wall)
+      let outcome = try store.apply(batch, user: id(user), workspaces: workspaces, nowMillis: wall)
+      store.jobEnded(kept: true)
+      try store.groupWillCommit()
+      return outcome
     }
   }
 
@@ -320,9 +334,7 @@ final class StoreFixture {
           id: 3, page: id("home"), time: HLCTimestamp(millis: now + 120_000, counter: 0),
           action: .setTitle("forever"))
       ])
-    let again = try f.store.connection.transaction(writing: true) {
-      try f.store.apply(batch, user: id("alice"), workspaces: [StoreFixture.workspace], nowMillis: f.wall)
-    }
+    let again = try f.apply(batch)
     #expect(again.results.map(\.reason) == [.clockAhead])
   }
 

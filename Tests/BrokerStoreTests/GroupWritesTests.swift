@@ -1,0 +1,235 @@
+import BrokerStore
+import EventLoop
+import EventLoopTestKit
+import SQLiteStore
+import SyncModel
+import Testing
+
+private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
+
+/// The writes a writer group's batches make once for the whole group (SQLite: the store's sequence and each
+/// client's row, `PageStore.defersWritesToGroupEnd`): exactly-once, increasing times and what is stored must be
+/// what they were with one write per batch, whatever the group holds.
+@Suite struct GroupWritesTests {
+  private static let workspace = id("ws")
+
+  private func batch(_ client: String, _ ids: ClosedRange<UInt64>, page: String = "p", title: String = "t")
+    -> MutationBatch
+  {
+    MutationBatch(
+      client: id(client), workspace: Self.workspace,
+      mutations: ids.map {
+        Mutation(
+          id: $0, page: id(page), time: HLCTimestamp(millis: 1000 + $0), action: .setTitle("\(title)\($0)"))
+      })
+  }
+
+  private func apply(_ store: PageStore, _ batch: MutationBatch) throws -> BatchOutcome {
+    try store.apply(batch, user: id("alice"), workspaces: [Self.workspace], nowMillis: 5000)
+  }
+
+  /// A fresh store with page `p`, written as the broker's writer writes (a group of one).
+  private func makeStore(_ file: TestStoreDatabase) throws -> PageStore {
+    let store = try PageStore(connection: try file.open())
+    store.defersWritesToGroupEnd()
+    try group(store) {
+      _ = try apply(
+        store,
+        MutationBatch(
+          client: id("maker"), workspace: Self.workspace,
+          mutations: [
+            Mutation(
+              id: 1, page: id("p"), time: HLCTimestamp(millis: 1), action: .createPage(parent: nil, title: "")
+            )
+          ]))
+    }
+    return store
+  }
+
+  /// Runs `body` as one writer group: a transaction, the kept writes written before COMMIT.
+  private func group(_ store: PageStore, _ body: () throws -> Void) throws {
+    defer { store.groupEnded() }
+    try store.connection.transaction(writing: true) {
+      try body()
+      store.jobEnded(kept: true)
+      try store.groupWillCommit()
+    }
+  }
+
+  private func storedClient(_ file: TestStoreDatabase, _ client: String) throws -> Int64? {
+    let reader = try SQLiteConnection(path: file.path)
+    defer { reader.close() }
+    guard
+      case .integer(let last)? = try reader.query(
+        "SELECT last_mutation_id FROM client WHERE id = ?", [.text(client)]
+      ).first?.first
+    else { return nil }
+    return last
+  }
+
+  private func storedSequence(_ file: TestStoreDatabase) throws -> String? {
+    let reader = try SQLiteConnection(path: file.path)
+    defer { reader.close() }
+    guard
+      case .text(let value)? = try reader.query("SELECT value FROM meta WHERE key = 'sequence'").first?.first
+    else { return nil }
+    return value
+  }
+
+  @Test func aLaterBatchOfTheGroupSeesWhatAnEarlierOneAppliedForItsClient() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    defer { store.connection.close() }
+    var second: BatchOutcome?
+    try group(store) {
+      #expect(try apply(store, batch("c", 1...2)).results.map(\.status) == [.applied, .applied])
+      store.jobEnded(kept: true)
+      // Its first answer lost, the device sends the batch again with one more mutation, into the same group.
+      second = try apply(store, batch("c", 1...3))
+    }
+    #expect(second?.results.map(\.status) == [.duplicate, .duplicate, .applied])
+    #expect(try storedClient(file, "c") == 3)
+    // And after the group: the stored row is what the next group reads.
+    try group(store) {
+      let statuses = try apply(store, batch("c", 3...4)).results.map(\.status)
+      #expect(statuses == [.duplicate, .applied])
+    }
+    #expect(try storedClient(file, "c") == 4)
+  }
+
+  @Test func batchesOfOneGroupTakeIncreasingSequencesAndTheStoreKeepsTheLast() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    defer { store.connection.close() }
+    var sequences: [UInt64] = []
+    var times: [UInt64] = []
+    try group(store) {
+      for (index, client) in ["a", "b", "a"].enumerated() {
+        let ids = UInt64(index / 2 + 1)...UInt64(index / 2 + 1)
+        let outcome = try apply(store, batch(client, ids, title: "x\(index)"))
+        if index < 2 { store.jobEnded(kept: true) }
+        sequences.append(try #require(outcome.sequence))
+        times.append(try #require(outcome.pages[id("p")]))
+        #expect(store.sequence == outcome.sequence, "the group's reads see its newest sequence")
+      }
+    }
+    #expect(sequences == [sequences[0], sequences[0] + 1, sequences[0] + 2])
+    #expect(times == sequences, "a page's time strictly increases within the group")
+    #expect(try storedSequence(file) == String(sequences[2]))
+    #expect(try storedClient(file, "a") == 2)
+    #expect(try storedClient(file, "b") == 1)
+  }
+
+  @Test func aJobRolledBackLeavesNothingKept() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    defer { store.connection.close() }
+    let before = store.sequence
+    struct Failed: Error {}
+    try group(store) {
+      // The writer's savepoint for a job that failed after the store applied its batch.
+      _ = try? store.connection.savepoint("job") {
+        _ = try apply(store, batch("c", 1...2))
+        throw Failed()
+      }
+      store.jobEnded(kept: false)
+      #expect(store.sequence == before)
+      // The same ids again: never applied, so applied now, not taken for duplicates.
+      let statuses = try apply(store, batch("c", 1...2)).results.map(\.status)
+      #expect(statuses == [.applied, .applied])
+    }
+    #expect(try storedClient(file, "c") == 2)
+    #expect(try storedSequence(file) == String(before + 1))
+  }
+
+  @Test func aGroupThatFailsWritesNothingAndForgetsWhatItKept() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    defer { store.connection.close() }
+    let before = try storedSequence(file)
+    struct Failed: Error {}
+    #expect(throws: Failed.self) {
+      try group(store) {
+        _ = try apply(store, batch("c", 1...2))
+        store.jobEnded(kept: true)
+        throw Failed()
+      }
+    }
+    #expect(try storedClient(file, "c") == nil)
+    #expect(try storedSequence(file) == before)
+    try group(store) {
+      let statuses = try apply(store, batch("c", 1...1)).results.map(\.status)
+      #expect(statuses == [.applied])
+    }
+    #expect(try storedClient(file, "c") == 1)
+  }
+
+  /// The wiring: the writer groups jobs submitted together and tells the store where groups end.
+  @Test func theWriterWritesEachGroupsKeptRowsOnce() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    let writer = StoreWriter(store: store.connection, name: "group-writes-test", observer: store)
+    let box = UncheckedBox(store)
+    let loop = try Loop()
+    var outcomes: [String: [MutationResult.Status]] = [:]
+    var failures: [String] = []
+    var remaining = 0
+    loop.keepsRunningWhenIdle = true
+    // Two clients, each 40 one-mutation batches, and every batch sent twice (a device whose answers were lost).
+    for number in UInt64(1)...40 {
+      for client in ["a", "b"] {
+        for copy in 0..<2 {
+          let sent = batch(client, number...number, title: client)
+          remaining += 1
+          writer.submit(
+            on: loop,
+            { _ in try box.value.apply(sent, user: id("alice"), workspaces: [Self.workspace], nowMillis: 5000)
+            },
+            completion: { result in
+              switch result {
+              case .success(let outcome):
+                outcomes["\(client)\(number)", default: []] += outcome.results.map(\.status)
+              case .failure(let error): failures.append("\(error)")
+              }
+              _ = copy
+              remaining -= 1
+              if remaining == 0 { loop.keepsRunningWhenIdle = false }
+            })
+        }
+      }
+    }
+    try loop.run()
+    writer.shutdown()
+    #expect(failures.isEmpty)
+    for number in 1...40 {
+      for client in ["a", "b"] {
+        #expect(
+          outcomes["\(client)\(number)"]?.sorted { "\($0)" < "\($1)" } == [.applied, .duplicate],
+          "\(client)\(number)")
+      }
+    }
+    #expect(writer.transactionsCommitted < 160, "jobs submitted together were grouped")
+    #expect(try storedClient(file, "a") == 40)
+    #expect(try storedClient(file, "b") == 40)
+    let reader = try SQLiteConnection(path: file.path)
+    defer { reader.close() }
+    let times = try reader.query("SELECT last_updated FROM page WHERE id = 'p'")
+    #expect(
+      try storedSequence(file).map { "\($0)" }
+        == times.first?.first.map { value -> String in
+          if case .integer(let number) = value { return String(number) }
+          return "\(value)"
+        })
+  }
+}
+
+/// Hands the store to the writer's thread (it runs there only, as the broker's `StoreBox` does).
+private final class UncheckedBox<T>: @unchecked Sendable {
+  let value: T
+  init(_ value: T) { self.value = value }
+}
