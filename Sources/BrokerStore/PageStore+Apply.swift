@@ -85,8 +85,9 @@ extension PageStore {
     guard workspaces.contains(batch.workspace) else { throw BatchError.workspaceForbidden(batch.workspace) }
     guard batch.hasConsecutiveIDs else { throw BatchError.nonConsecutiveIDs }
     // Before anything is read: batches of one workspace are serialised until commit (PostgreSQL; SQLite's one
-    // writer already is), so that the sequence taken below is in commit order within the workspace.
-    try connection.lockForBatch(batch.workspace.rawValue)
+    // writer already is), so that the sequence taken below is in commit order within the workspace; and batches
+    // of one client, so that two in different workspaces neither read the same last id nor wait on its row.
+    try connection.lockForBatch(workspace: batch.workspace.rawValue, client: batch.client.rawValue)
     let client = try connection.query(
       "SELECT user_id, last_mutation_id, recent_digests FROM client WHERE id = ?",
       [.text(batch.client.rawValue)]
