@@ -154,9 +154,13 @@ extension PageStore {
         continue
       }
       if let reason = mutation.validate(limits) {
-        try recordRejection(of: mutation.id, client: batch.client, reason: reason)
+        // The one rule whose reason alone does not say what is wrong gets a message naming it.
+        let message = reason == .invalidValue && mutation.holdsNUL ? Mutation.nulMessage : nil
+        try recordRejection(of: mutation.id, client: batch.client, reason: reason, message: message)
         results.append(
-          MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: reason))
+          MutationResult(
+            mutationId: mutation.id, page: mutation.page, status: .rejected, reason: reason, message: message)
+        )
         continue
       }
       // No savepoint per mutation: ApplyContext decides every rejection before the mutation's first write, so a
