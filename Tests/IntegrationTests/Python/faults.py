@@ -416,6 +416,7 @@ class Run:
         self.lost_at_restore = []  # per restore, per device: ids the broker acknowledged after the backup
         self.lock = threading.Lock()  # the records above, written by the threads of a concurrent step
         self.writer_ids = {writer: 0 for writer in WRITERS}  # each HTTP client's last mutation id sent
+        self.probe_stalls = {}  # (device, probe title): how many stalls its relays had played when it was made
         self.writer_stamp = 0  # the last HLC millisecond an HTTP client stamped
         self.concurrent = {"batches": 0, "commits": 0, "pages": set()}  # what concurrent steps checked
         self.gap_probes = []  # probes made while Redis was down (probe_across)
@@ -868,7 +869,19 @@ class Run:
             title = f"probe through {self.brokers[other].name} for {name} ({why})"
             if self.post_title(writer, self.brokers[other], page, title):
                 probes.append((name, page, title, opened))
+                self.probe_stalls[(name, title)] = len(self.proxies[name].stalls)
         return probes
+
+    def stall_allowance(self, name, title):
+        """Seconds the plan's own stalls may keep `name` from hearing a probe: each stall played on its relays
+        since the probe was made, and each still armed (a stall is armed on every relay of the device, so one
+        that follows the device to its other broker plays twice), plus the stream's ping timeout to notice a
+        silent stream. 0 without such stalls."""
+        proxy = self.proxies[name]
+        played = proxy.stalls[self.probe_stalls.get((name, title), len(proxy.stalls)):]
+        armed = [relay.stall for relay in getattr(proxy, "relays", [proxy]) if relay.stall is not None]
+        held = sum(st[3] for st in played) + sum(st["ms"] for st in armed)
+        return held / 1000 + 5 if held else 0
 
     def post_title(self, writer, broker, page, title):
         """`writer` sets `page`'s title through `broker`; True when applied (recorded for the model)."""
@@ -916,8 +929,11 @@ class Run:
                 return answer["title"] == rows[0]["title"] and answer.get("source") == "local", \
                     {"store": rows[0]["title"], "device": answer["title"], "source": answer.get("source")}
 
+            # The plan's stalls of its relays since the probe (up to 12 s each, on each relay) may hold it longer.
+            allowance = self.stall_allowance(name, title)
             wait_until(f"{name} shows '{title}' (or what the store has now) from its local store without a sync "
-                       f"({how})", shown, timeout=15, expected="the store's title, from the local store")
+                       f"({how}{f'; {allowance:.1f} s more for its stalls' if allowance else ''})", shown,
+                       timeout=15 + allowance, expected="the store's title, from the local store")
             again = d.status()["streamsOpened"]
             note(f"{name}: {'same stream' if again == opened else f'{again - opened} streams opened meanwhile'}")
             self.counts["probes seen"] = self.counts.get("probes seen", 0) + 1
