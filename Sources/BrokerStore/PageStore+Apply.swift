@@ -85,8 +85,9 @@ extension PageStore {
     guard workspaces.contains(batch.workspace) else { throw BatchError.workspaceForbidden(batch.workspace) }
     guard batch.hasConsecutiveIDs else { throw BatchError.nonConsecutiveIDs }
     // Before anything is read: batches of one workspace are serialised until commit (PostgreSQL; SQLite's one
-    // writer already is), so that the sequence taken below is in commit order within the workspace.
-    try connection.lockForBatch(batch.workspace.rawValue)
+    // writer already is), so that the sequence taken below is in commit order within the workspace; and batches
+    // of one client, so that two in different workspaces neither read the same last id nor wait on its row.
+    try connection.lockForBatch(workspace: batch.workspace.rawValue, client: batch.client.rawValue)
     let client = try clientRow(batch.client)
     if let client, client.user != user.rawValue { throw BatchError.clientOfAnotherUser }
     let last = client?.last ?? 0
@@ -150,9 +151,13 @@ extension PageStore {
         continue
       }
       if let reason = mutation.validate(limits) {
-        try recordRejection(of: mutation.id, client: batch.client, reason: reason)
+        // The one rule whose reason alone does not say what is wrong gets a message naming it.
+        let message = reason == .invalidValue && mutation.holdsNUL ? Mutation.nulMessage : nil
+        try recordRejection(of: mutation.id, client: batch.client, reason: reason, message: message)
         results.append(
-          MutationResult(mutationId: mutation.id, page: mutation.page, status: .rejected, reason: reason))
+          MutationResult(
+            mutationId: mutation.id, page: mutation.page, status: .rejected, reason: reason, message: message)
+        )
         continue
       }
       // No savepoint per mutation: ApplyContext decides every rejection before the mutation's first write, so a

@@ -161,7 +161,9 @@ final class LocalAPI {
   static func explain(_ reason: RejectionReason) -> String {
     let meaning =
       switch reason {
-      case .invalidValue: "an empty name, a bad block type, or an edit with nothing to change"
+      case .invalidValue:
+        "an empty name, a bad block type, an edit with nothing to change, or a U+0000 (NUL) character in a "
+          + "text, title, name or value"
       case .tooLarge:
         "a title over 1 KiB, a text or value over 64 KiB, a name over 128 bytes, a list over 256 items, "
           + "over 128 properties or 32 attributes"

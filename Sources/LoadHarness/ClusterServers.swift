@@ -69,6 +69,8 @@ final class ClusterServers: RunServer {
   private var onReady: ((Result<String, LoadError>) -> Void)?
   private var readyAt: UInt64 = 0
   private var stoppedAt: UInt64 = 0
+  /// Set by `stop`: a server whose turn to start comes later (a signal during start-up) is not started.
+  private var stopping = false
 
   /// `brokerConfig(n, storeAndBus)`: broker n's configuration file text, given its `[store]` (and `[bus]`) tables.
   init(
@@ -110,6 +112,7 @@ final class ClusterServers: RunServer {
     cpuPids: @escaping (Int32) -> [Int32] = { [$0] },
     readiness: @escaping (String) -> String?, then: @escaping (String) -> Void
   ) {
+    guard !stopping else { return fail(.interrupted("stopped before \(name) started")) }
     let server: ManagedServer
     do {
       server = try ManagedServer(
@@ -246,6 +249,7 @@ final class ClusterServers: RunServer {
   /// Stops the brokers, Redis, then PostgreSQL (a fast shutdown of the postmaster by its pid), each by pid once the
   /// one after it has exited.
   func stop(then: @escaping () -> Void) {
+    stopping = true
     if cpuAtStop.isEmpty, !cpuAtReady.isEmpty {
       cpuAtStop = started.map { Self.cpu($0.cpuPids()) }
       stoppedAt = HostProcess.now()

@@ -10,6 +10,8 @@ public enum LoadError: Error, CustomStringConvertible {
   case timedOut(String)
   /// An option is out of range or does not fit the scenario.
   case invalidOption(String)
+  /// SIGINT or SIGTERM arrived during the run: the servers the harness started were stopped, no report.
+  case interrupted(String)
 
   public var description: String {
     switch self {
@@ -18,6 +20,7 @@ public enum LoadError: Error, CustomStringConvertible {
     case .setupFailed(let message): "setup: \(message)"
     case .timedOut(let message): "timed out: \(message)"
     case .invalidOption(let message): "invalid option: \(message)"
+    case .interrupted(let message): "interrupted: \(message)"
     }
   }
 }

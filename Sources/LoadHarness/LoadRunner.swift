@@ -341,10 +341,13 @@ public final class LoadRunner {
     var outcome: Result<ReportValue, LoadError>?
     // A bound on the whole run: a server that stops answering must not hang the harness (or CI).
     let watchdog = LoopTimer(loop: loop)
+    var signals: [SignalWatcher] = []
     let finish: (Result<ReportValue, LoadError>) -> Void = { [loop] result in
       guard outcome == nil else { return }
       outcome = result
       watchdog.close()
+      for watcher in signals { watcher.close() }
+      signals = []
       if let server {
         server.stop { loop.stop() }
       } else {
@@ -354,6 +357,18 @@ public final class LoadRunner {
     let limit = settings.timeoutSeconds
     watchdog.start(after: UInt64(limit) * 1000) { finish(.failure(.timedOut("no result within \(limit) s"))) }
     if let server {
+      // Ctrl-C or a SIGTERM must not leave the servers the harness started (PostgreSQL, redis-server, brokers)
+      // running: they are stopped by pid, as at the end of a run, and the run fails.
+      for signal in [SIGINT, SIGTERM] {
+        if let watcher = try? SignalWatcher(
+          loop: loop, signal: signal,
+          { number in
+            finish(.failure(.interrupted("signal \(number): stopped the servers this run started")))
+          })
+        {
+          signals.append(watcher)
+        }
+      }
       server.whenReady { ready in
         switch ready {
         case .failure(let error): finish(.failure(error))

@@ -253,15 +253,22 @@ public final class PostgresConnection: StoreConnection, @unchecked Sendable {
     return result
   }
 
-  public func lockForBatch(_ key: String) throws {
+  public func lockForBatch(workspace: String, client: String) throws {
+    // A workspace's key hashes with seed 0, a client's with seed 1: a workspace and a client of the same name
+    // are different locks.
     if holdsBatchLock {
-      // Waiting while holding a lock could close a cycle with another broker's group: only try.
-      let rows = try query("SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0))", [.text(key)])
-      guard rows.first?.first == .integer(1) else { throw StoreGroupMustEnd() }
+      // Waiting while holding a lock could close a cycle with another broker's group: only try, both.
+      let rows = try query(
+        "SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)), pg_try_advisory_xact_lock(hashtextextended(?, 1))",
+        [.text(workspace), .text(client)])
+      guard rows.first == [.integer(1), .integer(1)] else { throw StoreGroupMustEnd() }
     } else {
-      // Holding none, waiting cannot close a cycle.
-      try execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [.text(key)])
+      // Holding none, waiting for the workspace cannot close a cycle; holding it, waiting for the client cannot
+      // either: whoever holds the client's lock holds all it waits for (a first batch waits in this order, a
+      // later one never), and no other transaction waits for this workspace's rows without its lock.
+      try execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [.text(workspace)])
       holdsBatchLock = true
+      try execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 1))", [.text(client)])
     }
   }
 

@@ -20,7 +20,7 @@ extension SQLiteConnection: StoreConnection {
   }
 
   /// Nothing: the one writer of an SQLite file holds its write lock for the whole group.
-  public func lockForBatch(_ key: String) {}
+  public func lockForBatch(workspace: String, client: String) {}
 
   public func transaction<R>(writing: Bool, _ body: () throws -> R) throws -> R {
     try transaction(writing ? .immediate : .deferred, body)

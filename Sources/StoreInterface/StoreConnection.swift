@@ -81,12 +81,14 @@ public protocol StoreConnection: AnyObject {
   func savepoint<R>(_ name: String, _ body: () throws -> R) throws -> R
   /// Closes the connection; idempotent.
   func close()
-  /// Takes the lock that serialises batches of `key` (a workspace) until the transaction ends, before a batch
-  /// applies (docs/architecture.md, "Time across brokers"). SQLite: nothing (its one writer holds the database's
-  /// write lock). PostgreSQL: a transaction holding no such lock yet waits for it; one that holds some only tries,
-  /// and throws `StoreGroupMustEnd` when another transaction has it, so that two brokers' groups never wait for
-  /// each other in a cycle.
-  func lockForBatch(_ key: String) throws
+  /// Takes the locks that serialise batches of `workspace` and of `client` until the transaction ends, before a
+  /// batch applies (docs/architecture.md, "Time across brokers"): every row a batch writes is its workspace's
+  /// (pages, blocks, the change log) or its client's (`client`, `rejection`, `mutation_digest`), so no batch
+  /// waits on a row lock that another holds without holding these. SQLite: nothing (its one writer holds the
+  /// database's write lock). PostgreSQL: a transaction holding no such lock yet waits for them, the workspace's
+  /// first; one that holds some only tries, and throws `StoreGroupMustEnd` when another transaction has one, so
+  /// that two brokers' groups never wait for each other in a cycle.
+  func lockForBatch(workspace: String, client: String) throws
 }
 
 /// The writer's group must commit before this job can run: the job, rolled back to its savepoint, runs first in

@@ -108,6 +108,48 @@ public struct MutationLimits: Sendable, Equatable {
 }
 
 extension Mutation {
+  /// The rejection message of a mutation that `holdsNUL` (docs/protocol.md, "Rejection reasons").
+  public static let nulMessage =
+    "a text, title, name or value holds U+0000 (NUL), which pagesync does not store (PostgreSQL's text cannot)"
+
+  /// Whether a string this mutation would store (a title, a block's text or type, a property's or attribute's
+  /// name or value, a list item, a splice's characters, a mark's value, a view's property or value) holds
+  /// U+0000. SQLite keeps it, PostgreSQL's `text` refuses it: both engines reject it alike, before the store.
+  public var holdsNUL: Bool {
+    func nul(_ text: String) -> Bool { text.utf8.contains(0) }
+    func nul(_ value: PropertyValue?) -> Bool {
+      switch value {
+      case .string(let text): nul(text)
+      case .list(let items): items.contains(where: nul)
+      case .number, .bool, nil: false
+      }
+    }
+    func nul(_ attributes: [String: String]?) -> Bool {
+      attributes?.contains { nul($0.key) || nul($0.value) } ?? false
+    }
+    switch action {
+    case .createPage(_, let title), .createDatabase(_, let title), .setTitle(let title):
+      return nul(title)
+    case .createRow(_, let title, let properties):
+      return nul(title) || properties.contains { nul($0.key) || nul($0.value) }
+    case .setProperty(let name, let value):
+      return nul(name) || nul(value)
+    case .addBlock(_, let type, let text, _, let attributes):
+      return nul(type) || nul(text) || nul(attributes)
+    case .editBlock(_, let text, let attributes):
+      return (text.map(nul) ?? false) || nul(attributes)
+    case .spliceText(_, let ops), .markText(_, let ops):
+      guard let update = try? ops.update() else { return false }
+      return update.runs.contains { $0.text?.contains("\0") ?? false || nul($0.client) }
+        || update.marks.contains { nul($0.value ?? "") || nul($0.client) }
+    case .setView(let filter, let sort):
+      return (filter.map { nul($0.property) || nul($0.value) } ?? false)
+        || (sort.map { nul($0.property) } ?? false)
+    case .moveBlock, .deleteBlock, .movePage, .deletePage:
+      return false
+    }
+  }
+
   /// The first rule this mutation breaks on its own (before any state is consulted), or nil.
   public func validate(_ limits: MutationLimits = MutationLimits()) -> RejectionReason? {
     func tooBig(_ text: String, _ max: Int) -> Bool { text.utf8.count > max }
@@ -134,6 +176,7 @@ extension Mutation {
       return nil
     }
     if id == 0 { return .invalidValue }
+    if holdsNUL { return .invalidValue }
     switch action {
     case .createPage(let parent, let title), .createDatabase(let parent, let title):
       if parent == page { return .invalidParent }

@@ -57,6 +57,54 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     #expect(next.contains(id("a")), "a committed after the cursor was handed out: \(next), cursor \(cursor)")
   }
 
+  /// Two brokers' groups, each holding a batch of one client and then given a batch of the other client, in
+  /// another workspace than any of the other group's (so the workspace locks never meet): group one wrote c1's
+  /// row and would wait for c2's, group two the other way round, a cycle that PostgreSQL breaks only after
+  /// `deadlock_timeout`, failing one group's batch (503). A later batch of a group must not wait for a client
+  /// another transaction holds either: it ends the group (`StoreGroupMustEnd`) and runs first in the next one.
+  /// Each connection has a `lock_timeout`, so that a wait fails this test in 2 s instead of hanging it (one test
+  /// thread drives both). Run again after both commits, each deferred batch is judged against the other's
+  /// commit: c2's id 1, already used for another edit, is `id_reused`, not applied a second time.
+  @Test func laterBatchesOfAGroupNeverWaitForAnotherGroupsClient() throws {
+    let url = try TestPostgres.shared().makeDatabase()
+    let one = try PageStore(connection: PostgresConnection(url: url))
+    let two = try PageStore(connection: PostgresConnection(url: url))
+    defer { for store in [one, two] { store.connection.close() } }
+    for store in [one, two] { try store.connection.execute("SET lock_timeout = '2s'") }
+    let create = { (client: String, workspace: String, page: String) in
+      Self.batch(
+        client, workspace,
+        [
+          Mutation(
+            id: 1, page: id(page), time: HLCTimestamp(millis: 10),
+            action: .createPage(parent: nil, title: page))
+        ]
+      )
+    }
+    func apply(_ store: PageStore, _ batch: MutationBatch) throws -> [MutationResult.Status] {
+      try store.connection.savepoint("job") {
+        try store.apply(batch, user: id("u"), workspaces: Self.workspaces, nowMillis: 10).results.map(
+          \.status)
+      }
+    }
+    try one.connection.beginGroup()
+    try two.connection.beginGroup()
+    #expect(try apply(one, create("c1", "ws1", "p1")) == [.applied])
+    #expect(try apply(two, create("c2", "ws2", "q1")) == [.applied])
+    let started = ContinuousClock.now
+    #expect(throws: StoreGroupMustEnd.self) { try apply(one, create("c2", "ws1", "p2")) }
+    #expect(throws: StoreGroupMustEnd.self) { try apply(two, create("c1", "ws2", "q2")) }
+    #expect(ContinuousClock.now - started < .seconds(1), "a later batch waited for a lock")
+    try one.connection.commitGroup()
+    try two.connection.commitGroup()
+    let again = try one.connection.transaction(writing: true) { try apply(one, create("c2", "ws1", "p2")) }
+    #expect(again == [.rejected], "c2's id 1 is q1's: \(again)")
+    let check = try PostgresConnection(url: url)
+    defer { check.close() }
+    let pages = try check.query("SELECT id FROM page ORDER BY id")
+    #expect(pages == [[.text("p1")], [.text("q1")]], "\(pages)")
+  }
+
   /// Two brokers' writers apply batches to the same pages at once, each group mixing both workspaces in the
   /// opposite order of the other's (what would deadlock two groups that waited for each other's locks), and one
   /// client sends the same batch through both (a device that failed over and re-sent it). Every batch is

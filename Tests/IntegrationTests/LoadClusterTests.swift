@@ -1,3 +1,4 @@
+import EventLoop
 import EventLoopTestKit
 import Foundation
 import Testing
@@ -42,6 +43,23 @@ extension LoadSmokeTests {
     #expect(number(alone, "cluster.processes.pagesync-broker 2.cpu_seconds") == nil, "\(alone)")
     #expect((number(cluster, "cluster.cpu_us_per_delivery.pagesync-broker 2") ?? 0) > 0, "\(cluster)")
     #expect(run["ratios"] is [String: Any])
+  }
+
+  /// SIGTERM or SIGINT to `pagesync-load` mid-run (`Python/load_signal.py`, a cluster of PostgreSQL, Redis and
+  /// two brokers): it exits non-zero saying `interrupted`, and every server it started is gone, PostgreSQL's
+  /// directory removed. (They were all left running before.)
+  @Test func aSignalMidRunStopsTheServersTheHarnessStarted() throws {
+    let loop = try Loop()
+    let binDirectory = String(builtProgram("").dropLast())
+    var script: ProcessRun?
+    script = try ProcessRun(
+      loop: loop, "python3", [integrationResource("Python/load_signal.py"), binDirectory])
+    // Two cluster start-ups of a few seconds each; this only catches a hung harness.
+    try loop.runUntilDone(timeout: 300_000)
+    try loop.close()
+    let output = (script?.output.string ?? "") + (script?.errorOutput.string ?? "")
+    #expect(script?.status == 0, "\(output)")
+    #expect(script?.output.string.hasSuffix("ALL OK\n") == true, script?.status == 0 ? "\(output)" : "")
   }
 
   /// Two brokers need one store and one bus they share: refused before anything starts, naming both options.
