@@ -24,8 +24,6 @@ static inline int pagesync_set_host_name(SSL *ssl, const char *name) {
   return (int)SSL_set_tlsext_host_name(ssl, name);
 }
 
-static inline size_t pagesync_bio_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
-
 /// The ticket keys (name, HMAC and AES keys, 80 bytes) of a server context, copied to a new one so that a
 /// reload of the certificate does not cost every client its resumption.
 static inline int pagesync_ctx_copy_ticket_keys(SSL_CTX *from, SSL_CTX *to) {
@@ -59,9 +57,6 @@ static inline void pagesync_ctx_select_http11(SSL_CTX *ctx) {
 static inline int pagesync_offer_http11(SSL *ssl) {
   return SSL_set_alpn_protos(ssl, pagesync_alpn_http11, sizeof pagesync_alpn_http11);
 }
-
-/// An empty memory BIO reports "retry" rather than end of file, so that SSL_read waits for more bytes.
-static inline void pagesync_bio_retry_when_empty(BIO *bio) { BIO_set_mem_eof_return(bio, -1); }
 
 /// An ephemeral P-256 key and a self-signed certificate for `common_name`, valid for a day, installed in `ctx`;
 /// the certificate's PEM is written to `pem` (at most `capacity` bytes, NUL-terminated). For tests and fuzzing:
@@ -118,9 +113,3 @@ static inline SSL_SESSION *pagesync_take_new_session(SSL *ssl) {
   return session;
 }
 
-/// The bytes a memory BIO has allocated (whatever it holds now).
-static inline size_t pagesync_bio_capacity(BIO *bio) {
-  BUF_MEM *memory = NULL;
-  BIO_get_mem_ptr(bio, &memory);
-  return memory ? memory->max : 0;
-}

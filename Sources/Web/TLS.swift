@@ -204,20 +204,20 @@ public struct TLSHandshakeTally: Sendable, Equatable {
   }
 }
 
-/// One connection's TLS, a `ByteStreamFilter` over a pair of memory BIOs: bytes read from the socket go into
-/// the read BIO, `SSL_do_handshake`, `SSL_read` and `SSL_write` run on the loop thread and never block, and
-/// whatever lands in the write BIO is handed back to the stream to write. HTTP and WebSocket code above sees only
-/// plaintext.
+/// One connection's TLS, a `ByteStreamFilter` over one BIO of our own (`TLSTransport`): `SSL_do_handshake`,
+/// `SSL_read` and `SSL_write` run on the loop thread and never block; OpenSSL reads the bytes of the socket read
+/// being opened where the loop read them, and what it writes for the peer goes straight into the buffer handed
+/// back to the stream. HTTP and WebSocket code above sees only plaintext.
 ///
-/// Memory: the read BIO holds at most one socket read plus a partial record (every `open` reads until OpenSSL
-/// wants more), the write BIO is emptied after each call, and OpenSSL frees its own record buffers while the
-/// connection is idle (`SSL_MODE_RELEASE_BUFFERS`).
+/// Memory: between calls the session keeps no buffer of its own unless an owner stopped reading in the middle of
+/// a socket read (`held`: the rest of that read, at most one socket read's worth, given back when it reads
+/// again); what OpenSSL wrote is handed over at the end of each call; and OpenSSL frees its own record buffers
+/// while the connection is idle (`SSL_MODE_RELEASE_BUFFERS`). An idle connection holds the `SSL` and one small
+/// BIO, nothing of a record's size. (Two memory BIOs, as before, kept their `BUF_MEM`s and up to 1 KiB each.)
 ///
 /// Threading: loop thread only.
 public final class TLSSession: ByteStreamFilter {
   private let ssl: OpaquePointer
-  private var readBIO: OpaquePointer
-  private var writeBIO: OpaquePointer
   /// Keeps the context (and its `SSL_CTX`) alive as long as the session.
   private let owner: AnyObject
   private let isClient: Bool
@@ -225,23 +225,30 @@ public final class TLSSession: ByteStreamFilter {
   private let peerName: String?
   private var failed = false
   public private(set) var isEstablished = false
+  /// The socket read `open` is working on, lent for that call only; `inputOffset` is how much OpenSSL took.
+  private var input = UnsafeRawBufferPointer(start: nil, count: 0)
+  private var inputOffset = 0
+  /// What OpenSSL has not taken of an earlier socket read (the owner stopped reading): read before `input`.
+  private var held: ByteBuffer?
+  /// What OpenSSL wrote for the peer during the current call.
+  private var output: ByteBuffer?
 
   /// Largest plaintext piece handed to `deliver` at once (one TLS record's worth).
   static let readChunk = 16 * 1024
-  /// A memory BIO that is empty but holds more than this is replaced by a new one, so that a connection that
-  /// once carried a large read or answer does not keep its buffer while idle.
-  static let idleBIOCapacity = 1024
+
+  /// Bytes the session itself keeps between calls (held input, unsent output): zero for an idle connection.
+  public var bufferedBytes: Int { (held?.capacity ?? 0) + (output?.capacity ?? 0) }
 
   init(context: OpaquePointer, owner: AnyObject, client host: String?) {
     ssl = SSL_new(context)!
-    readBIO = BIO_new(BIO_s_mem())!
-    writeBIO = BIO_new(BIO_s_mem())!
-    pagesync_bio_retry_when_empty(readBIO)
-    pagesync_bio_retry_when_empty(writeBIO)
-    SSL_set_bio(ssl, readBIO, writeBIO)
+    let transport = BIO_new(TLSTransport.shared.method)!
     self.owner = owner
     isClient = host != nil
     peerName = host
+    BIO_set_data(transport, Unmanaged.passUnretained(self).toOpaque())
+    BIO_set_init(transport, 1)
+    // One BIO for both directions: SSL_set_bio takes the one reference for both.
+    SSL_set_bio(ssl, transport, transport)
     if let host {
       SSL_set_connect_state(ssl)
       _ = pagesync_offer_http11(ssl)
@@ -257,6 +264,46 @@ public final class TLSSession: ByteStreamFilter {
     } else {
       SSL_set_accept_state(ssl)
     }
+  }
+
+  /// OpenSSL reads from the transport: first what was held back, then the socket read being opened. Nothing left
+  /// is "retry", so that OpenSSL waits for more bytes.
+  fileprivate func transportRead(_ destination: UnsafeMutableRawPointer, _ capacity: Int) -> Int {
+    var copied = 0
+    if var kept = held {
+      let count = min(capacity, kept.readableBytes)
+      kept.withUnsafeReadableBytes { destination.copyMemory(from: $0.baseAddress!, byteCount: count) }
+      kept.moveReaderIndex(forwardBy: count)
+      held = kept.isEmpty ? nil : kept
+      copied = count
+    }
+    let available = input.count - inputOffset
+    if copied < capacity, available > 0 {
+      let count = min(capacity - copied, available)
+      (destination + copied).copyMemory(from: input.baseAddress! + inputOffset, byteCount: count)
+      inputOffset += count
+      copied += count
+    }
+    return copied
+  }
+
+  /// OpenSSL writes to the transport: appended to what this call hands back to the stream.
+  fileprivate func transportWrite(_ bytes: UnsafeRawBufferPointer) {
+    if output == nil { output = ByteBuffer(capacity: max(bytes.count, 512)) }
+    output!.append(contentsOf: bytes)
+  }
+
+  /// Keeps what OpenSSL did not take of `input` (it is only lent): the owner stopped reading, or the session
+  /// failed (then dropped).
+  private func endInput() {
+    let rest = input.count - inputOffset
+    if rest > 0, !failed {
+      if held == nil { held = ByteBuffer(capacity: rest) }
+      held!.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[inputOffset...]))
+    }
+    if failed { held = nil }
+    input = UnsafeRawBufferPointer(start: nil, count: 0)
+    inputOffset = 0
   }
 
   deinit {
@@ -312,18 +359,13 @@ public final class TLSSession: ByteStreamFilter {
     throws(ByteStreamFilterError) -> ByteBuffer?
   {
     guard !failed else { return nil }
-    var offset = 0
-    while offset < wire.count {
-      let count = Int32(clamping: wire.count - offset)
-      let written = BIO_write(readBIO, wire.baseAddress! + offset, count)
-      guard written > 0 else { throw failure("cannot buffer the bytes read") }
-      offset += Int(written)
-    }
+    input = wire
+    inputOffset = 0
+    defer { endInput() }
     if !isEstablished {
       try handshake()
       guard isEstablished else { return takeOutput() }
     }
-    defer { trimEmptyBIOs() }
     try withUnsafeTemporaryAllocation(byteCount: Self.readChunk, alignment: 1) {
       (chunk) throws(ByteStreamFilterError) in
       while true {
@@ -346,6 +388,13 @@ public final class TLSSession: ByteStreamFilter {
 
   public func seal(_ bytes: ByteBuffer) throws(ByteStreamFilterError) -> ByteBuffer {
     guard !failed else { return ByteBuffer(capacity: 0) }
+    // Room for the records at once: each adds at most a header, a content type, padding none, a tag (TLS 1.3:
+    // 22 bytes; TLS 1.2 with AES-GCM: 29); 64 a record is a margin.
+    // (An owner that writes and flushes from `onRead` seals in the middle of `open`: what that call wrote so far
+    // goes first.)
+    if output == nil {
+      output = ByteBuffer(capacity: bytes.readableBytes + (bytes.readableBytes / (16 * 1024) + 1) * 64)
+    }
     let complete = bytes.withUnsafeReadableBytes { plain in
       var offset = 0
       while offset < plain.count {
@@ -357,7 +406,6 @@ public final class TLSSession: ByteStreamFilter {
       return true
     }
     guard complete else { throw failure("cannot write") }
-    defer { trimEmptyBIOs() }
     return takeOutput() ?? ByteBuffer(capacity: 0)
   }
 
@@ -394,33 +442,54 @@ public final class TLSSession: ByteStreamFilter {
     return ByteStreamFilterError(reason: "\(what): \(reason)", alert: takeOutput())
   }
 
-  /// Replaces an empty BIO that grew past `idleBIOCapacity` (OpenSSL's memory BIOs keep their buffer once
-  /// grown); with `SSL_MODE_RELEASE_BUFFERS` an idle connection then holds no buffer of a record's size.
-  private func trimEmptyBIOs() {
-    if pagesync_bio_pending(readBIO) == 0, pagesync_bio_capacity(readBIO) > Self.idleBIOCapacity,
-      let fresh = BIO_new(BIO_s_mem())
-    {
-      pagesync_bio_retry_when_empty(fresh)
-      SSL_set0_rbio(ssl, fresh)
-      readBIO = fresh
-    }
-    if pagesync_bio_pending(writeBIO) == 0, pagesync_bio_capacity(writeBIO) > Self.idleBIOCapacity,
-      let fresh = BIO_new(BIO_s_mem())
-    {
-      pagesync_bio_retry_when_empty(fresh)
-      SSL_set0_wbio(ssl, fresh)
-      writeBIO = fresh
-    }
-  }
-
-  /// What OpenSSL wrote for the peer since the last call, if anything.
+  /// What OpenSSL wrote for the peer since the last call, if anything; the session keeps none of it.
   private func takeOutput() -> ByteBuffer? {
-    let pending = pagesync_bio_pending(writeBIO)
-    guard pending > 0 else { return nil }
-    var buffer = ByteBuffer(capacity: pending)
-    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: pending) { space in
-      Int(max(0, BIO_read(writeBIO, space.baseAddress, Int32(clamping: pending))))
+    defer { output = nil }
+    guard let output, output.readableBytes > 0 else { return nil }
+    return output
+  }
+}
+
+/// The BIO method of `TLSSession`: OpenSSL's transport for one connection, over the session's own buffers
+/// instead of memory BIOs (whose `BUF_MEM`s an idle connection would keep). Read and write call back into the
+/// session found in the BIO's data (unretained: the session owns the `SSL`, which owns the BIO, and OpenSSL
+/// only reads or writes during the session's own calls).
+///
+/// Threading: made once, then shared (a `BIO_METHOD` is read-only once set up).
+struct TLSTransport: @unchecked Sendable {
+  let method: OpaquePointer
+
+  static let shared = TLSTransport()
+
+  private init() {
+    let method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "pagesync transport")!
+    _ = BIO_meth_set_read_ex(method) { bio, destination, capacity, readBytes in
+      BIO_clear_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_WRITE | BIO_FLAGS_IO_SPECIAL | BIO_FLAGS_SHOULD_RETRY)
+      guard let bio, let destination, let data = BIO_get_data(bio) else { return 0 }
+      let session = Unmanaged<TLSSession>.fromOpaque(data).takeUnretainedValue()
+      let count = session.transportRead(UnsafeMutableRawPointer(destination), capacity)
+      readBytes?.pointee = count
+      if count == 0 {
+        // Nothing to read yet: retry later (not end of file).
+        BIO_set_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_SHOULD_RETRY)
+        return 0
+      }
+      return 1
     }
-    return buffer
+    _ = BIO_meth_set_write_ex(method) { bio, source, count, written in
+      BIO_clear_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_WRITE | BIO_FLAGS_IO_SPECIAL | BIO_FLAGS_SHOULD_RETRY)
+      guard let bio, let data = BIO_get_data(bio) else { return 0 }
+      let session = Unmanaged<TLSSession>.fromOpaque(data).takeUnretainedValue()
+      if count > 0, let source { session.transportWrite(UnsafeRawBufferPointer(start: source, count: count)) }
+      written?.pointee = count
+      return 1
+    }
+    _ = BIO_meth_set_ctrl(method) { _, command, _, _ in
+      // Writes are handed over at the end of each call: a flush has nothing to do. Nothing else is supported
+      // (OpenSSL asks about kTLS, datagrams and the like, and takes 0 as no). Never touches the session: this
+      // also runs while the SSL is freed.
+      command == BIO_CTRL_FLUSH ? 1 : 0
+    }
+    self.method = method
   }
 }

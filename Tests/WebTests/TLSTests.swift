@@ -173,6 +173,78 @@ import Web
     #expect(client.handshakes == TLSHandshakeTally(completed: 3, resumed: 1))
   }
 
+  /// Opens `wire` in `session` in pieces of `piece` bytes (records split anywhere); the plaintext handed on.
+  private func openInPieces(_ session: TLSSession, _ wire: ByteBuffer, piece: Int) throws -> [UInt8] {
+    var plain: [UInt8] = []
+    try wire.withUnsafeReadableBytes { bytes in
+      var offset = 0
+      while offset < bytes.count {
+        let end = min(bytes.count, offset + piece)
+        _ = try session.open(UnsafeRawBufferPointer(rebasing: bytes[offset..<end])) { part in
+          plain.append(contentsOf: part)
+          return true
+        }
+        offset = end
+      }
+    }
+    return plain
+  }
+
+  /// B6: an idle TLS connection keeps no buffer of the session's own, however much it carried: what OpenSSL reads
+  /// is read where the socket read landed, what it writes is handed over at once (memory BIOs kept theirs).
+  @Test(arguments: [false, true]) func anIdleSessionKeepsNoBufferOfItsOwn(tls12: Bool) throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("server")
+    let serverContext = try TLSServerContext(certificateFile: pair.certificate, keyFile: pair.key)
+    let client = try TLSClientContext(caFile: ca.caFile).makeSession(
+      host: "localhost", maximumVersion12: tls12)
+    let server = serverContext.makeSession()
+    #expect(try converse(client, server))
+    #expect(client.bufferedBytes == 0 && server.bufferedBytes == 0)
+    let upload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+    let sealed = try client.seal(ByteBuffer(bytes: upload))
+    #expect(client.bufferedBytes == 0)
+    // Pieces of 7,001 bytes to the server and 1,000 to the client: records end anywhere in a socket read.
+    #expect(try openInPieces(server, sealed, piece: 7_001) == upload)
+    #expect(server.bufferedBytes == 0)
+    let answer = [UInt8](repeating: 0x61, count: 300_000)
+    let sealedAnswer = try server.seal(ByteBuffer(bytes: answer))
+    #expect(server.bufferedBytes == 0)
+    #expect(try openInPieces(client, sealedAnswer, piece: 1_000) == answer)
+    #expect(client.bufferedBytes == 0 && server.bufferedBytes == 0)
+  }
+
+  /// An owner that stops reading in the middle of a socket read: the session keeps the rest of that read (it was
+  /// only lent), hands it on when asked again with no new byte, and then keeps nothing.
+  @Test func whatAStoppedOwnerHasNotReadIsKeptThenHandedOn() throws {
+    let ca = try TestCertificates()
+    defer { ca.remove() }
+    let pair = try ca.issue("server")
+    let serverContext = try TLSServerContext(certificateFile: pair.certificate, keyFile: pair.key)
+    let client = try TLSClientContext(caFile: ca.caFile).makeSession(host: "localhost")
+    let server = serverContext.makeSession()
+    #expect(try converse(client, server))
+    let parts = (0..<3).map { [UInt8](repeating: UInt8(65 + $0), count: 5000) }
+    var wire = ByteBuffer(capacity: 16_000)
+    for part in parts { wire.append(try client.seal(ByteBuffer(bytes: part))) }
+    var received: [UInt8] = []
+    _ = try wire.withUnsafeReadableBytes { bytes in
+      try server.open(bytes) { piece in
+        received.append(contentsOf: piece)
+        return false
+      }
+    }
+    #expect(received == parts[0])
+    #expect(server.bufferedBytes >= 2 * 5000)
+    _ = try server.open(UnsafeRawBufferPointer(start: nil, count: 0)) { piece in
+      received.append(contentsOf: piece)
+      return true
+    }
+    #expect(received == parts.flatMap { $0 })
+    #expect(server.bufferedBytes == 0)
+  }
+
   @Test func sessionsResumeAcrossAReloadOfThePair() throws {
     let ca = try TestCertificates()
     defer { ca.remove() }
