@@ -94,7 +94,7 @@ final class SyncDriver {
     self.configuration = configuration
     self.logger = logger
     try FileSystem.makeParentDirectories(of: configuration.storePath)
-    store = try LocalStore(path: configuration.storePath)
+    store = try LocalStore(path: configuration.storePath, cacheKiB: configuration.storeCacheKiB)
     offlineSet = try OfflineSet(
       store: store, databaseRowLimit: configuration.databaseRowLimit, recentLimit: configuration.recentLimit,
       logger: logger)
