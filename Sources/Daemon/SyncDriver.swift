@@ -86,8 +86,8 @@ final class SyncDriver {
   var memoryReturnDelayMillis: UInt64 = 1_000
   /// How often, at most, a burst of work that goes on pages its code out before it is over (SyncDriver+Memory.swift):
   /// long enough that a page-out (a few milliseconds, and the minor faults that bring back what still runs) costs
-  /// nothing measurable, short enough that a first sync's peak holds only the code of its last second. Tests change it.
-  var burstPageOutIntervalMillis: UInt64 = 1_000
+  /// nothing measurable, short enough that a first sync's peak holds only the code of its last half second. Tests change it.
+  var burstPageOutIntervalMillis: UInt64 = 500
   /// When the code was last paged out (the loop's clock): at the start (`start()`), then during and after bursts.
   var lastCodePageOutMillis: UInt64 = 0
   /// How many times the code was paged out, at the end of a burst or during one (tests).
