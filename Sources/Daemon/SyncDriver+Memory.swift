@@ -16,12 +16,17 @@ extension SyncDriver {
   /// the peak, against 2–5 MB that an idle loop keeps) and the kernel's fault-around beside it. What the rounds
   /// still run comes back at once, from the page cache.
   func memoryMayBeReturned() {
-    memoryTimer.start(after: memoryReturnDelayMillis) { [unowned self] in
-      returnMemory()
-    }
+    returnMemoryOnceQuiet()
     if loop.now &- lastCodePageOutMillis >= burstPageOutIntervalMillis {
       malloc_trim(0)
       pageOutCode()
+    }
+  }
+
+  /// Gives the memory back `memoryReturnDelayMillis` from now, unless more work comes first (it moves the deadline).
+  func returnMemoryOnceQuiet() {
+    memoryTimer.start(after: memoryReturnDelayMillis) { [unowned self] in
+      returnMemory()
     }
   }
 

@@ -98,6 +98,20 @@ import Testing
     try harness.shutdown()
   }
 
+  /// A heartbeat is work too: what it ran goes back once it is over, so that an idle daemon does not keep the code
+  /// of its heartbeats and pings resident between them.
+  @Test func theMemoryAHeartbeatUsedIsGivenBack() throws {
+    let harness = try DaemonHarness(prepare: Self.threePages) { $0.heartbeatSeconds = 1 }
+    harness.goLive()
+    harness.driver.memoryReturnDelayMillis = 1
+    let before = harness.driver.memoryReturns
+    try harness.run(until: "the memory given back after a heartbeat") {
+      harness.driver.memoryReturns > before
+    }
+    #expect(harness.machine.state == .live)
+    try harness.shutdown()
+  }
+
   /// A broker that answers a cursor at or before the one asked with (hostile, or broken) would have the daemon
   /// ask again forever: that answer is not understood, the fetch ends with the pages not stored as failed.
   @Test func aCursorThatDoesNotAdvanceEndsTheFetch() throws {
