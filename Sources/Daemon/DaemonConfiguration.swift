@@ -32,6 +32,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var workspace = try! EntityID(validating: "default")
   /// `[store] path`: the local SQLite file (created owner-only).
   public var storePath = "var/pagesyncd.sqlite"
+  /// `[store] cache_kib`: the most memory SQLite's page cache holds (KiB). SQLite's own default, 2 MiB, was the
+  /// largest part of the heap at a first sync's peak; reads past it come from the file (the OS's cache).
+  public var storeCacheKiB = 512
   /// `[api] socket`: the Unix socket of the local API.
   public var socketPath = "var/pagesyncd.sock"
   /// `[api] socket_mode`: the socket file's permissions (0600: only the owner may use the API).
@@ -109,6 +112,8 @@ extension DaemonConfiguration {
     let store = try document.table("store")
     configuration.storePath = try store.string("path", default: configuration.storePath)
     if configuration.storePath.isEmpty { throw store.error("path", "must not be empty") }
+    configuration.storeCacheKiB = try store.int(
+      "cache_kib", default: configuration.storeCacheKiB, range: 64...1_048_576)
     try store.rejectUnknownKeys()
 
     let api = try document.table("api")
@@ -265,6 +270,7 @@ extension DaemonConfiguration {
     plan.live("broker.token_max_bytes", tokenMaxBytes, new.tokenMaxBytes)
     plan.live("broker.workspace", workspace, new.workspace)
     plan.restart("store.path", storePath, new.storePath)
+    plan.restart("store.cache_kib", storeCacheKiB, new.storeCacheKiB)
     plan.restart("api.socket", socketPath, new.socketPath)
     plan.restart("api.socket_mode", socketMode, new.socketMode)
     plan.restart("api.events_kept", eventsKept, new.eventsKept)
@@ -289,6 +295,7 @@ extension DaemonConfiguration {
     next.brokerURLs = brokerURLs
     next.caFile = caFile
     next.storePath = storePath
+    next.storeCacheKiB = storeCacheKiB
     next.socketPath = socketPath
     next.socketMode = socketMode
     next.eventsKept = eventsKept

@@ -37,9 +37,12 @@ public final class LocalStore {
   /// WAL with `synchronous = FULL`: a local edit is acknowledged to the user once its transaction commits, and
   /// DESIGN promises that nothing acknowledged is lost, across power loss too. NORMAL would only sync at
   /// checkpoints, so a power cut could lose the last commits; FULL syncs the WAL at every commit.
-  public init(path: String) throws {
+  ///
+  /// `cacheKiB`: the most memory SQLite's page cache may hold (`PRAGMA cache_size`), `[store] cache_kib`.
+  public init(path: String, cacheKiB: Int = LocalStore.defaultCacheKiB) throws {
     let connection = try SQLiteConnection(path: path, mode: .readWriteCreate, fileMode: 0o600)
     try connection.configure(journalWAL: true, synchronous: .full)
+    try connection.execute("PRAGMA cache_size = -\(max(cacheKiB, 1))")
     _ = try SQLiteMigrator(Self.migrations).migrate(connection)
     try connection.transaction(.immediate) {
       let seeds: [(String, String)] = [
@@ -60,6 +63,16 @@ public final class LocalStore {
       throw LocalStoreError.corruptValue(table: "sync_meta", column: "client_id", value: text)
     }
     clientID = client
+  }
+
+  /// `[store] cache_kib`'s default: 512 KiB of page cache, a quarter of SQLite's own default (a first sync of
+  /// 10,000 pages filled SQLite's 2 MiB; docs/benchmarks.md, issue #22 round 13).
+  public static let defaultCacheKiB = 512
+
+  /// This connection's page cache limit in KiB (`PRAGMA cache_size`, negative in SQLite's terms).
+  public func cacheKiB() throws -> Int {
+    guard case .integer(let size)? = try connection.query("PRAGMA cache_size").first?.first else { return 0 }
+    return Int(size < 0 ? -size : size)
   }
 
   /// Closes the connection; the store must not be used afterwards. Idempotent.

@@ -39,6 +39,19 @@ import Testing
     #expect(try sqlite3(file.path, "PRAGMA user_version") == "4")
   }
 
+  /// The page cache is capped (`[store] cache_kib`), not left at SQLite's 2 MiB: it was the largest part of the
+  /// heap at the peak of a first sync of 10,000 pages.
+  @Test func thePageCacheIsCappedAsConfigured() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    #expect(try store.cacheKiB() == LocalStore.defaultCacheKiB && LocalStore.defaultCacheKiB == 512)
+    store.close()
+    let small = try LocalStore(path: file.path, cacheKiB: 64)
+    #expect(try small.cacheKiB() == 64)
+    small.close()
+  }
+
   @Test func forestRowsRoundTripThroughRestore() throws {
     let file = TemporaryStore()
     defer { file.remove() }

@@ -53,6 +53,7 @@ private func readText(_ path: String) -> String {
       workspace = "team"
       [store]
       path = "/var/lib/pagesyncd/store.sqlite"
+      cache_kib = 256
       [api]
       socket = "/run/pagesyncd/api.sock"
       socket_mode = "0660"
@@ -75,6 +76,7 @@ private func readText(_ path: String) -> String {
     #expect(configuration.token == "0123456789abcdef")
     #expect(configuration.workspace == (try EntityID(validating: "team")))
     #expect(configuration.storePath == "/var/lib/pagesyncd/store.sqlite")
+    #expect(configuration.storeCacheKiB == 256 && DaemonConfiguration().storeCacheKiB == 512)
     #expect(configuration.socketPath == "/run/pagesyncd/api.sock")
     #expect(configuration.socketMode == 0o660)
     #expect(configuration.databaseRowLimit == 5 && configuration.recentLimit == 0)
@@ -97,6 +99,7 @@ private func readText(_ path: String) -> String {
     ("[broker]\nworkspace = \"not an id\"\n", "t.toml:2: broker.workspace: must be an id"),
     ("[broker]\ntoken = \"a b\"\n", "t.toml:2: broker.token: must not contain spaces"),
     ("[store]\npath = \"\"\n", "t.toml:2: store.path: must not be empty"),
+    ("[store]\ncache_kib = 10\n", "t.toml:2: store.cache_kib: must be from 64 to 1048576"),
     ("[api]\nsocket_mode = \"rw\"\n", "t.toml:2: api.socket_mode: must be an octal mode"),
     ("[api]\nsocket_mode = \"0999\"\n", "t.toml:2: api.socket_mode: must be an octal mode"),
     ("[offline]\ndatabase_row_limit = -1\n", "t.toml:2: offline.database_row_limit: must be from 0"),
@@ -218,6 +221,8 @@ private func readText(_ path: String) -> String {
       [broker]
       url = "http://127.0.0.1:9999"
       token = "a-new-token-0123456789"
+      [store]
+      cache_kib = 128
       [api]
       socket = "elsewhere.sock"
       socket_mode = "0660"
@@ -231,7 +236,7 @@ private func readText(_ path: String) -> String {
       level = "debug"
       """, file: "new")
     let plan = running.reloadPlan(to: file)
-    #expect(plan.needsRestart == ["broker.url", "api.socket", "api.socket_mode"])
+    #expect(plan.needsRestart == ["broker.url", "store.cache_kib", "api.socket", "api.socket_mode"])
     #expect(
       plan.applied == [
         "broker.token", "offline.recent_limit", "sync.backoff_base_ms", "sync.heartbeat_interval",
@@ -240,6 +245,7 @@ private func readText(_ path: String) -> String {
     let next = running.reloaded(from: file)
     #expect(next.brokerURL == running.brokerURL && next.socketPath == running.socketPath)
     #expect(next.socketMode == running.socketMode && next.storePath == running.storePath)
+    #expect(next.storeCacheKiB == running.storeCacheKiB)
     #expect(next.token == file.token && next.recentLimit == 3 && next.backoffBase == 100)
     #expect(next.heartbeatSeconds == 5 && next.logLevel == "debug")
   }

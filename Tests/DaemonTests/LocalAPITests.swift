@@ -28,6 +28,18 @@ import Web
     try JSONDecoder().decode(type, from: Data(response.body.readableBytesArray))
   }
 
+  /// A request to the local API is work too: once the API is quiet, what it touched (the offline list of 10,000
+  /// pages, the code that wrote it) goes back to the system, as after a fetch.
+  @Test func theMemoryARequestUsedIsGivenBackOnceTheAPIIsQuiet() throws {
+    let harness = try DaemonHarness(prepare: SyncDriverTests.threePages, api: true)
+    harness.driver.memoryReturnDelayMillis = 1
+    #expect(harness.driver.memoryReturns == 0)
+    let list = try harness.answer(harness.request(.GET, "/v1/offline"), "the offline list")
+    #expect(list.head.status.code == 200)
+    try harness.run(until: "the memory given back") { harness.driver.memoryReturns == 1 }
+    try harness.shutdown()
+  }
+
   @Test func syncAnswersOnceThePushAndAnExtraCatchUpCheckAreDone() throws {
     let harness = try DaemonHarness(prepare: SyncDriverTests.threePages, api: true)
     harness.goLive()

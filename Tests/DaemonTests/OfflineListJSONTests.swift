@@ -18,7 +18,9 @@ import Web
           (0..<Int.random(in: 1...64, using: &random)).map { _ in alphabet.randomElement(using: &random)! }))
     }
     for round in 0..<50 {
-      let entries = (0..<(round % 7)).map { _ in
+      // The last rounds cross the 256-entry chunks the body is written in.
+      let count = round < 46 ? round % 7 : [255, 256, 257, 600][round - 46]
+      let entries = (0..<count).map { _ in
         OfflineEntry(
           id: randomID(),
           reasons: (0..<Int.random(in: 0...3, using: &random)).map { _ in

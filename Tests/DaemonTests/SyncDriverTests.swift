@@ -81,6 +81,37 @@ import Testing
     try harness.shutdown()
   }
 
+  /// A long burst pages its code out while it lasts (at most every `burstPageOutIntervalMillis`), not only once it
+  /// is over: the peak of a first sync was mostly code each of its steps ran once.
+  @Test func aLongBurstPagesItsCodeOutBeforeItIsOver() throws {
+    let harness = try DaemonHarness(prepare: Self.threePages)
+    harness.driver.memoryReturnDelayMillis = 3_600_000
+    harness.driver.burstPageOutIntervalMillis = 0
+    harness.goLive(caughtUp: Broker.caughtUp(changed: ["a": 3, "c": 4]))
+    #expect(harness.driver.codePageOuts == 1, "once at the start: what startup ran is not needed again")
+    harness.broker.fetches[0].succeed(Broker.fetched([Broker.page("a", time: 3)], next: "a"))
+    harness.broker.fetches[1].succeed(Broker.fetched([Broker.page("c", time: 4)]))
+    #expect(harness.machine.state == .live)
+    #expect(harness.driver.codePageOuts == 2, "and as the round ended")
+    #expect(harness.driver.memoryReturns == 0, "the burst's end (an hour away here) is still to come")
+    #expect(harness.driver.pagedOutMappings > 0)
+    try harness.shutdown()
+  }
+
+  /// A heartbeat is work too: what it ran goes back once it is over, so that an idle daemon does not keep the code
+  /// of its heartbeats and pings resident between them.
+  @Test func theMemoryAHeartbeatUsedIsGivenBack() throws {
+    let harness = try DaemonHarness(prepare: Self.threePages) { $0.heartbeatSeconds = 1 }
+    harness.goLive()
+    harness.driver.memoryReturnDelayMillis = 1
+    let before = harness.driver.memoryReturns
+    try harness.run(until: "the memory given back after a heartbeat") {
+      harness.driver.memoryReturns > before
+    }
+    #expect(harness.machine.state == .live)
+    try harness.shutdown()
+  }
+
   /// A broker that answers a cursor at or before the one asked with (hostile, or broken) would have the daemon
   /// ask again forever: that answer is not understood, the fetch ends with the pages not stored as failed.
   @Test func aCursorThatDoesNotAdvanceEndsTheFetch() throws {
