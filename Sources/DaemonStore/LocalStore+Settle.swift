@@ -66,6 +66,10 @@ extension LocalStore {
   /// database's parent's `databases`), when they have nothing pending of their own: a rejected create leaves
   /// nothing on the broker, so nothing would ever take the row out of its database's local `rows`.
   ///
+  /// And so for an offline page the batch edited that has no local copy and nothing pending left: a purge that
+  /// skipped it for its pending mutations left it unmarked, and it is asked for again now so that the broker's
+  /// `gone` marks it missing (`purge`), or its download is stored if the broker has it after all.
+  ///
   /// Throws `numberOutOfRange` (nothing recorded) for a result id no queue row can have.
   public func settle(_ outcome: BatchOutcome, sent: [UInt64], nowMillis: UInt64) throws -> Settlement {
     var settlement = Settlement()
@@ -80,6 +84,8 @@ extension LocalStore {
         return row
       }
       var listHolders: [EntityID] = []
+      // The pages the batch's mutations edited, in order: see the uncopied offline pages below.
+      var edited: [EntityID] = []
       var reused: [UInt64] = []
       var ahead: [(row: UInt64, time: HLCTimestamp)] = []
       var batchEnd: UInt64 = 0
@@ -88,7 +94,13 @@ extension LocalStore {
         let local = try row(result.mutationId)
         batchEnd = max(batchEnd, local)
         let id = try storedInteger(local, "the broker's mutationId")
-        let stored = try connection.query("SELECT data, status FROM mutation_queue WHERE id = ?", [id]).first
+        let stored = try connection.query(
+          "SELECT data, status, page_id FROM mutation_queue WHERE id = ?", [id]
+        ).first
+        if let page = stored?[2] {
+          let page = try entityID(page, table: "mutation_queue", column: "page_id")
+          if !edited.contains(page) { edited.append(page) }
+        }
         let mutation = try stored.map {
           try decode(Mutation.self, $0[0], table: "mutation_queue", column: "data")
         }
@@ -164,6 +176,20 @@ extension LocalStore {
           """, [id]
         ).isEmpty
         if settles { settled.append(page) }
+      }
+      // An offline page edited here that has no local copy (a purge skipped it while it held these mutations,
+      // or it was never downloaded): with nothing pending left it must be asked for again too, or a page the
+      // broker does not have would never be marked missing (the fetch's `gone` purges and marks it now).
+      for page in edited where !settled.contains(page) {
+        let id = SQLiteValue.text(page.rawValue)
+        let uncopied = try !connection.query(
+          """
+          SELECT 1 FROM offline_page WHERE page_id = ?1
+          AND NOT EXISTS (SELECT 1 FROM local_page WHERE id = ?1)
+          AND NOT EXISTS (SELECT 1 FROM mutation_queue WHERE page_id = ?1 AND status = 'pending')
+          """, [id]
+        ).isEmpty
+        if uncopied { settled.append(page) }
       }
       for page in settled {
         try connection.execute(

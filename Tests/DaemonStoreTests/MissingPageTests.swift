@@ -54,4 +54,34 @@ import Testing
     #expect(try sqlite3(file.path, "SELECT count(*) FROM missing_page") == "0")
     #expect(try store.status().missingPages == 0)
   }
+
+  /// A purge keeps an offline page that holds pending mutations, unmarked. Once they are settled (rejected here)
+  /// the page, which has no local copy, is among those to download whole again, so the daemon asks for it and
+  /// the broker's `gone` marks it then; while one is still pending it is not.
+  @Test func aPageAPurgeHeldIsToBeDownloadedOnceItsMutationsAreSettled() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    try toggleOffline(store, ["NOPE"])
+    let first = try store.recordEdit(
+      page: id("NOPE"), action: .setView(filter: nil, sort: nil), nowMillis: 1_000)
+    let second = try store.recordEdit(
+      page: id("NOPE"), action: .setView(filter: nil, sort: nil), nowMillis: 1_001)
+    #expect(try store.purge([id("NOPE")], nowMillis: 2_000) == LocalStore.Purge(), "held: unsent edits")
+    #expect(try store.missingPages().isEmpty)
+
+    func rejected(_ edit: Mutation) -> BatchOutcome {
+      BatchOutcome(
+        results: [
+          MutationResult(mutationId: edit.id, page: id("NOPE"), status: .rejected, reason: .unknownPage)
+        ],
+        pages: [:], sequence: nil, lastMutationId: edit.id, epoch: "e1")
+    }
+    #expect(
+      try store.settle(rejected(first), sent: [first.id], nowMillis: 3_000).settled.isEmpty, "one pending")
+    #expect(try store.settle(rejected(second), sent: [second.id], nowMillis: 3_001).settled == [id("NOPE")])
+    #expect(try store.purge([id("NOPE")], nowMillis: 4_000).foundMissing == [id("NOPE")])
+    #expect(try sqlite3(file.path, "SELECT count(*) FROM mutation_queue WHERE status = 'rejected'") == "2")
+  }
 }

@@ -159,4 +159,57 @@ import Web
     #expect(try Self.status(harness).missingPages == 0)
     try harness.shutdown()
   }
+
+  /// An edit made offline on a page the broker does not have (the fault suite's case): the connection's catch-up
+  /// says the page is gone while the edit is still queued, so the purge keeps it (unsent work) and does not mark
+  /// it. The push is then rejected; with nothing pending left the page, which has no local copy, is asked for
+  /// again, and the fetch's `gone` marks it missing. The rejected edit stays for recovery.
+  @Test func aPageGoneWhileItsEditWasQueuedIsMarkedMissingOnceTheEditIsRejected() throws {
+    let harness = try DaemonHarness(prepare: Self.editedOffline, api: true)
+    let push = try Self.catchUpGoneThenPush(harness)
+    push.succeed(Broker.outcome(of: push.request, rejected: [push.request.mutations[0].id: .unknownPage]))
+
+    try harness.run(until: "the page is asked for again") { harness.broker.fetches.count == 1 }
+    #expect(harness.broker.fetches[0].request.pages == [id("NOPE"): 0])
+    harness.broker.fetches[0].succeed(Broker.fetched([], gone: ["NOPE"]))
+    #expect(try Self.list(harness) == [Entry(id: "NOPE", complete: false, missing: true)])
+    #expect(try Self.status(harness).missingPages == 1)
+    #expect(try sqlite3(harness.configuration.storePath, "SELECT status FROM mutation_queue") == "rejected")
+    try harness.shutdown()
+  }
+
+  /// The same, but the broker applied the edit (the page was made, or access given back, meanwhile): the page is
+  /// asked for again, and its download is stored; it is never marked missing.
+  @Test func aPageGoneWhileItsEditWasQueuedIsDownloadedIfTheBrokerAppliedTheEdit() throws {
+    let harness = try DaemonHarness(prepare: Self.editedOffline, api: true)
+    let push = try Self.catchUpGoneThenPush(harness)
+    push.succeed(Broker.outcome(of: push.request, pages: ["NOPE": 7]))
+
+    try harness.run(until: "the page is asked for again") { harness.broker.fetches.count == 1 }
+    harness.broker.fetches[0].succeed(Broker.fetched([Broker.database("NOPE", time: 7, rows: [])]))
+    #expect(try Self.list(harness) == [Entry(id: "NOPE", complete: true, missing: false)])
+    #expect(try Self.status(harness).missingPages == 0)
+    try harness.shutdown()
+  }
+
+  /// A database kept offline with a view set here while disconnected, never downloaded.
+  static func editedOffline(_ store: LocalStore) throws {
+    try toggleOffline(store, ["NOPE"])
+    _ = try store.recordEdit(page: id("NOPE"), action: .setView(filter: nil, sort: nil), nowMillis: 1_000)
+  }
+
+  /// Connects; the catch-up says NOPE is gone while its edit is queued: held, not marked; then the push.
+  static func catchUpGoneThenPush(_ harness: DaemonHarness) throws
+    -> ScriptedCall<MutationBatch, BatchOutcome>
+  {
+    let stream = harness.startAndConnect()
+    stream.answerSubscribe(total: 1)
+    try harness.run(until: "the catch-up") { harness.broker.catchUps.count == 1 }
+    harness.broker.catchUps[0].succeed(Broker.caughtUp(gone: ["NOPE"]))
+    #expect(
+      try list(harness) == [Entry(id: "NOPE", complete: false, missing: false)], "it holds an unsent edit")
+    try harness.run(until: "the push") { harness.broker.pushes.count == 1 }
+    #expect(harness.broker.fetches.isEmpty)
+    return harness.broker.pushes[0]
+  }
 }
