@@ -82,8 +82,9 @@ public struct WebSocketCloseInfo: Equatable, Sendable, CustomStringConvertible {
 public final class WebSocket {
   public let role: WebSocketRole
   public let configuration: WebSocketConfiguration
-  /// The upgrade request (server side), for its path, headers and query.
-  public let request: HTTPRequest?
+  /// The upgrade request (server side), for its path, headers and query; what is left of it after
+  /// `keepRequest(headers:)`.
+  public private(set) var request: HTTPRequest?
   let stream: ByteStream
   private var decoder: WebSocketFrameDecoder
   private var assembler: WebSocketMessageAssembler
@@ -163,11 +164,24 @@ public final class WebSocket {
       let period = Swift.max(configuration.pingInterval / 4, 1)
       timer.start(after: period, repeatEvery: period) { [unowned self] in self.checkHeartbeat() }
     }
-    if !leftover.isEmpty {
-      let bytes = leftover
-      leftover = ByteBuffer(capacity: 0)
-      bytes.withUnsafeReadableBytes { received($0) }
-    }
+    // The handshake's leftover buffer is released even when empty: an idle socket keeps no buffer.
+    let bytes = leftover
+    leftover = .empty
+    if !bytes.isEmpty { bytes.withUnsafeReadableBytes { received($0) } }
+  }
+
+  /// Keeps of the upgrade request only its method, target and version and the header fields named (compared
+  /// case-insensitively), and drops its body: for an owner that keeps the socket open for long and needs the
+  /// request later only for those (a broker re-checking a device's credentials on reload). Each idle connection
+  /// then holds one or two strings instead of every header the client sent.
+  public func keepRequest(headers names: [String]) {
+    request = request?.keeping(headers: names)
+  }
+
+  /// Whether the socket holds a receive buffer of its own: only while a frame or a fragmented message is
+  /// partly read. An idle socket holds none (B6: memory per idle connection).
+  public var holdsReceiveBuffers: Bool {
+    decoder.holdsBuffer || assembler.holdsBuffer || !leftover.sharesEmptyStorage
   }
 
   /// Stops reading from the connection: the kernel's buffers fill and the peer is flow-controlled (how a load test
