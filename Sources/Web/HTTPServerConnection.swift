@@ -334,7 +334,7 @@ final class HTTPServerConnection {
     server.connectionUpgraded(stream)
     let socket = WebSocket(
       stream: stream, role: .server, configuration: route.configuration, request: request,
-      leftover: upgradeLeftover)
+      leftover: upgradeLeftover, heartbeat: server.heartbeat(for: route.configuration))
     upgradeLeftover = .empty
     route.onOpen(socket)
     socket.start()

@@ -90,6 +90,10 @@ public final class WebSocket {
   private var assembler: WebSocketMessageAssembler
   private var state = State.open
   private var heartbeat: LoopTimer?
+  /// The server's timer for the heartbeats of its sockets, used instead of `heartbeat` when given.
+  private weak var sharedHeartbeat: WebSocketHeartbeat?
+  /// This socket's place in `sharedHeartbeat`, -1 when not in it.
+  var heartbeatSlot = -1
   private var closeTimer: LoopTimer?
   private var lastHeard: UInt64
   private var pingOutstanding = false
@@ -133,7 +137,7 @@ public final class WebSocket {
 
   init(
     stream: ByteStream, role: WebSocketRole, configuration: WebSocketConfiguration, request: HTTPRequest?,
-    leftover: ByteBuffer
+    leftover: ByteBuffer, heartbeat: WebSocketHeartbeat? = nil
   ) {
     self.stream = stream
     self.role = role
@@ -143,6 +147,7 @@ public final class WebSocket {
     decoder = WebSocketFrameDecoder(role: role, maxFramePayload: configuration.maxFramePayload)
     assembler = WebSocketMessageAssembler(maxMessageSize: configuration.maxMessageSize)
     lastHeard = stream.loop.now
+    sharedHeartbeat = heartbeat
   }
 
   /// Starts reading (and processes bytes that arrived with the handshake). Called once the owner has set its
@@ -158,7 +163,9 @@ public final class WebSocket {
       self.connectionLost("the peer took no byte for \(self.configuration.writeStallTimeout) ms")
     }
     stream.startReading()
-    if configuration.pingInterval > 0 {
+    if configuration.pingInterval > 0, let shared = sharedHeartbeat {
+      shared.add(self)
+    } else if configuration.pingInterval > 0 {
       let timer = LoopTimer(loop: stream.loop)
       heartbeat = timer
       let period = Swift.max(configuration.pingInterval / 4, 1)
@@ -332,6 +339,7 @@ public final class WebSocket {
   private func stopTimers() {
     heartbeat?.close()
     heartbeat = nil
+    sharedHeartbeat?.remove(self)
     closeTimer?.close()
     closeTimer = nil
     messageTimer?.close()
@@ -493,7 +501,9 @@ public final class WebSocket {
     finish()
   }
 
-  private func checkHeartbeat() {
+  /// Pings a peer silent for `pingInterval`, drops one silent `pongTimeout` after that; every quarter of the
+  /// interval, by its own timer or its server's (`WebSocketHeartbeat`).
+  func checkHeartbeat() {
     guard state == .open else { return }
     let silent = stream.loop.now &- lastHeard
     if pingOutstanding {

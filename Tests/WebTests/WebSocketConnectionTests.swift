@@ -303,6 +303,51 @@ private func rawHandshake(version: Int) -> String {
     try loop.close()
   }
 
+  /// B6 (memory per idle connection): a server's sockets share one heartbeat timer instead of keeping one each,
+  /// and the timer goes once the last of them closed. (That it still pings and drops a silent peer:
+  /// `silentPeerIsPingedAndDroppedWhenItNeverAnswers`, `answeringPeerStaysConnectedAcrossPings`.)
+  @Test func aServersSocketsShareOneHeartbeatTimer() throws {
+    let loop = try Loop()
+    let echo = try EchoWebSocketServer(loop: loop)
+    var clients: [ByteStream] = []
+    var timersWithOpenSockets: [Int] = []
+    func timers() -> Int { loop.liveHandleTypes.filter { $0 == "timer" }.count }
+    func connect() {
+      ByteStream.connect(loop: loop, to: echo.address) { result in
+        guard case .success(let stream) = result else {
+          Issue.record("connect failed: \(result)")
+          echo.server.close()
+          return
+        }
+        clients.append(stream)
+        var answered = false
+        stream.onRead = { _ in
+          // The 101 came back: the server's socket is open and started.
+          guard !answered else { return }
+          answered = true
+          timersWithOpenSockets.append(timers())
+          if clients.count < 3 {
+            connect()
+          } else {
+            for client in clients { client.close() }
+            echo.server.close()
+          }
+        }
+        stream.startReading()
+        stream.write(ByteBuffer(string: rawHandshake(version: 13)))
+      }
+    }
+    connect()
+    try loop.runUntilDone()
+    #expect(echo.opened.count == 3)
+    #expect(timersWithOpenSockets.count == 3)
+    #expect(
+      timersWithOpenSockets.first == timersWithOpenSockets.last,
+      "timers with 1, 2, 3 sockets open: \(timersWithOpenSockets)")
+    // Throws if a handle is left: the shared timer goes with the last socket.
+    try loop.close()
+  }
+
   @Test func silentPeerIsPingedAndDroppedWhenItNeverAnswers() throws {
     let loop = try Loop()
     var configuration = WebSocketConfiguration()
