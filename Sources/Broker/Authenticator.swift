@@ -71,6 +71,13 @@ public final class Authenticator {
   public let isOpen: Bool
   /// JWT verifications that ran (cache misses that got as far as a signature), for tests and the benchmark.
   public private(set) var signatureChecks = 0
+  /// The grant of every request when `isOpen`: made once, so that open streams share its sets as the streams of
+  /// one token do.
+  private let openGrant = Grant(
+    user: try! EntityID(validating: "local"), workspaces: [BrokerConfiguration.defaultWorkspace])
+  /// The header fields `authenticate(_:)` reads (besides the target's `access_token`): what a device stream
+  /// keeps of its upgrade request to be authorized again on reload (`WebSocket.keepRequest(headers:)`).
+  public static let requestHeaders = ["Authorization"]
 
   public init(
     tokens: [TokenGrant], jwt: [JWTConfiguration] = [], limits: BrokerLimits = BrokerLimits(),
@@ -96,10 +103,7 @@ public final class Authenticator {
 
   /// The grant for `head`, or the refusal (401) naming what is wrong.
   public func authenticate(_ head: HTTPRequestHead) -> Result<Grant, AuthRefusal> {
-    if isOpen {
-      return .success(
-        Grant(user: try! EntityID(validating: "local"), workspaces: [BrokerConfiguration.defaultWorkspace]))
-    }
+    if isOpen { return .success(openGrant) }
     let token: String
     if let header = head.headers["Authorization"] {
       let parts = header.split(separator: " ", maxSplits: 1)

@@ -115,6 +115,8 @@ extension BrokerServer {
       socket.close(code: WebSocketCloseCode(reason.code), reason: reason.reason)
       return
     }
+    // The request is kept for reloads, which authorize the stream again from it: only what that reads.
+    socket.keepRequest(headers: Authenticator.requestHeaders)
     let id = withFanOut { $0.addSubscriber(workspaces: grant.workspaceIDs) }
     let connection = nextConnection
     nextConnection += 1

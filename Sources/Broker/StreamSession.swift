@@ -28,6 +28,8 @@ protocol StreamSocket: AnyObject {
   func close(code: WebSocketCloseCode, reason: String)
   func pauseReading()
   func resumeReading()
+  /// Keeps of the upgrade request only the header fields named (`WebSocket.keepRequest(headers:)`).
+  func keepRequest(headers names: [String])
 }
 
 extension WebSocket: StreamSocket {}
@@ -145,6 +147,9 @@ final class StreamSession {
   private var waitingForStore = false
   private var processing = false
 
+  /// Whether the session holds an array for waiting frames: only while frames wait (tests).
+  var holdsWaitingFrames: Bool { waitingFrames.capacity > 0 }
+
   private func received(_ text: String) {
     waitingFrames.append(text)
     processFrames()
@@ -162,6 +167,8 @@ final class StreamSession {
       }
       handle(waitingFrames.removeFirst())
     }
+    // Frames rarely wait: an idle stream keeps no array for them.
+    if waitingFrames.isEmpty { waitingFrames = [] }
     if waitingForStore { socket.pauseReading() }
   }
 

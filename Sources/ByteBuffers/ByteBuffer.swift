@@ -50,6 +50,14 @@ public struct ByteBuffer: @unchecked Sendable {
     writerIndex = 0
   }
 
+  /// An empty buffer that costs its holder no allocation: every copy of it shares one storage, and the first
+  /// append gives a copy storage of its own (mutations copy a shared storage first). For what an idle connection
+  /// keeps between reads (a receive buffer, a message's fragments), so that it holds no buffer while idle.
+  public static let empty = ByteBuffer(capacity: 0)
+
+  /// Whether this buffer's storage is `ByteBuffer.empty`'s, i.e. it holds no allocation of its own (tests).
+  public var sharesEmptyStorage: Bool { storage === ByteBuffer.empty.storage }
+
   /// A buffer holding `bytes`.
   public init(bytes: some Collection<UInt8>) {
     self.init(capacity: bytes.count)

@@ -52,6 +52,8 @@ public final class ByteStream: LoopHandle {
   public private(set) var bytesRead = 0
   public private(set) var bytesWritten = 0
   public private(set) var isReading = false
+  /// Whether the stream holds a write queue of its own: only while bytes wait for the kernel (tests).
+  public var holdsWriteQueue: Bool { pending.capacity > 0 || unsealed.capacity > 0 }
 
   private var pending: [ByteBuffer] = []
   /// With a filter: what the owner wrote and the filter has not sealed yet (counted in `queuedBytes`).
@@ -385,7 +387,8 @@ public final class ByteStream: LoopHandle {
       if Int(written) < total { break }
     }
     if pendingHead == pending.count {
-      pending.removeAll(keepingCapacity: pending.count <= 64)
+      // Released, not kept: most connections are idle most of the time, and an idle one keeps no queue (B6).
+      pending = []
       pendingHead = 0
       didDrain()
       return
@@ -442,11 +445,11 @@ public final class ByteStream: LoopHandle {
       fail(LoopError(code: result, operation: "write"))
       return
     }
-    for i in pendingHead..<pendingHead + count { pending[i] = ByteBuffer(capacity: 0) }
+    for i in pendingHead..<pendingHead + count { pending[i] = .empty }
     inFlightBytes = request.bytes
     pendingHead += count
     if pendingHead == pending.count {
-      pending.removeAll(keepingCapacity: pending.count <= 64)
+      pending = []
       pendingHead = 0
     }
     writeInFlight = true

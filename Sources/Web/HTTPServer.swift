@@ -196,6 +196,19 @@ public final class HTTPServer {
   var isClosing: Bool { closing }
 
   /// A connection handed its stream to a WebSocket: counted as upgraded until the stream closes.
+  /// The timer its WebSockets of `configuration`'s ping interval share (nil without pings).
+  func heartbeat(for configuration: WebSocketConfiguration) -> WebSocketHeartbeat? {
+    guard configuration.pingInterval > 0 else { return nil }
+    let period = Swift.max(configuration.pingInterval / 4, 1)
+    if let shared = heartbeats.first(where: { $0.period == period }) { return shared }
+    let shared = WebSocketHeartbeat(loop: loop, period: period)
+    heartbeats.append(shared)
+    return shared
+  }
+
+  /// One per ping period in use (a route or two: a short list).
+  private var heartbeats: [WebSocketHeartbeat] = []
+
   func connectionUpgraded(_ stream: ByteStream) {
     upgradedStreams.insert(ObjectIdentifier(stream))
   }

@@ -40,7 +40,7 @@ final class HTTPServerConnection {
   /// Whether `100 Continue` went out for the request whose body is arriving.
   private var continueSent = false
   /// Bytes that followed an upgrade request.
-  private var upgradeLeftover = ByteBuffer(capacity: 0)
+  private var upgradeLeftover = ByteBuffer.empty
 
   private enum TimerMode { case none, idle, reading }
   /// The request the read deadline runs for (`HTTPRequestDecoder.requestsBegun`), so that the next one gets a
@@ -334,8 +334,8 @@ final class HTTPServerConnection {
     server.connectionUpgraded(stream)
     let socket = WebSocket(
       stream: stream, role: .server, configuration: route.configuration, request: request,
-      leftover: upgradeLeftover)
-    upgradeLeftover = ByteBuffer(capacity: 0)
+      leftover: upgradeLeftover, heartbeat: server.heartbeat(for: route.configuration))
+    upgradeLeftover = .empty
     route.onOpen(socket)
     socket.start()
   }

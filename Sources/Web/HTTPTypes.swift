@@ -272,6 +272,18 @@ public struct HTTPRequest: Sendable, Equatable {
     self.head = head
     self.body = body
   }
+  /// This request with only the header fields named (compared case-insensitively) and no body: method, target
+  /// and version as they are.
+  public func keeping(headers names: [String]) -> HTTPRequest {
+    var kept = HTTPHeaders()
+    for field in head.headers where names.contains(where: { HTTPHeaders.namesEqual($0, field.name) }) {
+      kept.add(name: field.name, value: field.value)
+    }
+    var head = head
+    head.headers = kept
+    return HTTPRequest(head: head, body: .empty)
+  }
+
   public var method: HTTPMethod { head.method }
   public var path: Substring { head.path }
   public var headers: HTTPHeaders { head.headers }

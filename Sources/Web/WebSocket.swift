@@ -82,13 +82,18 @@ public struct WebSocketCloseInfo: Equatable, Sendable, CustomStringConvertible {
 public final class WebSocket {
   public let role: WebSocketRole
   public let configuration: WebSocketConfiguration
-  /// The upgrade request (server side), for its path, headers and query.
-  public let request: HTTPRequest?
+  /// The upgrade request (server side), for its path, headers and query; what is left of it after
+  /// `keepRequest(headers:)`.
+  public private(set) var request: HTTPRequest?
   let stream: ByteStream
   private var decoder: WebSocketFrameDecoder
   private var assembler: WebSocketMessageAssembler
   private var state = State.open
   private var heartbeat: LoopTimer?
+  /// The server's timer for the heartbeats of its sockets, used instead of `heartbeat` when given.
+  private weak var sharedHeartbeat: WebSocketHeartbeat?
+  /// This socket's place in `sharedHeartbeat`, -1 when not in it.
+  var heartbeatSlot = -1
   private var closeTimer: LoopTimer?
   private var lastHeard: UInt64
   private var pingOutstanding = false
@@ -132,7 +137,7 @@ public final class WebSocket {
 
   init(
     stream: ByteStream, role: WebSocketRole, configuration: WebSocketConfiguration, request: HTTPRequest?,
-    leftover: ByteBuffer
+    leftover: ByteBuffer, heartbeat: WebSocketHeartbeat? = nil
   ) {
     self.stream = stream
     self.role = role
@@ -142,6 +147,7 @@ public final class WebSocket {
     decoder = WebSocketFrameDecoder(role: role, maxFramePayload: configuration.maxFramePayload)
     assembler = WebSocketMessageAssembler(maxMessageSize: configuration.maxMessageSize)
     lastHeard = stream.loop.now
+    sharedHeartbeat = heartbeat
   }
 
   /// Starts reading (and processes bytes that arrived with the handshake). Called once the owner has set its
@@ -157,17 +163,32 @@ public final class WebSocket {
       self.connectionLost("the peer took no byte for \(self.configuration.writeStallTimeout) ms")
     }
     stream.startReading()
-    if configuration.pingInterval > 0 {
+    if configuration.pingInterval > 0, let shared = sharedHeartbeat {
+      shared.add(self)
+    } else if configuration.pingInterval > 0 {
       let timer = LoopTimer(loop: stream.loop)
       heartbeat = timer
       let period = Swift.max(configuration.pingInterval / 4, 1)
       timer.start(after: period, repeatEvery: period) { [unowned self] in self.checkHeartbeat() }
     }
-    if !leftover.isEmpty {
-      let bytes = leftover
-      leftover = ByteBuffer(capacity: 0)
-      bytes.withUnsafeReadableBytes { received($0) }
-    }
+    // The handshake's leftover buffer is released even when empty: an idle socket keeps no buffer.
+    let bytes = leftover
+    leftover = .empty
+    if !bytes.isEmpty { bytes.withUnsafeReadableBytes { received($0) } }
+  }
+
+  /// Keeps of the upgrade request only its method, target and version and the header fields named (compared
+  /// case-insensitively), and drops its body: for an owner that keeps the socket open for long and needs the
+  /// request later only for those (a broker re-checking a device's credentials on reload). Each idle connection
+  /// then holds one or two strings instead of every header the client sent.
+  public func keepRequest(headers names: [String]) {
+    request = request?.keeping(headers: names)
+  }
+
+  /// Whether the socket holds a receive buffer of its own: only while a frame or a fragmented message is
+  /// partly read. An idle socket holds none (B6: memory per idle connection).
+  public var holdsReceiveBuffers: Bool {
+    decoder.holdsBuffer || assembler.holdsBuffer || !leftover.sharesEmptyStorage
   }
 
   /// Stops reading from the connection: the kernel's buffers fill and the peer is flow-controlled (how a load test
@@ -318,6 +339,7 @@ public final class WebSocket {
   private func stopTimers() {
     heartbeat?.close()
     heartbeat = nil
+    sharedHeartbeat?.remove(self)
     closeTimer?.close()
     closeTimer = nil
     messageTimer?.close()
@@ -479,7 +501,9 @@ public final class WebSocket {
     finish()
   }
 
-  private func checkHeartbeat() {
+  /// Pings a peer silent for `pingInterval`, drops one silent `pongTimeout` after that; every quarter of the
+  /// interval, by its own timer or its server's (`WebSocketHeartbeat`).
+  func checkHeartbeat() {
     guard state == .open else { return }
     let silent = stream.loop.now &- lastHeard
     if pingOutstanding {

@@ -18,11 +18,10 @@ public struct WebSocketFrameDecoder {
   /// The largest payload accepted in one frame; a larger one fails with 1009.
   public let maxFramePayload: Int
 
-  private var buffer = ByteBuffer()
+  /// What was read and not yet returned as frames. Released once drained (`ByteBuffer.empty`): a connection
+  /// keeps no receive buffer between reads, which is most of its life (B6, docs/benchmarks.md).
+  private var buffer = ByteBuffer.empty
   private var failure: WebSocketError?
-
-  /// Buffers above this size are released once drained, so one large frame does not pin its memory.
-  private static let retainedCapacity = 64 * 1024
 
   public init(role: WebSocketRole, maxFramePayload: Int) {
     precondition(maxFramePayload >= 0, "maxFramePayload must not be negative")
@@ -45,6 +44,9 @@ public struct WebSocketFrameDecoder {
   /// Bytes received but not yet returned as part of a frame.
   public var bufferedBytes: Int { buffer.readableBytes }
 
+  /// Whether the decoder holds a buffer of its own (it does only while bytes wait for the rest of a frame).
+  public var holdsBuffer: Bool { !buffer.sharesEmptyStorage }
+
   /// The next complete frame, or nil when more bytes are needed. After it throws, the decoder is finished and
   /// throws the same error on every call.
   ///
@@ -55,7 +57,7 @@ public struct WebSocketFrameDecoder {
       return try decodeFrame()
     } catch {
       failure = error
-      buffer = ByteBuffer(capacity: 0)
+      buffer = .empty
       throw error
     }
   }
@@ -132,9 +134,7 @@ public struct WebSocketFrameDecoder {
       }
     }
     buffer.moveReaderIndex(forwardBy: headerLength + payloadLength)
-    if buffer.isEmpty && buffer.capacity > Self.retainedCapacity {
-      buffer = ByteBuffer()
-    }
+    if buffer.isEmpty { buffer = .empty }
     return WebSocketFrame(fin: fin, opcode: opcode, payload: payload)
   }
 

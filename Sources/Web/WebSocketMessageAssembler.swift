@@ -19,7 +19,7 @@ public struct WebSocketMessageAssembler {
 
   /// The opcode of the fragmented message being assembled (text or binary), nil between messages.
   private var openOpcode: WebSocketOpcode?
-  private var fragments = ByteBuffer(capacity: 0)
+  private var fragments = ByteBuffer.empty
   private var validator = UTF8Validator()
   private var failure: WebSocketError?
 
@@ -30,6 +30,9 @@ public struct WebSocketMessageAssembler {
 
   /// Whether a fragmented message has started and not yet finished.
   public var isAssembling: Bool { openOpcode != nil }
+
+  /// Whether the assembler holds a buffer of its own (it does only while a fragmented message is under way).
+  public var holdsBuffer: Bool { !fragments.sharesEmptyStorage }
 
   /// Takes the next frame; returns a message when one is complete, nil while a fragmented message is still
   /// incomplete. Control frames may arrive between fragments and are returned at once.
@@ -43,7 +46,7 @@ public struct WebSocketMessageAssembler {
     } catch {
       failure = error
       openOpcode = nil
-      fragments = ByteBuffer(capacity: 0)
+      fragments = .empty
       throw error
     }
   }
@@ -88,7 +91,7 @@ public struct WebSocketMessageAssembler {
       }
       let payload = fragments
       openOpcode = nil
-      fragments = ByteBuffer(capacity: 0)
+      fragments = .empty
       if opcode == .text { return .text(payload.readableString) }
       return .binary(payload)
     }

@@ -65,6 +65,21 @@ extension BrokerHarness {
     }
   }
 
+  /// B6 (memory per idle connection): an open stream keeps of its upgrade request only what a reload needs to
+  /// authorize it again (the Authorization header, the target), and no array for frames once they are answered.
+  /// (That a reload authorizes it from what it kept: `aNarrowedGrantRevokesAtOnceAndARemovedTokenCloses`.)
+  @Test func anIdleStreamKeepsOnlyItsCredentialsAndNoFrameQueue() throws {
+    try withBroker { harness in
+      let alice = try harness.openStream()
+      #expect(alice.request?.headers.map(\.name) == ["Authorization"])
+      #expect(alice.request?.head.target == "/v1/stream")
+      let subscribed = try harness.subscribe(alice, ["home"])
+      #expect(subscribed.op == "subscribed" && subscribed.added == 1)
+      let session = try #require(harness.broker.sessions.first { $0?.socket === alice } ?? nil)
+      #expect(!session.holdsWaitingFrames, "an idle session keeps no array for waiting frames")
+    }
+  }
+
   @Test func subscribersOfAnotherWorkspaceHearNothing() throws {
     try withBroker { harness in
       let alice = try harness.openStream(token: BrokerHarness.alice)

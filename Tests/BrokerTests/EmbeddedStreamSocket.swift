@@ -19,7 +19,7 @@ import Web
 ///
 /// Threading: the test's loop thread.
 final class EmbeddedStreamSocket: StreamSocket {
-  let request: HTTPRequest?
+  private(set) var request: HTTPRequest?
   private let loop: Loop
   private(set) var isOpen = true
   var queuedBytes = 0
@@ -93,6 +93,8 @@ final class EmbeddedStreamSocket: StreamSocket {
   }
 
   func pauseReading() { isReadingPaused = true }
+
+  func keepRequest(headers names: [String]) { request = request?.keeping(headers: names) }
 
   func resumeReading() {
     isReadingPaused = false

@@ -131,6 +131,8 @@ private func pattern(_ count: Int) -> [UInt8] {
       #expect(stream.writeCalls == before, "write only queues")
       stream.onDrain = { [unowned stream] in
         callsForTenBuffers = stream.writeCalls - before
+        #expect(
+          !stream.holdsWriteQueue, "a drained stream keeps no write queue (an idle connection's memory)")
         stream.close()
       }
     }

@@ -84,6 +84,52 @@ private func rawHandshake(version: Int) -> String {
     try loop.close()
   }
 
+  /// B6 (memory per idle connection): once a message is read, neither end keeps a receive buffer (the frame
+  /// decoder's, a fragmented message's, the handshake's leftover), and a server socket told to keep only some of
+  /// its request's header fields keeps those, with the target, and no body.
+  @Test func anIdleSocketKeepsNoReceiveBufferAndOnlyTheRequestFieldsItWasToldToKeep() throws {
+    let loop = try Loop()
+    let echo = try EchoWebSocketServer(loop: loop)
+    var client: WebSocket?
+    var idleChecked = false
+    let headers: HTTPHeaders = [
+      "Authorization": "Bearer good", "X-Extra": String(repeating: "e", count: 200),
+    ]
+    WebSocketClient.connect(loop: loop, to: echo.address, target: "/ws?x=1", headers: headers) { result in
+      guard case .success(let socket) = result else {
+        Issue.record("connect failed: \(result)")
+        echo.server.close()
+        return
+      }
+      client = socket
+      socket.onText = { [unowned socket] text in
+        // The echo came back: both ends have read a whole message and wait, idle.
+        if text.hasPrefix("last") {
+          let server = echo.opened.first
+          #expect(
+            server?.holdsReceiveBuffers == false, "the server's socket keeps a receive buffer while idle")
+          #expect(!socket.holdsReceiveBuffers, "the client's socket keeps a receive buffer while idle")
+          idleChecked = true
+          socket.close(code: .normalClosure, reason: "bye")
+        }
+      }
+      socket.send(text: "first " + String(repeating: "x", count: 5_000))
+      socket.send(text: "last")
+    }
+    echo.onServerClose = { [unowned echo] _ in echo.server.close() }
+    try loop.runUntilDone()
+    #expect(idleChecked)
+    let server = try #require(echo.opened.first)
+    #expect(server.request?.headers["X-Extra"] != nil)
+    server.keepRequest(headers: ["authorization"])
+    #expect(server.request?.headers.map(\.name) == ["Authorization"])
+    #expect(server.request?.headers["Authorization"] == "Bearer good")
+    #expect(server.request?.head.queryValue("x") == "1")
+    #expect(server.request?.body.sharesEmptyStorage == true)
+    _ = client
+    try loop.close()
+  }
+
   @Test func serverInitiatedCloseReachesTheClientWithCodeAndReason() throws {
     let loop = try Loop()
     let echo = try EchoWebSocketServer(loop: loop)
@@ -254,6 +300,51 @@ private func rawHandshake(version: Int) -> String {
     try loop.runUntilDone()
     #expect(echoed == 100)
     #expect(writesForHundredFrames == 1)
+    try loop.close()
+  }
+
+  /// B6 (memory per idle connection): a server's sockets share one heartbeat timer instead of keeping one each,
+  /// and the timer goes once the last of them closed. (That it still pings and drops a silent peer:
+  /// `silentPeerIsPingedAndDroppedWhenItNeverAnswers`, `answeringPeerStaysConnectedAcrossPings`.)
+  @Test func aServersSocketsShareOneHeartbeatTimer() throws {
+    let loop = try Loop()
+    let echo = try EchoWebSocketServer(loop: loop)
+    var clients: [ByteStream] = []
+    var timersWithOpenSockets: [Int] = []
+    func timers() -> Int { loop.liveHandleTypes.filter { $0 == "timer" }.count }
+    func connect() {
+      ByteStream.connect(loop: loop, to: echo.address) { result in
+        guard case .success(let stream) = result else {
+          Issue.record("connect failed: \(result)")
+          echo.server.close()
+          return
+        }
+        clients.append(stream)
+        var answered = false
+        stream.onRead = { _ in
+          // The 101 came back: the server's socket is open and started.
+          guard !answered else { return }
+          answered = true
+          timersWithOpenSockets.append(timers())
+          if clients.count < 3 {
+            connect()
+          } else {
+            for client in clients { client.close() }
+            echo.server.close()
+          }
+        }
+        stream.startReading()
+        stream.write(ByteBuffer(string: rawHandshake(version: 13)))
+      }
+    }
+    connect()
+    try loop.runUntilDone()
+    #expect(echo.opened.count == 3)
+    #expect(timersWithOpenSockets.count == 3)
+    #expect(
+      timersWithOpenSockets.first == timersWithOpenSockets.last,
+      "timers with 1, 2, 3 sockets open: \(timersWithOpenSockets)")
+    // Throws if a handle is left: the shared timer goes with the last socket.
     try loop.close()
   }
 

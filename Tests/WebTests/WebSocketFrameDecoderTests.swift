@@ -59,6 +59,23 @@ import Testing
     #expect(wire.readableBytesArray == example.wire)
   }
 
+  /// An idle connection keeps no receive buffer: the decoder holds one only while a frame is partly read, and
+  /// releases it (whatever its size) once every byte read is returned as frames.
+  @Test func theReceiveBufferIsReleasedOnceDrained() throws {
+    var decoder = WebSocketFrameDecoder(role: .client, maxFramePayload: 1 << 20)
+    #expect(!decoder.holdsBuffer)
+    let wire: [UInt8] = hexBytes("81 05 48 65 6c 6c 6f") + hexBytes("82 02 01 02")
+    wire[..<3].withUnsafeBytes { decoder.append($0) }
+    #expect(try decoder.nextFrame() == nil)
+    #expect(decoder.holdsBuffer, "a partial frame is buffered")
+    wire[3...].withUnsafeBytes { decoder.append($0) }
+    #expect(try decoder.nextFrame()?.payload == Self.hello)
+    #expect(decoder.holdsBuffer, "the second frame is still buffered")
+    #expect(try decoder.nextFrame()?.payload == ByteBuffer(bytes: [1, 2]))
+    #expect(!decoder.holdsBuffer, "a drained decoder keeps no buffer")
+    #expect(try decoder.nextFrame() == nil)
+  }
+
   @Test func binary256UsesA16BitLength() throws {
     let payload = (0..<256).map { UInt8(truncatingIfNeeded: $0) }
     let wire = encodedFrame(.binary, payload)

@@ -42,6 +42,17 @@ import Testing
     #expect(result.messages == [nil, .text("Hello")])
   }
 
+  /// An idle connection keeps no buffer: the fragments' buffer exists only while a message is under way.
+  @Test func fragmentsAreHeldOnlyWhileAMessageIsUnderWay() throws {
+    var assembler = WebSocketMessageAssembler(maxMessageSize: 1000)
+    #expect(!assembler.holdsBuffer)
+    #expect(try assembler.push(Self.frame(.text, "Hel", fin: false)) == nil)
+    #expect(try assembler.push(Self.frame(.continuation, "l", fin: false)) == nil)
+    #expect(assembler.holdsBuffer)
+    #expect(try assembler.push(Self.frame(.continuation, "o")) == .text("Hello"))
+    #expect(!assembler.holdsBuffer, "a finished message's fragments are released")
+  }
+
   @Test func fragmentedBinaryWithEmptyFragmentsIsJoined() {
     let result = Self.push([
       Self.frame(.binary, [], fin: false), Self.frame(.continuation, [1, 2], fin: false),
