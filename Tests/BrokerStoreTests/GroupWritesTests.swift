@@ -205,6 +205,7 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     }
     try loop.run()
     writer.shutdown()
+    try loop.close()
     #expect(failures.isEmpty)
     for number in 1...40 {
       for client in ["a", "b"] {
