@@ -15,8 +15,9 @@ public final class PageStore {
   /// A random id made when the store was created: a restored or replaced store has another, which tells clients
   /// that sequence numbers they hold mean nothing here.
   public let epoch: String
-  /// The sequence of the last batch that changed something. Read from the store, not cached: a transaction
-  /// that rolls back (a failed group commit) leaves nothing stale behind.
+  /// The sequence of the last batch that changed something. Read from the store, except inside a writer group
+  /// that keeps it (`defersGroupWrites`): then the group's newest, which the group forgets when its transaction
+  /// ends, so a group that rolls back leaves nothing stale behind.
   public var sequence: UInt64 { (try? currentSequence()) ?? 0 }
   /// The seed API's cursor (`GET /v1/sync`'s `latest`, `mutationsSince`): a read from this cursor misses no page
   /// changed by a commit it did not see. SQLite: the sequence (one writer commits in sequence order).
@@ -55,7 +56,7 @@ public final class PageStore {
   }
 
   /// The sequence a batch that changes something takes: the next after the last (SQLite, whose one writer
-  /// stores it at the batch's end), or PostgreSQL's `nextval`, taken under the batch's workspace lock so that
+  /// stores it at the batch's end, or at its group's end when `defersGroupWrites`), or PostgreSQL's `nextval`, taken under the batch's workspace lock so that
   /// within a workspace sequence order is commit order.
   func nextSequence() throws -> UInt64 {
     switch connection.engine {

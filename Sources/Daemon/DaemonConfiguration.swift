@@ -1,4 +1,5 @@
 import DaemonCore
+import DaemonStore
 import EventLoop
 import SyncModel
 import TOMLConfig
@@ -34,7 +35,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
   public var storePath = "var/pagesyncd.sqlite"
   /// `[store] cache_kib`: the most memory SQLite's page cache holds (KiB). SQLite's own default, 2 MiB, was the
   /// largest part of the heap at a first sync's peak; reads past it come from the file (the OS's cache).
-  public var storeCacheKiB = 512
+  public var storeCacheKiB = LocalStore.defaultCacheKiB
   /// `[api] socket`: the Unix socket of the local API.
   public var socketPath = "var/pagesyncd.sock"
   /// `[api] socket_mode`: the socket file's permissions (0600: only the owner may use the API).

@@ -223,8 +223,10 @@ final class SyncDriver {
         handle(.timerFired(now: loop.now))
         // A heartbeat (or a reconnect attempt) is work too: the code it and the WebSocket ping before it ran goes
         // back at once (no timer of its own: an idle daemon wakes for its heartbeat and nothing else). Without it
-        // an idle daemon kept 2.5 MB more (37 minor faults and their fault-around).
-        returnMemory()
+        // an idle daemon kept 2.5 MB more (37 minor faults and their fault-around). At most every
+        // `burstPageOutIntervalMillis`, as during a burst: reconnect attempts to a broker that is away can come
+        // much faster than heartbeats, and each page-out costs the faults that bring the code back.
+        if loop.now &- lastCodePageOutMillis >= burstPageOutIntervalMillis { returnMemory() }
       }
     case .cancelTimer: timer.stop()
     case .subscribe(let pages): subscribe(pages)

@@ -1,4 +1,5 @@
 import StoreInterface
+
 /// One step of a schema: SQL that takes the database from `version - 1` to `version` (the type both engines'
 /// migrators take). A migration that has shipped is never edited: add a new one. Its SQL runs inside a transaction,
 /// so on SQLite it must not contain BEGIN/COMMIT, `PRAGMA journal_mode` or VACUUM.

@@ -195,7 +195,6 @@ public final class HTTPServer {
 
   var isClosing: Bool { closing }
 
-  /// A connection handed its stream to a WebSocket: counted as upgraded until the stream closes.
   /// The timer its WebSockets of `configuration`'s ping interval share (nil without pings).
   func heartbeat(for configuration: WebSocketConfiguration) -> WebSocketHeartbeat? {
     guard configuration.pingInterval > 0 else { return nil }
@@ -209,6 +208,7 @@ public final class HTTPServer {
   /// One per ping period in use (a route or two: a short list).
   private var heartbeats: [WebSocketHeartbeat] = []
 
+  /// A connection handed its stream to a WebSocket: counted as upgraded until the stream closes.
   func connectionUpgraded(_ stream: ByteStream) {
     upgradedStreams.insert(ObjectIdentifier(stream))
   }
