@@ -112,8 +112,8 @@ test: deps lint
 	@scripts/check-links.sh "$$($(SWIFT) build --show-bin-path)"
 	@scripts/demo.sh --check
 	@scripts/run-cluster.sh --check
-	$(SWIFT) test --skip-build
-	PAGESYNC_BROWSER_TESTS=1 $(SWIFT) test --skip-build --filter 'StatusPageBrowserTests|LoadReportBrowserTests'
+	SWIFT="$(SWIFT)" scripts/swift-test.sh --skip-build
+	PAGESYNC_BROWSER_TESTS=1 SWIFT="$(SWIFT)" scripts/swift-test.sh --skip-build --filter 'StatusPageBrowserTests|LoadReportBrowserTests'
 
 # scripts/check-links.sh on the release builds as shipped: `swift build -c release` (full Foundation and ICU not
 # NEEDED) and make install's --static-swift-stdlib build (neither Foundation's nor ICU's symbols linked in). CI
@@ -231,7 +231,7 @@ hostile: deps
 # Every test under AddressSanitizer and LeakSanitizer (a leaked loop or handle fails the run).
 sanitize: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path $(ASAN_BUILD)
-	LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp $(SWIFT) test --skip-build --sanitize=address \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp SWIFT="$(SWIFT)" scripts/swift-test.sh --skip-build --sanitize=address \
 	  --scratch-path $(ASAN_BUILD)
 
 # Every test under ThreadSanitizer, the programs the integration tests start included (they are built with it):
@@ -239,7 +239,7 @@ sanitize: deps
 # process with a report exits 66, which its test sees).
 sanitize-thread: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path $(TSAN_BUILD)
-	$(SWIFT) test --skip-build --sanitize=thread --scratch-path $(TSAN_BUILD)
+	SWIFT="$(SWIFT)" scripts/swift-test.sh --skip-build --sanitize=thread --scratch-path $(TSAN_BUILD)
 
 clean:
 	rm -rf .build $(FUZZ_BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(RELEASE_BUILD) fuzz-artifacts fault-logs var

@@ -185,9 +185,11 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     var remaining = 0
     loop.keepsRunningWhenIdle = true
     // The writer is held busy by a first job until every batch is queued, so that they make one group whatever
-    // the threads' timing (a writer faster than the submissions would otherwise commit them one by one).
+    // the threads' timing (a writer faster than the submissions would otherwise commit them one by one). The
+    // batches are queued only once the writer runs that job: queued before it, they would join its group.
     let gate = Gate()
-    writer.submit(on: loop, { _ in gate.waitUntilOpen() }, completion: { _ in })
+    writer.submit(on: loop, { _ in gate.enterAndWaitUntilOpen() }, completion: { _ in })
+    gate.waitUntilEntered()
     // Two clients, each 40 one-mutation batches, and every batch sent twice (a device whose answers were lost).
     for number in UInt64(1)...40 {
       for client in ["a", "b"] {
@@ -237,15 +239,22 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   }
 }
 
-/// A first job that keeps the writer busy until the test opens it.
+/// A first job that keeps the writer busy until the test opens it, and tells the test when the writer runs it.
 private final class Gate: Sendable {
   private let lock = Lock()
   private nonisolated(unsafe) var isOpen = false
+  private nonisolated(unsafe) var entered = false
 
   func open() { lock.withLock { isOpen = true } }
 
-  func waitUntilOpen() {
+  /// Run by the writer: marks the job started, then holds the writer until `open()`.
+  func enterAndWaitUntilOpen() {
+    lock.withLock { entered = true }
     while !lock.withLock({ isOpen }) { usleep(1000) }
+  }
+
+  func waitUntilEntered() {
+    while !lock.withLock({ entered }) { usleep(1000) }
   }
 }
 

@@ -129,6 +129,9 @@ import Testing
   /// `--reader-threads 2`: both systems' subscribers are read on two threads, each subscriber by one, and every
   /// frame reaches each subscriber exactly once (Redis: one message per batch each; the broker: no frame twice or
   /// out of order, every subscriber on the final time), with both threads reading their half.
+  /// Redis's messages may arrive out of order (`regressions` above 0): the harness publishes on several
+  /// connections, and Redis orders only each connection's commands. Its exactly-once is the count and
+  /// completeness checks instead.
   @Test(.enabled(if: LoadSmokeTests.hasRedis, "redis-server is not installed (.ci/run installs it)"))
   func compareReadsEachSubscriberOnOneOfTheReaderThreads() throws {
     let run = try report([
@@ -137,7 +140,9 @@ import Testing
     for side in ["pagesync", "redis"] {
       let report = try #require(run[side] as? [String: Any])
       checkFanOut(report, subscribers: 40, batches: 200)
-      #expect(int(report, "delivery.regressions") == 0, "\(side): no frame twice, none out of order")
+      if side == "pagesync" {
+        #expect(int(report, "delivery.regressions") == 0, "\(side): no frame twice, none out of order")
+      }
       #expect(int(report, "readers.threads") == 2)
       let shares = try #require(report["readers"] as? [String: Any])
       #expect((shares["subscribers"] as? [Int]) == [20, 20], "\(side): \(shares)")
