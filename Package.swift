@@ -208,7 +208,8 @@ let package = Package(
     .testTarget(
       name: "WebTests", dependencies: ["ByteBuffers", "Web", "EventLoop", "EventLoopTestKit"],
       exclude: ["Python"]),
-    .testTarget(name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "EventLoop", "EventLoopTestKit"]),
+    .testTarget(
+      name: "SQLiteStoreTests", dependencies: ["SQLiteStore", "CSQLite", "EventLoop", "EventLoopTestKit"]),
     .testTarget(name: "PostgresStoreTests", dependencies: ["PostgresStore"]),
     .testTarget(name: "TOMLConfigTests", dependencies: ["TOMLConfig"]),
     .testTarget(

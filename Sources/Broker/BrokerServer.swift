@@ -150,7 +150,7 @@ public final class BrokerServer {
             let connection = try PostgresConnection(url: url)
             return (connection, PageReader(store: try PageStore(reading: connection)))
           }) : nil
-      healthCheck = try StoreHealthCheck(loop: loop, connection: try PostgresConnection(url: url))
+      healthCheck = StoreHealthCheck(loop: loop, connection: try PostgresConnection(url: url))
     } else {
       readers =
         configuration.readers > 0 && shareable

@@ -19,8 +19,8 @@ public struct ByteBuffer: @unchecked Sendable {
 
   @usableFromInline
   package final class Storage {
-    @usableFromInline package var base: UnsafeMutableRawPointer
-    @usableFromInline var capacity: Int
+    @usableFromInline package let base: UnsafeMutableRawPointer
+    @usableFromInline let capacity: Int
 
     init(capacity: Int) {
       self.capacity = Swift.max(capacity, 16)

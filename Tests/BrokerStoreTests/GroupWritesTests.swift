@@ -213,7 +213,7 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
       }
     }
     gate.open()
-    try loop.run()
+    loop.run()
     writer.shutdown()
     try loop.close()
     #expect(failures.isEmpty)

@@ -1,3 +1,4 @@
+import CSQLite
 import EventLoopTestKit
 import SQLiteStore
 import Testing
@@ -7,6 +8,16 @@ import Testing
 #endif
 
 @Suite struct SQLiteConnectionTests {
+  /// SQLite keeps no memory statistics (with them, each of its allocations takes a process-wide mutex): its
+  /// count of memory in use stays 0 however much a connection allocates.
+  @Test func sqliteKeepsNoMemoryStatistics() throws {
+    let connection = try SQLiteConnection(path: ":memory:")
+    defer { connection.close() }
+    try connection.execute("CREATE TABLE t (x)")
+    try connection.execute("INSERT INTO t VALUES (randomblob(100000))")
+    #expect(sqlite3_memory_used() == 0)
+  }
+
   static let everyKindOfValue: [SQLiteValue] = [
     .null,
     .integer(0),
