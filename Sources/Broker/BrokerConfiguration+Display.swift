@@ -34,6 +34,7 @@ extension BrokerConfiguration {
       ("store.synchronous", quoted(synchronous)),
       ("store.log_retention", "\(logRetention)"),
       ("store.readers", "\(readers)"),
+      ("store.writer_cache_rows", "\(writerCacheRows)"),
       ("auth.tokens", auth),
       ("auth.jwt", jwtDisplay),
       ("limits.connections", "\(limits.connections)"),

@@ -26,6 +26,10 @@ public struct BrokerConfiguration: Sendable, Equatable {
   /// `[store] readers`: threads that read pages for answers, each with a read-only connection, so that big
   /// reads neither wait behind group commits nor hold them up; 0 reads on the writer thread.
   public var readers = 2
+  /// `[store] writer_cache_rows`: page rows, and client rows, the SQLite writer keeps between batches (each a few
+  /// hundred bytes) so that the next batch need not read them again; past it, that part starts over; 0 keeps
+  /// none. PostgreSQL keeps none (other brokers write the same rows).
+  public var writerCacheRows = 10_000
   /// `[[auth.tokens]]`: who may do what. Empty means no authentication, allowed only on a loopback address.
   public var tokens: [TokenGrant] = []
   /// `[[auth.jwt]]`: issuers whose JSON Web Tokens are accepted (JWTConfiguration.swift).
@@ -169,6 +173,8 @@ extension BrokerConfiguration {
     configuration.logRetention = try store.int(
       "log_retention", default: configuration.logRetention, range: 1...1_000_000_000)
     configuration.readers = try store.int("readers", default: configuration.readers, range: 0...64)
+    configuration.writerCacheRows = try store.int(
+      "writer_cache_rows", default: configuration.writerCacheRows, range: 0...10_000_000)
     try store.rejectUnknownKeys()
 
     let auth = try document.table("auth")
@@ -292,6 +298,7 @@ extension BrokerConfiguration {
     plan.restart("store.url", storeURL, new.storeURL)
     plan.restart("store.synchronous", synchronous, new.synchronous)
     plan.restart("store.readers", readers, new.readers)
+    plan.restart("store.writer_cache_rows", writerCacheRows, new.writerCacheRows)
     plan.live("store.log_retention", logRetention, new.logRetention)
     plan.live("auth.tokens", tokens, new.tokens)
     plan.live("auth.jwt", jwt, new.jwt)
@@ -345,6 +352,7 @@ extension BrokerConfiguration {
     next.storeURL = storeURL
     next.synchronous = synchronous
     next.readers = readers
+    next.writerCacheRows = writerCacheRows
     next.bus = bus
     return next
   }

@@ -128,6 +128,7 @@ public final class BrokerServer {
     store.maxTreeDepth = configuration.limits.treeDepth
     store.maxBatchWork = configuration.limits.batchWork
     store.digestsPerClient = UInt64(configuration.limits.mutationDigestsPerClient)
+    store.writerCacheRows = configuration.writerCacheRows
     epoch = store.epoch
     publishedSequence = store.sequence
     storeBox = StoreBox(store)

@@ -266,7 +266,9 @@ extension PageStore {
 
   /// The client's row: as this writer group's batches left it (`defersGroupWrites`), or as stored.
   func clientRow(_ client: EntityID) throws -> ClientRow? {
-    if let kept = jobWrites.clients[client] ?? groupWrites.clients[client] { return kept }
+    if let kept = jobWrites.clients[client] ?? groupWrites.clients[client] ?? writerCache.clients[client] {
+      return kept
+    }
     guard
       let row = try connection.query(
         "SELECT user_id, last_mutation_id, recent_digests FROM client WHERE id = ?", [.text(client.rawValue)]
@@ -274,7 +276,13 @@ extension PageStore {
     else { return nil }
     let user: String = if case .text(let user) = row[0] { user } else { "" }
     let last: UInt64 = if case .integer(let value) = row[1] { UInt64(value) } else { 0 }
-    return ClientRow(user: user, last: last, recentDigests: row[2])
+    let stored = ClientRow(user: user, last: last, recentDigests: row[2])
+    // Read inside a group, the row is still the last committed one: a group writes client rows only at its end.
+    if defersGroupWrites && writerCacheRows > 0 {
+      if writerCache.clients.count >= writerCacheRows { writerCache.clients.removeAll(keepingCapacity: true) }
+      writerCache.clients[client] = stored
+    }
+    return stored
   }
 
   /// Keeps why a mutation was rejected, in the batch's transaction, for a re-send of it.
@@ -308,6 +316,7 @@ extension PageStore {
   }
 
   func loadPage(_ id: EntityID) throws -> PageRow? {
+    if defersGroupWrites, let kept = writerCache.pages[id] { return kept }
     let statement = try connection.statement(
       """
       SELECT workspace_id, kind, parent_id, parent_stamp, title_stamp, deleted, deleted_stamp
@@ -316,11 +325,13 @@ extension PageStore {
     try statement.bind([.text(id.rawValue)])
     defer { statement.reset() }
     guard try statement.step() else { return nil }
-    return PageRow(
+    let row = PageRow(
       id: id, workspace: EntityID(trusted: statement.string(0) ?? ""), kind: statement.string(1) ?? "page",
       parent: statement.string(2).map(EntityID.init(trusted:)), parentStamp: statement.string(3) ?? "",
       titleStamp: statement.string(4) ?? "", deleted: statement.int64(5) != 0,
       deletedStamp: statement.string(6) ?? "")
+    cachePage(row)
+    return row
   }
 
   func lastUpdated(of page: EntityID) throws -> UInt64 {
@@ -458,6 +469,7 @@ struct ApplyContext {
         try connection.execute(
           "UPDATE page SET title = ?, title_stamp = ? WHERE id = ?",
           [.text(title), .text(stamp), .text(page.rawValue)])
+        store.updateCachedPage(page) { $0.titleStamp = stamp }
         changes.record(page, "title")
       }
     case .setProperty(let name, let value):
@@ -576,6 +588,7 @@ struct ApplyContext {
       try checkPlace(under: parent, height: try height(of: page), mover: page)
       try touchDatabase(row.parent)
       try touchDatabase(parent)
+      store.forgetPage(page)
       try connection.execute(
         "UPDATE page SET parent_id = ?, parent_stamp = ? WHERE id = ?",
         [parent.map { .text($0.rawValue) } ?? .null, .text(stamp), .text(page.rawValue)])
@@ -590,6 +603,7 @@ struct ApplyContext {
       let row = try writablePage(page)
       guard LastWriterWins.replaces(stamp, over: row.deletedStamp) else { return }
       try touchDatabase(row.parent)
+      store.forgetPage(page)
       try connection.execute(
         "UPDATE page SET deleted = 1, deleted_stamp = ? WHERE id = ?", [.text(stamp), .text(page.rawValue)])
       changes.record(page, "deleted")

@@ -92,6 +92,11 @@ public final class PageStore {
   /// Kept for the end of the group: by the jobs that ended kept (`jobEnded(kept: true)`), and by the running one.
   var groupWrites = GroupWrites()
   var jobWrites = GroupWrites()
+  /// Rows the writer keeps between its batches when `defersGroupWrites` (`WriterCache`).
+  var writerCache = WriterCache()
+  /// The most page rows, and the most client rows, `writerCache` holds (`[store] writer_cache_rows`); past it,
+  /// that part starts over. 0 keeps none.
+  public var writerCacheRows = 10_000
 
   let encoder: JSONEncoder = {
     let encoder = JSONEncoder()
@@ -222,6 +227,21 @@ struct GroupWrites {
   }
 }
 
+/// Rows the SQLite writer read or wrote, kept between its batches so that the next batch need not read them again
+/// (`PageStore.defersGroupWrites` only: SQLite's one writer is the only code that changes them, so what it last
+/// saw is what is stored; on PostgreSQL other brokers write them).
+/// - Page rows (`PageRow`: what a mutation checks) as `loadPage` read them; a mutation that writes one of their
+///   columns drops the row (`forgetPage`), read again when next needed. A row read after a job's writes may hold
+///   them, so a job or group that rolls back drops every page row.
+/// - Client rows as the last committed group left them: `groupWillCommit` writes the group's, which become the
+///   cache's only once COMMIT returned.
+struct WriterCache {
+  var pages: [EntityID: PageRow] = [:]
+  var clients: [EntityID: ClientRow] = [:]
+  /// The client rows the committing group wrote.
+  var committing: [EntityID: ClientRow] = [:]
+}
+
 /// A client's row: its user, its last applied mutation id and the digests of its newest ids.
 struct ClientRow {
   var user: String
@@ -240,7 +260,11 @@ extension PageStore: StoreGroupObserver {
   }
 
   public func jobEnded(kept: Bool) {
-    if kept { groupWrites.absorb(jobWrites) }
+    if kept {
+      groupWrites.absorb(jobWrites)
+    } else {
+      writerCache.pages.removeAll(keepingCapacity: true)
+    }
     jobWrites = GroupWrites()
   }
 
@@ -254,11 +278,45 @@ extension PageStore: StoreGroupObserver {
       _ = try upsert.step()
       upsert.reset()
     }
+    writerCache.committing = groupWrites.clients
   }
 
-  public func groupEnded() {
+  public func groupEnded(committed: Bool) {
     groupWrites = GroupWrites()
     jobWrites = GroupWrites()
+    if committed {
+      if writerCache.clients.count + writerCache.committing.count > writerCacheRows {
+        writerCache.clients.removeAll(keepingCapacity: true)
+      }
+      if writerCacheRows > 0 { writerCache.clients.merge(writerCache.committing) { $1 } }
+    } else {
+      writerCache.pages.removeAll(keepingCapacity: true)
+    }
+    writerCache.committing = [:]
+  }
+
+  /// How many page rows and client rows the writer's cache holds now.
+  public var writerCacheCounts: (pages: Int, clients: Int) {
+    (writerCache.pages.count, writerCache.clients.count)
+  }
+
+  /// Keeps a page row read from the store in the writer's cache, if it keeps one.
+  func cachePage(_ row: PageRow) {
+    guard defersGroupWrites, writerCacheRows > 0 else { return }
+    if writerCache.pages.count >= writerCacheRows { writerCache.pages.removeAll(keepingCapacity: true) }
+    writerCache.pages[row.id] = row
+  }
+
+  /// Changes a page row the writer's cache holds as a mutation changes it in the store.
+  func updateCachedPage(_ id: EntityID, _ change: (inout PageRow) -> Void) {
+    guard defersGroupWrites, var row = writerCache.pages[id] else { return }
+    change(&row)
+    writerCache.pages[id] = row
+  }
+
+  /// Drops a page row from the writer's cache: a mutation is writing one of its columns.
+  func forgetPage(_ id: EntityID) {
+    if defersGroupWrites { writerCache.pages[id] = nil }
   }
 
   static let clientUpsertSQL = """

@@ -226,12 +226,13 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
       try connection.beginGroup()
     } catch {
       recordFailure(error)
-      observer?.groupEnded()
+      observer?.groupEnded(committed: false)
       deliver(jobs.map { ($0.id, $0.loop, .failure(error)) })
       return []
     }
-    // However the group ends, the observer forgets what it kept for it.
-    defer { observer?.groupEnded() }
+    // However the group ends, the observer hears whether it committed.
+    var committed = false
+    defer { observer?.groupEnded(committed: committed) }
     var outcomes: [Outcome] = []
     outcomes.reserveCapacity(jobs.count)
     var deferred: ArraySlice<Request> = []
@@ -270,6 +271,7 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
       try observer?.groupWillCommit()
       TestCrashPoint.reach("commit", inTransaction: true)
       try connection.commitGroup()
+      committed = true
     } catch {
       // A failed COMMIT may leave the transaction open (SQLITE_BUSY, a deferred foreign key): end it.
       connection.rollbackIfOpen()

@@ -103,11 +103,12 @@ public struct StoreGroupMustEnd: Error, CustomStringConvertible {
 /// `jobEnded` after each job's savepoint (`kept`: released, so the job's deferred writes join the group's; or
 /// rolled back, so they are forgotten with its other changes), `groupWillCommit` inside the transaction after
 /// its last job and before COMMIT (a throw fails the whole group, as a failed COMMIT does), and `groupEnded` once
-/// the transaction is over, committed or not.
+/// the transaction is over, saying whether it committed (what the jobs wrote is then the store's; otherwise none
+/// of it is).
 public protocol StoreGroupObserver: AnyObject {
   func jobEnded(kept: Bool)
   func groupWillCommit() throws
-  func groupEnded()
+  func groupEnded(committed: Bool)
 }
 
 extension StoreConnection {

@@ -52,12 +52,14 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
   /// Runs `body` as one writer group: a transaction, the kept writes written before COMMIT.
   private func group(_ store: PageStore, _ body: () throws -> Void) throws {
-    defer { store.groupEnded() }
+    var committed = false
+    defer { store.groupEnded(committed: committed) }
     try store.connection.transaction(writing: true) {
       try body()
       store.jobEnded(kept: true)
       try store.groupWillCommit()
     }
+    committed = true
   }
 
   private func storedClient(_ file: TestStoreDatabase, _ client: String) throws -> Int64? {
@@ -170,6 +172,142 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
       #expect(statuses == [.applied])
     }
     #expect(try storedClient(file, "c") == 1)
+  }
+
+  /// A page row the writer keeps between batches (`WriterCache`) is dropped when a mutation writes it: a later
+  /// group's older title loses to the newer one written before, and a deleted page takes no more edits.
+  @Test func theWriterSeesEveryPageRowChangeItMade() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    defer { store.connection.close() }
+    try group(store) { _ = try apply(store, batch("a", 1...1, title: "new")) }  // time 1001
+    try group(store) {
+      // Time 1000 + 0 is older than 1001: last-writer-wins keeps "new1".
+      let older = MutationBatch(
+        client: id("b"), workspace: Self.workspace,
+        mutations: [Mutation(id: 1, page: id("p"), time: HLCTimestamp(millis: 900), action: .setTitle("old"))]
+      )
+      let statuses = try apply(store, older).results.map(\.status)
+      #expect(statuses == [.applied])
+    }
+    let reader = try SQLiteConnection(path: file.path)
+    defer { reader.close() }
+    #expect(try reader.query("SELECT title FROM page WHERE id = 'p'").first?.first == .text("new1"))
+    try group(store) { _ = try apply(store, deletion("a", 2)) }
+    try group(store) {
+      let result = try apply(store, batch("a", 3...3)).results.first
+      #expect(result?.status == .rejected && result?.reason == .pageDeleted)
+    }
+  }
+
+  /// A job that read a page row after writing it and then rolled back, or a group that did and did not commit,
+  /// leaves no row of what it wrote in the writer's cache.
+  @Test func aRolledBackJobOrGroupLeavesNoPageRowBehind() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    defer { store.connection.close() }
+    struct Failed: Error {}
+    // The deletion's second mutation reads the deleted row (and is rejected for it), then the job fails.
+    let deleteThenEdit = MutationBatch(
+      client: id("c"), workspace: Self.workspace,
+      mutations: [
+        Mutation(id: 1, page: id("p"), time: HLCTimestamp(millis: 2000), action: .deletePage),
+        Mutation(id: 2, page: id("p"), time: HLCTimestamp(millis: 2001), action: .setTitle("gone")),
+      ])
+    try group(store) {
+      _ = try? store.connection.savepoint("job") {
+        let statuses = try apply(store, deleteThenEdit).results.map(\.status)
+        #expect(statuses == [.applied, .rejected])
+        throw Failed()
+      }
+      store.jobEnded(kept: false)
+      let statuses = try apply(store, batch("d", 1...1)).results.map(\.status)
+      #expect(statuses == [.applied], "p was never deleted")
+    }
+    #expect(throws: Failed.self) {
+      try group(store) {
+        _ = try apply(store, deleteThenEdit)
+        store.jobEnded(kept: true)
+        throw Failed()
+      }
+    }
+    try group(store) {
+      let statuses = try apply(store, batch("d", 2...2)).results.map(\.status)
+      #expect(statuses == [.applied], "p was never deleted")
+    }
+  }
+
+  /// A group that wrote its clients' rows and then did not commit leaves none of them in the writer's cache:
+  /// the same ids are applied again, not answered as duplicates.
+  @Test func aGroupThatFailsAfterWritingItsClientRowsLeavesNoneCached() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    defer { store.connection.close() }
+    struct Failed: Error {}
+    #expect(throws: Failed.self) {
+      try store.connection.transaction(writing: true) {
+        _ = try apply(store, batch("c", 1...2))
+        store.jobEnded(kept: true)
+        try store.groupWillCommit()
+        throw Failed()
+      }
+    }
+    store.groupEnded(committed: false)
+    try group(store) {
+      let statuses = try apply(store, batch("c", 1...2)).results.map(\.status)
+      #expect(statuses == [.applied, .applied])
+    }
+    // And a committed group's rows are what the next group reads from the cache.
+    try group(store) {
+      let statuses = try apply(store, batch("c", 2...3)).results.map(\.status)
+      #expect(statuses == [.duplicate, .applied])
+    }
+    #expect(try storedClient(file, "c") == 3)
+  }
+
+  /// The writer's cache holds at most `writerCacheRows` page rows and as many client rows (past it, it starts
+  /// over), none at 0, and the answers are the same either way.
+  @Test func theWritersCacheIsBoundedByItsSetting() throws {
+    let file = try TestStoreDatabase(.sqlite)
+    defer { file.remove() }
+    let store = try makeStore(file)
+    defer { store.connection.close() }
+    store.writerCacheRows = 2
+    for (number, page) in ["p", "q", "r", "s"].enumerated() where page != "p" {
+      let create = MutationBatch(
+        client: id("maker"), workspace: Self.workspace,
+        mutations: [
+          Mutation(
+            id: UInt64(number + 1), page: id(page), time: HLCTimestamp(millis: 1),
+            action: .createPage(parent: nil, title: ""))
+        ])
+      try group(store) { _ = try apply(store, create) }
+    }
+    for (client, page) in [("a", "p"), ("b", "q"), ("c", "r"), ("d", "s")] {
+      try group(store) { _ = try apply(store, batch(client, 1...1, page: page)) }
+      #expect(store.writerCacheCounts.pages <= 2 && store.writerCacheCounts.clients <= 2)
+    }
+    #expect(store.writerCacheCounts.pages > 0 && store.writerCacheCounts.clients > 0, "it keeps rows")
+    store.writerCacheRows = 0
+    try group(store) { _ = try apply(store, deletion("a", 2)) }
+    try group(store) {
+      #expect(try apply(store, batch("a", 1...1)).results.map(\.status) == [.duplicate])
+      let results = try apply(store, batch("a", 3...3)).results
+      #expect(results.map(\.status) == [.rejected])
+      #expect(results.last?.reason == .pageDeleted)
+    }
+    #expect(store.writerCacheCounts.pages <= 2)
+  }
+
+  private func deletion(_ client: String, _ number: UInt64) -> MutationBatch {
+    MutationBatch(
+      client: id(client), workspace: Self.workspace,
+      mutations: [
+        Mutation(id: number, page: id("p"), time: HLCTimestamp(millis: 1000 + number), action: .deletePage)
+      ])
   }
 
   /// The wiring: the writer groups jobs submitted together and tells the store where groups end.

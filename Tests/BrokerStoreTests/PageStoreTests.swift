@@ -59,13 +59,16 @@ final class StoreFixture {
   func apply(
     _ batch: MutationBatch, user: String = "alice", workspaces: Set<EntityID> = [StoreFixture.workspace]
   ) throws -> BatchOutcome {
-    defer { store.groupEnded() }
-    return try store.connection.transaction(writing: true) {
+    var committed = false
+    defer { store.groupEnded(committed: committed) }
+    let outcome = try store.connection.transaction(writing: true) {
       let outcome = try store.apply(batch, user: id(user), workspaces: workspaces, nowMillis: wall)
       store.jobEnded(kept: true)
       try store.groupWillCommit()
       return outcome
     }
+    committed = true
+    return outcome
   }
 
   @discardableResult

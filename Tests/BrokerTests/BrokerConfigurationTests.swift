@@ -104,6 +104,7 @@ private func sampleConfig(file: String = #filePath) -> String {
       workspaces = ["w1", "w2"]
       [store]
       readers = 0
+      writer_cache_rows = 0
       [limits]
       batch_mutations = 10
       page_bytes = 1048576
@@ -119,6 +120,7 @@ private func sampleConfig(file: String = #filePath) -> String {
     #expect(configuration.limits.batchMutations == 10)
     #expect(configuration.limits.pageBytes == 1 << 20 && configuration.limits.answerBytes == 1 << 16)
     #expect(configuration.readers == 0)
+    #expect(configuration.writerCacheRows == 0)
     #expect(configuration.limits.treeDepth == 50 && configuration.limits.batchWork == 5000)
     #expect(configuration.limits.mutationDigestsPerClient == 0)
     #expect(
@@ -150,6 +152,7 @@ private func sampleConfig(file: String = #filePath) -> String {
     ("[limits]\nframe_bytes = 10\n", "t.toml:2: limits.frame_bytes: must be from 1024"),
     ("[limits]\npage_bytes = 1000\n", "t.toml:2: limits.page_bytes: must be from 65536"),
     ("[store]\nreaders = 100\n", "t.toml:2: store.readers: must be from 0"),
+    ("[store]\nwriter_cache_rows = -1\n", "t.toml:2: store.writer_cache_rows: must be from 0"),
     (
       "[limits]\nqueued_bytes_per_connection = 1000\n",
       "t.toml:2: limits.queued_bytes_per_connection: must be from 65536"

@@ -8,6 +8,29 @@ import Testing
 #endif
 
 @Suite struct SQLiteConnectionTests {
+  /// The statement cache tells apart texts whose hashed bytes (length, start, middle, end) are all alike, and
+  /// keeps every statement as it grows: each of 300 texts differing only at bytes 20 to 22 answers its own value,
+  /// the second time too (from the cache).
+  @Test func theStatementCacheKeepsTextsThatHashAlikeApart() throws {
+    let connection = try SQLiteConnection(path: ":memory:")
+    defer { connection.close() }
+    func text(_ number: Int) -> String {
+      "SELECT '" + String(repeating: "a", count: 12) + format3(number) + String(repeating: "b", count: 60)
+        + "' AS v"
+    }
+    #expect(text(1).count == text(299).count)
+    for round in 0..<2 {
+      for number in 0..<300 {
+        let rows = try connection.query(text(number))
+        guard case .text(let value)? = rows.first?.first else {
+          Issue.record("no answer for \(number) in round \(round)")
+          return
+        }
+        #expect(value.dropFirst(12).prefix(3) == format3(number)[...], "round \(round)")
+      }
+    }
+  }
+
   /// SQLite keeps no memory statistics (with them, each of its allocations takes a process-wide mutex): its
   /// count of memory in use stays 0 however much a connection allocates.
   @Test func sqliteKeepsNoMemoryStatistics() throws {
@@ -374,4 +397,9 @@ import Testing
     #expect(try statement.step())
     #expect(statement.int64(0) == 1)
   }
+}
+
+private func format3(_ number: Int) -> String {
+  let digits = String(number)
+  return String(repeating: "0", count: 3 - digits.count) + digits
 }
