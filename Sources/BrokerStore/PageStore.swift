@@ -309,9 +309,8 @@ extension PageStore: StoreGroupObserver {
 
   /// Changes a page row the writer's cache holds as a mutation changes it in the store.
   func updateCachedPage(_ id: EntityID, _ change: (inout PageRow) -> Void) {
-    guard defersGroupWrites, var row = writerCache.pages[id] else { return }
-    change(&row)
-    writerCache.pages[id] = row
+    guard defersGroupWrites, writerCache.pages[id] != nil else { return }
+    change(&writerCache.pages[id]!)
   }
 
   /// Drops a page row from the writer's cache: a mutation is writing one of its columns.
