@@ -135,7 +135,9 @@ public final class BrokerServer {
     // The writer tells the store where its groups end, so that a group's batches write the sequence and each
     // client's row once (SQLite).
     store.defersWritesToGroupEnd()
-    writer = StoreWriter(store: connection, name: "broker-writer", observer: store)
+    // Its jobs are functions of the store (what they change elsewhere, their completions change): a group may run
+    // them without a savepoint each, and again with one if a job fails after writing (SQLite).
+    writer = StoreWriter(store: connection, name: "broker-writer", observer: store, jobsMayRunTwice: true)
     // After the writer's store migrated the file and gave it an epoch: readers only read. An in-memory store
     // cannot be shared by connections: its reads stay on the writer.
     let path = configuration.storePath

@@ -35,6 +35,14 @@ public enum SQLiteWriterError: Error, Equatable, Sendable, CustomStringConvertib
 ///
 /// Jobs and reads run in submission order; a `read` runs alone, between groups.
 ///
+/// Jobs that may run twice (`jobsMayRunTwice`, SQLite only): a group first runs its jobs without savepoints (two
+/// statements fewer per job: 7% of the broker writer's instructions per one-mutation batch). A job that throws
+/// having written nothing (`totalChanges` unchanged: its checks failed before its first write) has nothing to
+/// undo; one that throws after writing cannot be undone alone, so the whole group rolls back and runs again,
+/// each job in its savepoint as above. What completions see is the same either way; the jobs of such a group
+/// run twice, so they must be functions of the store (what they change elsewhere, they change in their
+/// completion).
+///
 /// Threading: `submit` and `read` are called on the thread of the loop they name; several loops may share a
 /// writer. A completion never leaves its loop's thread, so it may capture loop-bound objects: it waits in a
 /// table keyed by an id (as `Loop.offload` does), and only the id and the job's result cross to the writer and
@@ -65,6 +73,9 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   public let maxJobsPerTransaction: Int
   /// The most jobs waiting at once; a job submitted beyond it fails with `SQLiteWriterError.overloaded`.
   public let maxQueuedJobs: Int
+  /// Whether a group first runs its jobs without a savepoint each (see above): jobs may run twice, and the
+  /// connection is SQLite's (a failed statement on PostgreSQL aborts the whole transaction).
+  public let runsJobsWithoutSavepoints: Bool
 
   private let lock = Lock()
   private var queue: [Request] = []
@@ -74,6 +85,7 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   private var nextID: UInt64 = 0
   private var committedTransactionCount = 0
   private var committedJobCount = 0
+  private var rerunGroupCount = 0
   private var lastFailure: String?
 
   private typealias Outcome = Result<any Sendable, any Error>
@@ -90,12 +102,13 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   /// Configure it (`configure`, migrations) before handing it over.
   init(
     job: Connection, connection: any StoreConnection, name: String, maxJobsPerTransaction: Int,
-    maxQueuedJobs: Int, observer: (any StoreGroupObserver)? = nil
+    maxQueuedJobs: Int, observer: (any StoreGroupObserver)? = nil, jobsMayRunTwice: Bool = false
   ) {
     precondition(maxJobsPerTransaction > 0 && maxQueuedJobs > 0, "limits must be positive")
     self.job = job
     self.connection = connection
     self.observer = observer
+    runsJobsWithoutSavepoints = jobsMayRunTwice && connection.engine == .sqlite
     self.maxJobsPerTransaction = maxJobsPerTransaction
     self.maxQueuedJobs = maxQueuedJobs
     worker = WorkerThread(name: name)
@@ -156,6 +169,10 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   /// Jobs whose changes were committed so far (failed jobs are not counted).
   public var jobsCommitted: Int { lock.withLock { committedJobCount } }
 
+  /// Groups rolled back and run again, each job in its savepoint, because a job threw after writing
+  /// (`runsJobsWithoutSavepoints`).
+  public var groupsRunAgain: Int { lock.withLock { rerunGroupCount } }
+
   /// Jobs and reads submitted whose completion has not run yet.
   public var pendingCompletions: Int { lock.withLock { completions.count } }
 
@@ -192,7 +209,13 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
         deliver([(request.id, request.loop, Outcome { try request.work(job) })])
       } else {
         var remaining = batch[...]
-        while !remaining.isEmpty { remaining = runGroup(remaining) }
+        while !remaining.isEmpty {
+          if runsJobsWithoutSavepoints, let rest = runGroup(remaining, eachInSavepoint: false) {
+            remaining = rest
+          } else {
+            remaining = runGroup(remaining, eachInSavepoint: true) ?? []
+          }
+        }
       }
     }
   }
@@ -219,8 +242,9 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
 
   /// Runs `jobs` in one transaction and delivers their outcomes. Returns the jobs it did not run: those after a
   /// job whose failure made SQLite roll the whole transaction back (a full disk, an I/O error), which then run
-  /// in a new transaction.
-  private func runGroup(_ jobs: ArraySlice<Request>) -> ArraySlice<Request> {
+  /// in a new transaction. Without a savepoint per job, returns nil, having rolled back and delivered nothing,
+  /// when a job threw after writing: the group must run again, each job in its savepoint.
+  private func runGroup(_ jobs: ArraySlice<Request>, eachInSavepoint: Bool) -> ArraySlice<Request>? {
     TestCrashPoint.reach("begin", inTransaction: false)
     do {
       try connection.beginGroup()
@@ -237,7 +261,19 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
     outcomes.reserveCapacity(jobs.count)
     var deferred: ArraySlice<Request> = []
     for (index, job) in zip(jobs.indices, jobs) {
-      let outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work(self.job) } }
+      let outcome: Outcome
+      if eachInSavepoint {
+        outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work(self.job) } }
+      } else {
+        let changesBefore = connection.totalChanges
+        outcome = Outcome { try job.work(self.job) }
+        if case .failure = outcome, connection.totalChanges != changesBefore || !connection.isInTransaction {
+          // Its writes cannot be undone alone: the group runs again, each job in its savepoint.
+          connection.rollbackIfOpen()
+          lock.withLock { rerunGroupCount += 1 }
+          return nil
+        }
+      }
       if let observer {
         if case .success = outcome { observer.jobEnded(kept: true) } else { observer.jobEnded(kept: false) }
       }
@@ -322,11 +358,11 @@ extension StoreWriter where Connection == SQLiteConnection {
   /// Configure it (`configure`, migrations) before handing it over.
   public convenience init(
     connection: SQLiteConnection, name: String = "sqlite-writer", maxJobsPerTransaction: Int = 1000,
-    maxQueuedJobs: Int = 100_000
+    maxQueuedJobs: Int = 100_000, jobsMayRunTwice: Bool = false
   ) {
     self.init(
       job: connection, connection: connection, name: name, maxJobsPerTransaction: maxJobsPerTransaction,
-      maxQueuedJobs: maxQueuedJobs)
+      maxQueuedJobs: maxQueuedJobs, jobsMayRunTwice: jobsMayRunTwice)
   }
 }
 
@@ -335,10 +371,10 @@ extension StoreWriter where Connection == any StoreConnection {
   /// closes it. Migrate it before handing it over.
   public convenience init(
     store connection: any StoreConnection, name: String, maxJobsPerTransaction: Int = 1000,
-    maxQueuedJobs: Int = 100_000, observer: (any StoreGroupObserver)? = nil
+    maxQueuedJobs: Int = 100_000, observer: (any StoreGroupObserver)? = nil, jobsMayRunTwice: Bool = false
   ) {
     self.init(
       job: connection, connection: connection, name: name, maxJobsPerTransaction: maxJobsPerTransaction,
-      maxQueuedJobs: maxQueuedJobs, observer: observer)
+      maxQueuedJobs: maxQueuedJobs, observer: observer, jobsMayRunTwice: jobsMayRunTwice)
   }
 }

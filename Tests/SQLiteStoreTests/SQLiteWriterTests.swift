@@ -69,12 +69,13 @@ private final class ThreadExitProbe: @unchecked Sendable {
 /// An owner-only, WAL, synchronous=FULL database with `item(id INTEGER PRIMARY KEY, value TEXT)` and a writer on it.
 private func makeWriter(
   _ db: TemporaryDatabase, maxJobsPerTransaction: Int = 1000, maxQueuedJobs: Int = 100_000,
-  schema: String = ""
+  schema: String = "", jobsMayRunTwice: Bool = false
 ) throws -> SQLiteWriter {
   let connection = try db.open()
   try connection.execute("CREATE TABLE item(id INTEGER PRIMARY KEY, value TEXT); \(schema)")
   return SQLiteWriter(
-    connection: connection, maxJobsPerTransaction: maxJobsPerTransaction, maxQueuedJobs: maxQueuedJobs)
+    connection: connection, maxJobsPerTransaction: maxJobsPerTransaction, maxQueuedJobs: maxQueuedJobs,
+    jobsMayRunTwice: jobsMayRunTwice)
 }
 
 /// The ids in `item`, read through a connection of its own.
@@ -159,11 +160,14 @@ private func holdWriter(
     try loop.close()
   }
 
-  @Test func aThrowingJobGetsItsErrorAndTheOthersInItsGroupCommit() throws {
+  /// The same with jobs that may run twice (no savepoint each at first): job 5 threw after writing, so the group
+  /// ran again, each job in its savepoint, and nothing else differs.
+  @Test(arguments: [false, true])
+  func aThrowingJobGetsItsErrorAndTheOthersInItsGroupCommit(jobsMayRunTwice: Bool) throws {
     let db = TemporaryDatabase()
     defer { db.remove() }
     let loop = try Loop()
-    let writer = try makeWriter(db)
+    let writer = try makeWriter(db, jobsMayRunTwice: jobsMayRunTwice)
     let countdown = CompletionCountdown(loop: loop, expected: 11)
     let gate = Gate()
     holdWriter(writer, on: loop, until: gate, countdown: countdown)
@@ -202,6 +206,97 @@ private func holdWriter(
     #expect(writer.transactionsCommitted == 1)
     #expect(writer.jobsCommitted == 8)
     #expect(try storedIDs(db) == [0, 1, 2, 3, 4, 6, 8, 9])
+    #expect(writer.groupsRunAgain == (jobsMayRunTwice ? 1 : 0))
+    writer.shutdown()
+    try loop.close()
+  }
+
+  /// Jobs that may run twice run without a savepoint each: one that throws before writing (its checks failed)
+  /// has nothing to undo, so every job runs once and the others commit; inside a job there is no savepoint.
+  @Test func jobsThatMayRunTwiceRunOnceWithoutSavepointsWhenNoneFailsAfterWriting() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db, jobsMayRunTwice: true)
+    let countdown = CompletionCountdown(loop: loop, expected: 11)
+    let gate = Gate()
+    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    let runs = RunCounter()
+    var results: [Int: Result<Int64, any Error>] = [:]
+    for i in 0..<10 {
+      writer.submit(
+        on: loop,
+        { connection in
+          runs.count(i)
+          if i == 3 { throw TestJobError.failed(3) }  // before any write
+          if i == 4 {
+            // No savepoint of the writer's to release: SQLite names none.
+            #expect(throws: SQLiteError.self) {
+              try connection.execute("RELEASE SAVEPOINT sqlite_writer_job")
+            }
+          }
+          return try insertItem(i)(connection)
+        },
+        completion: { result in
+          results[i] = result
+          countdown.done()
+        })
+    }
+    gate.open()
+    try loop.runUntilDone()
+    guard case .failure(let thrown)? = results[3] else {
+      Issue.record("job 3 should have failed: \(results)")
+      return
+    }
+    #expect(thrown as? TestJobError == .failed(3))
+    #expect(runs.counts == Dictionary(uniqueKeysWithValues: (0..<10).map { ($0, 1) }), "each job ran once")
+    #expect(writer.groupsRunAgain == 0)
+    #expect(writer.transactionsCommitted == 1)
+    #expect(try storedIDs(db) == [0, 1, 2, 4, 5, 6, 7, 8, 9])
+    writer.shutdown()
+    try loop.close()
+  }
+
+  /// A job that throws after writing makes its group roll back and run again, each job in its savepoint: the
+  /// jobs up to it run twice, those after it once (the first run stopped there), and the store holds each
+  /// successful job's write once.
+  @Test func aJobThatThrowsAfterWritingMakesItsGroupRunAgainWithSavepoints() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let loop = try Loop()
+    let writer = try makeWriter(db, jobsMayRunTwice: true)
+    let countdown = CompletionCountdown(loop: loop, expected: 7)
+    let gate = Gate()
+    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    let runs = RunCounter()
+    var results: [Int: Result<Int64, any Error>] = [:]
+    for i in 0..<6 {
+      writer.submit(
+        on: loop,
+        { connection in
+          runs.count(i)
+          let id = try insertItem(i)(connection)
+          if i == 2 { throw TestJobError.failed(2) }
+          return id
+        },
+        completion: { result in
+          results[i] = result
+          countdown.done()
+        })
+    }
+    gate.open()
+    try loop.runUntilDone()
+    #expect(results.count == 6)
+    guard case .failure(let thrown)? = results[2] else {
+      Issue.record("job 2 should have failed: \(results)")
+      return
+    }
+    #expect(thrown as? TestJobError == .failed(2))
+    // Jobs 0 to 2 ran in the first pass, which stopped at job 2; all ran in the second.
+    #expect(runs.counts == [0: 2, 1: 2, 2: 2, 3: 1, 4: 1, 5: 1])
+    #expect(writer.groupsRunAgain == 1)
+    #expect(writer.transactionsCommitted == 1 && writer.jobsCommitted == 5)
+    #expect(try storedIDs(db) == [0, 1, 3, 4, 5])
     writer.shutdown()
     try loop.close()
   }
@@ -478,4 +573,13 @@ private func holdWriter(
     writer.shutdown()
     try loop.close()
   }
+}
+
+/// How many times each job ran (jobs run on the writer thread; the test reads after the loop ran).
+private final class RunCounter: @unchecked Sendable {
+  private let lock = Lock()
+  private var runs: [Int: Int] = [:]
+
+  func count(_ job: Int) { lock.withLock { runs[job, default: 0] += 1 } }
+  var counts: [Int: Int] { lock.withLock { runs } }
 }
