@@ -108,8 +108,9 @@ public struct WebSocketCloseInfo: Equatable, Sendable, CustomStringConvertible {
 ///
 /// Threading: loop thread only.
 public final class WebSocket {
-  // Stored properties are declared wide ones first and the one-byte ones last, together: Swift lays a class out
-  // in declaration order, and a `Bool` between two words costs a word (B6: an idle server socket is ~0.4 KB).
+  // Stored properties are declared wide ones first and the narrow ones last, packed into the words that
+  // `closeInfo` and `messageTimeLeft` leave: Swift lays a class out in declaration order, and a `Bool` between
+  // two words costs a word (B6: an idle server socket is ~0.4 KB).
 
   /// Its settings, shared with the other sockets of its route.
   public let sharedConfiguration: SharedWebSocketConfiguration
@@ -123,16 +124,11 @@ public final class WebSocket {
   private var heartbeat: LoopTimer?
   /// The server's timer for the heartbeats of its sockets, used instead of `heartbeat` when given.
   private weak var sharedHeartbeat: WebSocketHeartbeat?
-  /// This socket's place in `sharedHeartbeat`, -1 when not in it.
-  var heartbeatSlot = -1
   private var closeTimer: LoopTimer?
   private var lastHeard: UInt64
   private var leftover: ByteBuffer
-  private var closeInfo: WebSocketCloseInfo?
   /// When the frame or message under way must be complete (loop time), while one is and the connection is read.
   private var messageDeadline: UInt64?
-  /// What was left of that time when reading paused.
-  private var messageTimeLeft: UInt64?
   private var messageTimer: LoopTimer?
   /// Frames handled in the turn that began at `turnStarted` (loop time), against `maxFramesPerTurn`.
   private var framesThisTurn = 0
@@ -141,6 +137,7 @@ public final class WebSocket {
   /// The owner's closures, in a box of their own made when the first is set: a socket whose owner is its
   /// `delegate` (a broker's device stream) keeps one word for them instead of five closures (80 bytes, B6).
   private var callbacks: Callbacks?
+  private var closeInfo: WebSocketCloseInfo?
   public let role: WebSocketRole
   private var state = State.open
   private var pingOutstanding = false
@@ -153,6 +150,10 @@ public final class WebSocket {
   /// Set when `maxFramesPerTurn` was reached: no frame is handled, and the connection not read, until the next
   /// turn (`yieldTimer`, due at once, runs then).
   private var yielding = false
+  /// What was left of `messageDeadline`'s time when reading paused.
+  private var messageTimeLeft: UInt64?
+  /// This socket's place in `sharedHeartbeat`, -1 when not in it.
+  var heartbeatSlot: Int32 = -1
 
   private enum State { case open, closeSent, closed }
 
