@@ -16,11 +16,10 @@ protocol StreamSocket: AnyObject {
   var isOpen: Bool { get }
   /// Bytes written and not yet taken by the kernel.
   var queuedBytes: Int { get }
-  var onText: ((String) -> Void)? { get set }
-  var onBinary: ((ByteBuffer) -> Void)? { get set }
-  /// Called when queued bytes drained (the socket has room again).
-  var onDrain: (() -> Void)? { get set }
-  /// Called once, when the connection is over (either side, any way).
+  /// Hears its messages, drains and close (a session: one object, no closure per callback). Held weakly.
+  var delegate: (any WebSocketDelegate)? { get set }
+  /// Called once, when the connection is over (either side, any way); for a stream refused before it had a
+  /// session.
   var onClose: ((WebSocketCloseInfo) -> Void)? { get set }
   func send(text: String)
   /// A frame encoded once for many sockets (`WebSocket.encodeServerFrame`).
@@ -77,23 +76,14 @@ protocol StreamSessionHost: AnyObject {
 ///
 /// Threading: the broker's loop thread.
 final class StreamSession {
-  /// Its subscriber id in the fan-out (reused once the stream closed).
-  let id: SubscriberID
+  // Stored properties: wide ones first, the narrow ones last and together (Swift lays a class out in declaration
+  // order; a `Bool` between two words costs a word, B6).
+
   /// Its number for logs (never reused).
   let connection: UInt64
   let socket: any StreamSocket
-  /// Who the device is; replaced when a reload changes what its token may see (`BrokerServer.reload`).
-  var grant: Grant
   private unowned let host: any StreamSessionHost
   private let json: JSONBodies
-  /// Set once its socket closed: the host has forgotten it, and its id may stand for another stream.
-  private(set) var isClosed = false
-  /// Set by the host when its socket was too full to take every pending notification: the socket's drain
-  /// callback then asks for the rest. (A socket drains after every write; most find nothing left to send.)
-  var notificationsWaitForDrain = false
-  /// Set by the host while a narrowed grant's subscriptions are being withdrawn (a store read): notifications
-  /// wait until the pages it may no longer see are unsubscribed.
-  var notificationsHeld = false
   /// The user its subscriptions count against (`[limits] subscriptions_per_user`): the one it opened as.
   let quotaUser: String
   /// Its subscriptions as last recorded in the host's quota.
@@ -102,6 +92,22 @@ final class StreamSession {
   var busWorkspaces: Set<String> = []
   /// Closes the stream when its JSON Web Token expires (4401); nil for a token that does not expire.
   var expiryTimer: LoopTimer?
+  /// Frames wait here, as text, while a `subscribe` waits for the store (its own, or another device's that the
+  /// broker is reading for), so that a device's frames take effect, and are answered, in the order it sent them.
+  /// Reading pauses meanwhile, which bounds the queue to what one read delivered.
+  private var waitingFrames: [String] = []
+  /// Who the device is; replaced when a reload changes what its token may see (`BrokerServer.reload`).
+  var grant: Grant
+  /// Its subscriber id in the fan-out (reused once the stream closed).
+  let id: SubscriberID
+  /// Set once its socket closed: the host has forgotten it, and its id may stand for another stream.
+  private(set) var isClosed = false
+  /// Set by the host when its socket was too full to take every pending notification: the socket's drain
+  /// callback then asks for the rest. (A socket drains after every write; most find nothing left to send.)
+  var notificationsWaitForDrain = false
+  /// Set by the host while a narrowed grant's subscriptions are being withdrawn (a store read): notifications
+  /// wait until the pages it may no longer see are unsubscribed.
+  var notificationsHeld = false
 
   init(
     id: SubscriberID, connection: UInt64, socket: any StreamSocket, grant: Grant, host: any StreamSessionHost,
@@ -114,18 +120,9 @@ final class StreamSession {
     self.quotaUser = grant.user.rawValue
     self.host = host
     self.json = json
-    socket.onText = { [unowned self] text in self.received(text) }
-    socket.onBinary = { [unowned self] _ in self.fail(.invalidMessage, "frames are JSON text") }
-    socket.onDrain = { [unowned self] in
-      guard self.notificationsWaitForDrain, !self.isClosed else { return }
-      self.notificationsWaitForDrain = false
-      self.host.flushNotifications(to: self)
-    }
-    socket.onClose = { [unowned self] info in
-      guard !self.isClosed else { return }
-      self.isClosed = true
-      self.host.sessionClosed(self, info)
-    }
+    // Its socket's delegate rather than four closures on it: each would be a closure context of its own, for as
+    // long as the stream is open (B6). The socket holds it weakly: the host owns the session.
+    socket.delegate = self
   }
 
   /// Sends a message (JSON text).
@@ -140,10 +137,7 @@ final class StreamSession {
 
   // MARK: Frames
 
-  /// Frames wait here, as text, while a `subscribe` waits for the store (its own, or another device's that the
-  /// broker is reading for), so that a device's frames take effect, and are answered, in the order it sent them.
-  /// Reading pauses meanwhile, which bounds the queue to what one read delivered.
-  private var waitingFrames: [String] = []
+  /// A `subscribe` waits for the store: frames wait in `waitingFrames`.
   private var waitingForStore = false
   private var processing = false
 
@@ -234,5 +228,23 @@ final class StreamSession {
       }
     }
     answeredAtOnce = false
+  }
+}
+
+extension StreamSession: WebSocketDelegate {
+  func webSocketReceived(text: String) { received(text) }
+
+  func webSocketReceived(binary: ByteBuffer) { fail(.invalidMessage, "frames are JSON text") }
+
+  func webSocketDrained() {
+    guard notificationsWaitForDrain, !isClosed else { return }
+    notificationsWaitForDrain = false
+    host.flushNotifications(to: self)
+  }
+
+  func webSocketClosed(_ info: WebSocketCloseInfo) {
+    guard !isClosed else { return }
+    isClosed = true
+    host.sessionClosed(self, info)
   }
 }

@@ -21,9 +21,11 @@ import CLibUV
 ///
 /// Threading: loop thread only.
 public final class ByteStream: LoopHandle {
+  // Stored properties: wide ones first, the one-byte ones last and together (Swift lays a class out in
+  // declaration order, and a `Bool` between two words costs a word; B6, memory per idle connection).
+
   /// What the stream runs over.
   public enum Kind: Sendable { case tcp, pipe }
-  public let kind: Kind
 
   /// Bytes arrived; valid only during the call.
   public var onRead: ((UnsafeRawBufferPointer) -> Void)?
@@ -51,7 +53,6 @@ public final class ByteStream: LoopHandle {
   /// Bytes read and written so far.
   public private(set) var bytesRead = 0
   public private(set) var bytesWritten = 0
-  public private(set) var isReading = false
   /// Whether the stream holds a write queue of its own: only while bytes wait for the kernel (tests).
   public var holdsWriteQueue: Bool { pending.capacity > 0 || unsealed.capacity > 0 }
 
@@ -60,26 +61,28 @@ public final class ByteStream: LoopHandle {
   private var unsealed: [ByteBuffer] = []
   /// TLS or another layer between the socket and the owner (`install(_:)`).
   public private(set) var filter: (any ByteStreamFilter)?
-  /// The owner stopped reading while the filter may still hold bytes it opened from an earlier read (records
-  /// after the one delivered): `startReading` has them delivered at the end of the turn, socket or not.
-  private var filterMayHoldMore = false
-  private var filterDrainPending = false
   private var pendingHead = 0
-  private var writeInFlight = false
-  private var flushScheduled = false
   private var lingering: LoopTimer?
-  private var shutdownRequested = false
-  private var shutdownWhenDrained = false
   /// Bytes of the `uv_write` in flight (their progress is libuv's write queue size going down).
   private var inFlightBytes = 0
   /// Checks, while bytes are queued, that the peer takes some (`writeStallTimeout`).
   private var stallWatch: LoopTimer?
   private var stallMark = 0
   private var stallSince: UInt64 = 0
-  /// The peer's end of stream was read.
-  private var sawEndOfStream = false
   /// Set by `closeGracefully`: how long to linger once everything queued is written.
   private var gracefulLinger: UInt64?
+  public let kind: Kind
+  public private(set) var isReading = false
+  /// The owner stopped reading while the filter may still hold bytes it opened from an earlier read (records
+  /// after the one delivered): `startReading` has them delivered at the end of the turn, socket or not.
+  private var filterMayHoldMore = false
+  private var filterDrainPending = false
+  private var writeInFlight = false
+  private var flushScheduled = false
+  private var shutdownRequested = false
+  private var shutdownWhenDrained = false
+  /// The peer's end of stream was read.
+  private var sawEndOfStream = false
 
   /// Most buffers handed to one write call (Linux IOV_MAX is 1024).
   static let maxBuffersPerWrite = 256

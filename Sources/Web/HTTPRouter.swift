@@ -13,7 +13,13 @@ public enum WebSocketAcceptance {
 
 /// A WebSocket endpoint: decides on each upgrade request and receives each opened socket.
 public struct WebSocketRoute {
-  public var configuration: WebSocketConfiguration
+  /// The settings of its sockets. Every socket the route opens shares one copy of them (`sharedConfiguration`);
+  /// setting this makes a new copy for the sockets opened after.
+  public var configuration: WebSocketConfiguration {
+    get { sharedConfiguration.value }
+    set { sharedConfiguration = SharedWebSocketConfiguration(newValue) }
+  }
+  public private(set) var sharedConfiguration: SharedWebSocketConfiguration
   public var shouldAccept: (HTTPRequest) -> WebSocketAcceptance
   public var onOpen: (WebSocket) -> Void
 
@@ -22,7 +28,7 @@ public struct WebSocketRoute {
     shouldAccept: @escaping (HTTPRequest) -> WebSocketAcceptance = { _ in .accept() },
     onOpen: @escaping (WebSocket) -> Void
   ) {
-    self.configuration = configuration
+    self.sharedConfiguration = SharedWebSocketConfiguration(configuration)
     self.shouldAccept = shouldAccept
     self.onOpen = onOpen
   }

@@ -99,8 +99,7 @@ public final class HTTPServer {
 
   /// Connections upgraded to WebSocket and still open. They count against `maxConnections` with the HTTP ones:
   /// each holds a file descriptor all the same.
-  public var upgradedCount: Int { upgradedStreams.count }
-  private var upgradedStreams: Set<ObjectIdentifier> = []
+  public private(set) var upgradedCount = 0
 
   /// Every connection this server accepted (and did not refuse) whose descriptor is still open: HTTP, upgraded,
   /// and closed ones still writing their last answers or lingering. What the connection limits count.
@@ -133,19 +132,16 @@ public final class HTTPServer {
     }
     stream.setNoDelay(true)
     stream.writeStallTimeout = configuration.writeStallTimeout
-    let connection = HTTPServerConnection(server: self, stream: stream)
+    let connection = HTTPServerConnection(server: self, stream: stream, peer: peer)
     // The descriptor counts until it is closed, not until the connection is done with it: a closed connection
     // still writing its last answer, or lingering, holds it all the same.
     openConnectionCount += 1
     if let peer { peerConnections[peer, default: 0] += 1 }
-    let streamID = ObjectIdentifier(stream)
+    // Replaced when the connection is upgraded (`connectionUpgraded`).
     stream.onClose = { [weak self, weak connection] in
       // Closed behind the connection's back (the loop closing every handle at shutdown): detach it.
       connection?.streamClosed()
-      guard let self else { return }
-      self.openConnectionCount -= 1
-      self.upgradedStreams.remove(streamID)
-      if let peer { self.forget(peer) }
+      self?.streamClosed(peer: peer)
     }
     connectionObjects[ObjectIdentifier(connection)] = connection
     connection.start()
@@ -209,8 +205,21 @@ public final class HTTPServer {
   private var heartbeats: [WebSocketHeartbeat] = []
 
   /// A connection handed its stream to a WebSocket: counted as upgraded until the stream closes.
-  func connectionUpgraded(_ stream: ByteStream) {
-    upgradedStreams.insert(ObjectIdentifier(stream))
+  func connectionUpgraded(_ stream: ByteStream, peer: String?) {
+    upgradedCount += 1
+    // The stream outlives its HTTP connection, often for hours: its close callback now captures the server (held
+    // strongly: the callback is the stream's, dropped when it closes) and the peer, one small context, instead of
+    // a weak reference to the finished connection, which kept that object's side table alive too (B6).
+    stream.onClose = {
+      self.upgradedCount -= 1
+      self.streamClosed(peer: peer)
+    }
+  }
+
+  /// A stream this server accepted closed: its descriptor no longer counts.
+  private func streamClosed(peer: String?) {
+    openConnectionCount -= 1
+    if let peer { forget(peer) }
   }
 
   private func forget(_ peer: String) {

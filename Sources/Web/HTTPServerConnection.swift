@@ -25,6 +25,8 @@ import EventLoop
 final class HTTPServerConnection {
   private let server: HTTPServer
   let stream: ByteStream
+  /// The peer's host, as the server counts connections per peer (nil for a Unix socket).
+  private let peer: String?
   private let decoder: HTTPRequestDecoder
   private let timer: LoopTimer
   private var timerMode = TimerMode.none
@@ -47,9 +49,10 @@ final class HTTPServerConnection {
   /// deadline of its own.
   private var timedRequest = 0
 
-  init(server: HTTPServer, stream: ByteStream) {
+  init(server: HTTPServer, stream: ByteStream, peer: String?) {
     self.server = server
     self.stream = stream
+    self.peer = peer
     decoder = HTTPRequestDecoder(limits: server.configuration.limits)
     timer = LoopTimer(loop: server.loop)
   }
@@ -331,9 +334,9 @@ final class HTTPServerConnection {
   private func handOverToWebSocket() {
     guard let (request, route) = upgrade else { return }
     detach()
-    server.connectionUpgraded(stream)
+    server.connectionUpgraded(stream, peer: peer)
     let socket = WebSocket(
-      stream: stream, role: .server, configuration: route.configuration, request: request,
+      stream: stream, role: .server, configuration: route.sharedConfiguration, request: request,
       leftover: upgradeLeftover, heartbeat: server.heartbeat(for: route.configuration))
     upgradeLeftover = .empty
     route.onOpen(socket)

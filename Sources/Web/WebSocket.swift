@@ -35,6 +35,34 @@ public struct WebSocketConfiguration: Sendable {
   public init() {}
 }
 
+/// One copy of a `WebSocketConfiguration` for every socket that uses it: the sockets of a route (`WebSocketRoute`)
+/// share their route's, so an open socket holds a reference to its settings, not a copy of them (B6: memory per
+/// idle connection, docs/benchmarks.md).
+///
+/// Immutable; safe to share across threads.
+public final class SharedWebSocketConfiguration: Sendable {
+  public let value: WebSocketConfiguration
+
+  public init(_ value: WebSocketConfiguration) { self.value = value }
+}
+
+/// What a socket's owner hears from it, as one object instead of the closure properties (`onText`, `onBinary`,
+/// `onDrain`, `onClose`): an owner that keeps many sockets open (a broker's device streams) then costs no closure
+/// context per callback and socket. The socket holds its delegate weakly, tells it before the matching closure
+/// (both run when both are set) and forgets it once it reported the close.
+///
+/// Threading: called on the socket's loop thread.
+public protocol WebSocketDelegate: AnyObject {
+  /// A text message arrived.
+  func webSocketReceived(text: String)
+  /// A binary message arrived.
+  func webSocketReceived(binary: ByteBuffer)
+  /// Everything queued has been handed to the kernel.
+  func webSocketDrained()
+  /// The connection is gone; called exactly once, after the TCP connection closed.
+  func webSocketClosed(_ info: WebSocketCloseInfo)
+}
+
 /// How a WebSocket ended, as `onClose` reports it once.
 public struct WebSocketCloseInfo: Equatable, Sendable, CustomStringConvertible {
   /// The code of the close frame that ended it: the peer's if the peer closed first, ours if we did (1006
@@ -80,68 +108,116 @@ public struct WebSocketCloseInfo: Equatable, Sendable, CustomStringConvertible {
 ///
 /// Threading: loop thread only.
 public final class WebSocket {
-  public let role: WebSocketRole
-  public let configuration: WebSocketConfiguration
+  // Stored properties are declared wide ones first and the narrow ones last, packed into the words that
+  // `closeInfo` and `messageTimeLeft` leave: Swift lays a class out in declaration order, and a `Bool` between
+  // two words costs a word (B6: an idle server socket is ~0.4 KB).
+
+  /// Its settings, shared with the other sockets of its route.
+  public let sharedConfiguration: SharedWebSocketConfiguration
+  public var configuration: WebSocketConfiguration { sharedConfiguration.value }
   /// The upgrade request (server side), for its path, headers and query; what is left of it after
   /// `keepRequest(headers:)`.
   public private(set) var request: HTTPRequest?
   let stream: ByteStream
   private var decoder: WebSocketFrameDecoder
   private var assembler: WebSocketMessageAssembler
-  private var state = State.open
   private var heartbeat: LoopTimer?
   /// The server's timer for the heartbeats of its sockets, used instead of `heartbeat` when given.
   private weak var sharedHeartbeat: WebSocketHeartbeat?
-  /// This socket's place in `sharedHeartbeat`, -1 when not in it.
-  var heartbeatSlot = -1
   private var closeTimer: LoopTimer?
   private var lastHeard: UInt64
-  private var pingOutstanding = false
   private var leftover: ByteBuffer
+  /// When the frame or message under way must be complete (loop time), while one is and the connection is read.
+  private var messageDeadline: UInt64?
+  private var messageTimer: LoopTimer?
+  /// Frames handled in the turn that began at `turnStarted` (loop time), against `maxFramesPerTurn`.
+  private var framesThisTurn = 0
+  private var turnStarted: UInt64 = 0
+  private var yieldTimer: LoopTimer?
+  /// The owner's closures, in a box of their own made when the first is set: a socket whose owner is its
+  /// `delegate` (a broker's device stream) keeps one word for them instead of five closures (80 bytes, B6).
+  private var callbacks: Callbacks?
   private var closeInfo: WebSocketCloseInfo?
+  public let role: WebSocketRole
+  private var state = State.open
+  private var pingOutstanding = false
   /// The owner paused reading (`pauseReading`).
   private var pausedByOwner = false
   /// More than `maxQueuedBytes` wait to be written.
   private var backpressured = false
   /// Within `handleBuffered` (which the owner's callbacks may reenter through `resumeReading`).
   private var handling = false
-  /// When the frame or message under way must be complete (loop time), while one is and the connection is read.
-  private var messageDeadline: UInt64?
-  /// What was left of that time when reading paused.
-  private var messageTimeLeft: UInt64?
-  private var messageTimer: LoopTimer?
-  /// Frames handled in the turn that began at `turnStarted` (loop time), against `maxFramesPerTurn`.
-  private var framesThisTurn = 0
-  private var turnStarted: UInt64 = 0
   /// Set when `maxFramesPerTurn` was reached: no frame is handled, and the connection not read, until the next
   /// turn (`yieldTimer`, due at once, runs then).
   private var yielding = false
-  private var yieldTimer: LoopTimer?
+  /// What was left of `messageDeadline`'s time when reading paused.
+  private var messageTimeLeft: UInt64?
+  /// This socket's place in `sharedHeartbeat`, -1 when not in it.
+  var heartbeatSlot: Int32 = -1
 
   private enum State { case open, closeSent, closed }
 
+  private final class Callbacks {
+    var onText: ((String) -> Void)?
+    var onBinary: ((ByteBuffer) -> Void)?
+    var onPong: ((ByteBuffer) -> Void)?
+    var onClose: ((WebSocketCloseInfo) -> Void)?
+    var onDrain: (() -> Void)?
+  }
+
+  /// The box for a closure being set; nil when clearing one that was never set.
+  private func callbacks(creating: Bool) -> Callbacks? {
+    if let callbacks { return callbacks }
+    guard creating else { return nil }
+    let made = Callbacks()
+    callbacks = made
+    return made
+  }
+
   /// A text message arrived.
-  public var onText: ((String) -> Void)?
+  public var onText: ((String) -> Void)? {
+    get { callbacks?.onText }
+    set { callbacks(creating: newValue != nil)?.onText = newValue }
+  }
   /// A binary message arrived.
-  public var onBinary: ((ByteBuffer) -> Void)?
+  public var onBinary: ((ByteBuffer) -> Void)? {
+    get { callbacks?.onBinary }
+    set { callbacks(creating: newValue != nil)?.onBinary = newValue }
+  }
   /// A pong arrived (pings are answered automatically).
-  public var onPong: ((ByteBuffer) -> Void)?
+  public var onPong: ((ByteBuffer) -> Void)? {
+    get { callbacks?.onPong }
+    set { callbacks(creating: newValue != nil)?.onPong = newValue }
+  }
   /// The connection is gone; called exactly once, after the TCP connection closed.
-  public var onClose: ((WebSocketCloseInfo) -> Void)?
+  public var onClose: ((WebSocketCloseInfo) -> Void)? {
+    get { callbacks?.onClose }
+    set { callbacks(creating: newValue != nil)?.onClose = newValue }
+  }
+  /// Everything queued has been handed to the kernel.
+  public var onDrain: (() -> Void)? {
+    get { callbacks?.onDrain }
+    set { callbacks(creating: newValue != nil)?.onDrain = newValue }
+  }
+  /// Whether the socket holds a box for its owner's closures: only once one was set (tests; B6).
+  public var holdsCallbacks: Bool { callbacks != nil }
+  /// Hears what the closures above hear, told first (`WebSocketDelegate`). Held weakly; cleared once the close is
+  /// reported.
+  public weak var delegate: (any WebSocketDelegate)?
   /// Bytes read from the connection, the opening handshake included (final once closed).
   public var bytesReceived: Int { stream.bytesRead }
   /// Bytes handed to the kernel for the connection, the opening handshake included (final once closed).
   public var bytesSent: Int { stream.bytesWritten }
-  /// Everything queued has been handed to the kernel.
-  public var onDrain: (() -> Void)?
 
   init(
-    stream: ByteStream, role: WebSocketRole, configuration: WebSocketConfiguration, request: HTTPRequest?,
+    stream: ByteStream, role: WebSocketRole, configuration: SharedWebSocketConfiguration,
+    request: HTTPRequest?,
     leftover: ByteBuffer, heartbeat: WebSocketHeartbeat? = nil
   ) {
     self.stream = stream
     self.role = role
-    self.configuration = configuration
+    self.sharedConfiguration = configuration
+    let configuration = configuration.value
     self.request = request
     self.leftover = leftover
     decoder = WebSocketFrameDecoder(role: role, maxFramePayload: configuration.maxFramePayload)
@@ -153,13 +229,16 @@ public final class WebSocket {
   /// Starts reading (and processes bytes that arrived with the handshake). Called once the owner has set its
   /// callbacks.
   func start() {
-    // The stream's callbacks hold the socket: it lives while open, whoever else holds it.
+    // The stream's callbacks hold the socket: it lives while open, whoever else holds it. Each captures the
+    // socket alone, and strongly, so that it needs no closure context of its own (a closure whose one capture is
+    // a strong reference uses that object as its context; an `unowned` capture takes a 32-byte box, B6); the
+    // stream drops them when it closes.
     stream.onRead = { bytes in self.received(bytes) }
     stream.onEnd = { self.connectionLost("connection closed without a close frame") }
     stream.onError = { error in self.connectionLost(error.description) }
-    stream.onDrain = { [unowned self] in self.drained() }
+    stream.onDrain = { self.drained() }
     stream.writeStallTimeout = configuration.writeStallTimeout
-    stream.onWriteStall = { [unowned self] in
+    stream.onWriteStall = {
       self.connectionLost("the peer took no byte for \(self.configuration.writeStallTimeout) ms")
     }
     stream.startReading()
@@ -329,10 +408,10 @@ public final class WebSocket {
     guard let info = closeInfo else { return }
     closeInfo = nil
     let callback = onClose
-    onText = nil
-    onBinary = nil
-    onPong = nil
-    onClose = nil
+    let told = delegate
+    callbacks = nil
+    delegate = nil
+    told?.webSocketClosed(info)
     callback?(info)
   }
 
@@ -377,9 +456,9 @@ public final class WebSocket {
         let message = try assembler.push(frame)
         if !assembler.isAssembling { messageFinished() }
         if let message { handle(message) }
-        if stream.queuedBytes > configuration.maxQueuedBytes { backpressured = true }
+        if stream.queuedBytes > sharedConfiguration.value.maxQueuedBytes { backpressured = true }
         framesThisTurn += 1
-        if framesThisTurn >= configuration.maxFramesPerTurn && state != .closed { yieldTurn() }
+        if framesThisTurn >= sharedConfiguration.value.maxFramesPerTurn && state != .closed { yieldTurn() }
       }
     } catch {
       fail(error)
@@ -422,6 +501,7 @@ public final class WebSocket {
       handleBuffered()
       updateReading()
     }
+    delegate?.webSocketDrained()
     onDrain?()
   }
 
@@ -437,7 +517,7 @@ public final class WebSocket {
   /// Starts the clock of a frame or message left unfinished by what was read, from now (its first byte came in
   /// this read) unless it runs already.
   private func timeUnfinishedMessage() {
-    guard configuration.messageTimeout > 0, state == .open, mayHandle, messageDeadline == nil,
+    guard sharedConfiguration.value.messageTimeout > 0, state == .open, mayHandle, messageDeadline == nil,
       messageTimeLeft == nil, decoder.bufferedBytes > 0 || assembler.isAssembling
     else { return }
     startMessageClock(configuration.messageTimeout)
@@ -474,8 +554,13 @@ public final class WebSocket {
   private func handle(_ message: WebSocketMessage) {
     switch message {
     case .text(let text):
+      guard state == .open else { return }
+      delegate?.webSocketReceived(text: text)
+      // The delegate may have closed the socket.
       if state == .open { onText?(text) }
     case .binary(let data):
+      guard state == .open else { return }
+      delegate?.webSocketReceived(binary: data)
       if state == .open { onBinary?(data) }
     case .ping(let payload):
       payload.withUnsafeReadableBytes { send(.pong, $0) }

@@ -26,7 +26,7 @@ final class WebSocketHeartbeat {
 
   func add(_ socket: WebSocket) {
     guard socket.heartbeatSlot < 0 else { return }
-    socket.heartbeatSlot = sockets.count
+    socket.heartbeatSlot = Int32(sockets.count)
     sockets.append(socket)
     // A timer the loop closed behind our back (shutdown) is replaced, never restarted.
     if let timer, !timer.isClosing { return }
@@ -36,13 +36,13 @@ final class WebSocketHeartbeat {
   }
 
   func remove(_ socket: WebSocket) {
-    let slot = socket.heartbeatSlot
+    let slot = Int(socket.heartbeatSlot)
     guard slot >= 0, slot < sockets.count, sockets[slot] === socket else { return }
     socket.heartbeatSlot = -1
     let last = sockets.removeLast()
     if slot < sockets.count {
       sockets[slot] = last
-      last.heartbeatSlot = slot
+      last.heartbeatSlot = Int32(slot)
     }
     if sockets.isEmpty {
       sockets = []

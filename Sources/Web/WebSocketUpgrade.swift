@@ -106,7 +106,9 @@ public enum WebSocketClient {
           stream.stopReading()
           let leftover = ByteBuffer(bytes: UnsafeRawBufferPointer(rebasing: bytes[output.consumed...]))
           let socket = WebSocket(
-            stream: stream, role: .client, configuration: configuration, request: nil, leftover: leftover)
+            stream: stream, role: .client, configuration: SharedWebSocketConfiguration(configuration),
+            request: nil,
+            leftover: leftover)
           complete(.success(socket))
           socket.start()
         } else if let response = output.responses.first {

@@ -80,6 +80,26 @@ extension BrokerHarness {
     }
   }
 
+  /// B6 (memory per idle connection): a session hears its socket as the socket's delegate, not through closures
+  /// set on it, each of which kept a context (holding the session `unowned`) for as long as the stream was open.
+  @Test func aSessionIsItsSocketsDelegateAndNoClosureHoldsIt() throws {
+    try withBroker { harness in
+      let alice = try harness.openStream()
+      _ = try harness.subscribe(alice, ["home"])
+      let session = try #require(harness.broker.sessions.first { $0?.socket === alice } ?? nil)
+      #expect(alice.delegate === session)
+      #expect(_getUnownedRetainCount(session) == 1, "a closure holds the session unowned")
+      let before = alice.frames.count
+      alice.receiveBinary([1])
+      try harness.waitForFrames(alice, count: before + 1)
+      #expect(
+        alice.frames.last?.contains("frames are JSON text") == true, "binary frames still get their error")
+      alice.closeFromDevice()
+      #expect(session.isClosed && alice.delegate == nil)
+      #expect(harness.broker.sessions.allSatisfy { $0 == nil }, "the broker forgot the closed session")
+    }
+  }
+
   @Test func subscribersOfAnotherWorkspaceHearNothing() throws {
     try withBroker { harness in
       let alice = try harness.openStream(token: BrokerHarness.alice)

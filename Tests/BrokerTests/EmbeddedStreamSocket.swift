@@ -12,8 +12,8 @@ import Web
 ///   `resumeReading`, in order.
 /// - What the broker sends: `frames`, each frame's text (encoded frames decoded), in order; `onSend` sees each
 ///   as it goes (a test records there what was true at that moment).
-/// - Backpressure: `queuedBytes` is whatever the test sets (a slow reader); `drain()` empties it and calls the
-///   broker's drain callback, as a socket that wrote its queue does.
+/// - Backpressure: `queuedBytes` is whatever the test sets (a slow reader); `drain()` empties it and tells the
+///   broker (the socket's delegate) that it drained, as a socket that wrote its queue does.
 /// - Closing: `close` sends nothing, records the code and reason, and completes on a later loop turn (as the
 ///   peer's answer would); `closeFromDevice` is the device closing.
 ///
@@ -23,9 +23,7 @@ final class EmbeddedStreamSocket: StreamSocket {
   private let loop: Loop
   private(set) var isOpen = true
   var queuedBytes = 0
-  var onText: ((String) -> Void)?
-  var onBinary: ((ByteBuffer) -> Void)?
-  var onDrain: (() -> Void)?
+  weak var delegate: (any WebSocketDelegate)?
   var onClose: ((WebSocketCloseInfo) -> Void)?
   /// Called with each frame's text as the broker sends it.
   var onSend: ((String) -> Void)?
@@ -59,7 +57,7 @@ final class EmbeddedStreamSocket: StreamSocket {
   /// The socket wrote what was queued: the broker may write more.
   func drain() {
     queuedBytes = 0
-    onDrain?()
+    delegate?.webSocketDrained()
   }
 
   /// The device closes the stream.
@@ -112,18 +110,18 @@ final class EmbeddedStreamSocket: StreamSocket {
   private func deliverWaiting() {
     while isOpen && !isReadingPaused && !inbox.isEmpty {
       switch inbox.removeFirst() {
-      case .text(let text): onText?(text)
-      case .binary(let bytes): onBinary?(bytes)
+      case .text(let text): delegate?.webSocketReceived(text: text)
+      case .binary(let bytes): delegate?.webSocketReceived(binary: bytes)
       }
     }
   }
 
   private func report(_ info: WebSocketCloseInfo) {
     let callback = onClose
-    onText = nil
-    onBinary = nil
-    onDrain = nil
+    let told = delegate
+    delegate = nil
     onClose = nil
+    told?.webSocketClosed(info)
     callback?(info)
   }
 
