@@ -263,8 +263,9 @@ private let encoder = JSONBodies().encoder
       // What stays on the loop is handing each answer's bytes to its connection (a copy of 22 MB), which takes
       // tens of milliseconds, several hundred under AddressSanitizer (468 ms measured in CI). The defect stood the
       // loop still for each whole encoding: 3,184 ms in a debug build, more under the sanitizers. The bound sits
-      // between them, with room for a shared machine.
-      #expect(longestStall < 1_200, "the loop stood still for \(longestStall) ms")
+      // between them, with room for a shared machine (2,800 ms was seen once on a machine at a load average of
+      // 16: such a machine can still fail it).
+      #expect(longestStall < 2_000, "the loop stood still for \(longestStall) ms")
     }
   }
 
