@@ -21,6 +21,8 @@ final class LocalAPI {
   var lastSyncID: UInt64 = 0
   /// How long `POST /v1/sync` may take before it answers 504, ms.
   let syncTimeout: UInt64
+  /// `GET /v1/offline` answers waiting for their client to read what was written (`OfflineListStream`).
+  private(set) var offlineListsWaiting = 0
 
   /// The default `syncTimeout`: two minutes.
   static let defaultSyncTimeout: UInt64 = 120_000
@@ -73,15 +75,7 @@ final class LocalAPI {
         respond(responder) { try block(request) }
       }
     }
-    add(router, .GET, "/v1/offline") { [unowned self] _, responder in
-      do {
-        let body = OfflineListJSON.buffer(try store.offlineList())
-        responder.respond(
-          HTTPResponse(status: .ok, headers: ["Content-Type": "application/json"], body: body))
-      } catch {
-        responder.respond(errorResponse(error))
-      }
-    }
+    add(router, .GET, "/v1/offline") { [unowned self] _, responder in offlineList(responder) }
     for (path, reason) in [("/v1/offline/*", OfflineReason.toggled), ("/v1/favorites/*", .favorite)] {
       for method in [HTTPMethod.PUT, .DELETE] {
         add(router, method, path) { [unowned self] request, responder in
@@ -114,6 +108,24 @@ final class LocalAPI {
     add(router, .GET, "/v1/events") { [unowned self] request, responder in
       driver.changes.open(request, responder)
     }
+  }
+
+  /// `GET /v1/offline`: streamed (`Transfer-Encoding: chunked`), `OfflineListJSON.entriesPerChunk` entries a
+  /// chunk, each read from the store as the client takes the chunks before (`OfflineListStream`). An error reading
+  /// the first chunk's entries is an error answer as for any request.
+  private func offlineList(_ responder: HTTPResponder) {
+    let first: [OfflineEntry]
+    do {
+      first = try store.offlineListPage(after: nil, limit: OfflineListJSON.entriesPerChunk)
+    } catch {
+      return responder.respond(errorResponse(error))
+    }
+    responder.startStreaming(HTTPResponseHead(status: .ok, headers: ["Content-Type": "application/json"]))
+    OfflineListStream(
+      store: store, responder: responder,
+      onChunk: { [weak self] in self?.driver.memoryMayBeReturned() },
+      onWaiting: { [weak self] delta in self?.offlineListsWaiting += delta }
+    ).write(first)
   }
 
   /// Adds a route whose requests also count as work (`SyncDriver.memoryMayBeReturned`): once the local API has
@@ -264,4 +276,78 @@ func pageID(_ text: some StringProtocol, field: String = "id") throws -> EntityI
     throw HTTPResponseError(.badRequest, "invalid \(field) \"\(shown)\": ids are 1 to 64 of A-Z a-z 0-9 _ -")
   }
   return id
+}
+
+/// `GET /v1/offline` being written: a chunk of `OfflineListJSON.entriesPerChunk` entries, read from the store
+/// (`LocalStore.offlineListPage`, the ids after the last one written), then the next as soon as the connection
+/// holds less than `highWater` bytes the kernel has not taken. 10,000 entries written at once were all in the
+/// connection's write queue (2.6 MB, more than the 1.5 MB answer: each chunk's buffer has room to spare) when
+/// the client reads slower than the daemon writes; paced, at most `highWater` and a chunk.
+///
+/// Each chunk is read in a transaction of its own: entries are in id order and each once, each with the reasons
+/// it had when read; a page that enters or leaves the set while the list is written may or may not be in it. A
+/// store error after the first chunk cuts the answer short (the connection is closed without the last chunk: a
+/// truncated answer, never a shorter list). Loop thread only.
+final class OfflineListStream {
+  /// Queued bytes above which the next chunk waits for the connection to drain.
+  static let highWater = 64 << 10
+  private let store: LocalStore
+  private let responder: HTTPResponder
+  private var json = OfflineListJSON.Writer()
+  /// Called after each chunk written once the client has taken those before (work, for the memory's return).
+  private let onChunk: () -> Void
+  /// +1 when the stream starts waiting for the connection to drain, -1 when it stops (tests count them).
+  private let onWaiting: (Int) -> Void
+  private var waiting = false
+
+  init(
+    store: LocalStore, responder: HTTPResponder, onChunk: @escaping () -> Void,
+    onWaiting: @escaping (Int) -> Void
+  ) {
+    self.store = store
+    self.responder = responder
+    self.onChunk = onChunk
+    self.onWaiting = onWaiting
+  }
+
+  deinit {
+    // The connection closed while the stream waited.
+    if waiting { onWaiting(-1) }
+  }
+
+  /// Writes `entries` and, while the connection keeps up, the chunks after them; once it does not, goes on when
+  /// it has drained.
+  func write(_ entries: [OfflineEntry]) {
+    var entries = entries
+    while true {
+      responder.writeChunk(json.chunk(entries))
+      guard entries.count == OfflineListJSON.entriesPerChunk, let last = entries.last?.id else {
+        responder.writeChunk(json.end())
+        responder.finish()
+        return
+      }
+      // The client went away: nothing more to read.
+      guard responder.isAnswerWanted else { return }
+      if responder.queuedBytes > Self.highWater {
+        waiting = true
+        onWaiting(1)
+        responder.whenDrained { [self] in
+          waiting = false
+          onWaiting(-1)
+          guard let next = try? store.offlineListPage(after: last, limit: OfflineListJSON.entriesPerChunk)
+          else {
+            return  // unfinished: the responder closes the connection
+          }
+          write(next)
+          onChunk()
+        }
+        return
+      }
+      do {
+        entries = try store.offlineListPage(after: last, limit: OfflineListJSON.entriesPerChunk)
+      } catch {
+        return
+      }
+    }
+  }
 }

@@ -120,29 +120,51 @@ struct ReasonJSON: Encodable {
 /// for `[OfflineEntryJSON]`, without its intermediate tree, which for 10,000 offline pages took the daemon's
 /// resident memory from 23 to 38 MB for as long as it lasted (scripts/idle-daemon.py lists the set).
 enum OfflineListJSON {
-  /// The body as one array of bytes (tests compare it with `JSONEncoder`'s).
+  /// Entries per chunk of the streamed answer, and per read of the store (`forEachOfflineListPage`).
+  static let entriesPerChunk = 256
+
+  /// The body as one array of bytes (tests compare it with `JSONEncoder`'s): what the chunks of `Writer`
+  /// add up to.
   static func bytes(_ entries: [OfflineEntry]) -> [UInt8] {
-    buffer(entries).readableBytesArray
+    var writer = Writer()
+    var out: [UInt8] = []
+    var next = 0
+    while next < entries.count {
+      let end = min(next + entriesPerChunk, entries.count)
+      out += writer.chunk(entries[next..<end]).readableBytesArray
+      next = end
+    }
+    out += writer.end().readableBytesArray
+    return out
   }
 
-  /// The body, written into the buffer the response sends, 256 entries at a time: written whole into an array
-  /// first and then copied, 10,000 entries were two copies of 1.5 MB at once, the peak of an idle daemon's day.
-  static func buffer(_ entries: [OfflineEntry]) -> ByteBuffer {
-    var buffer = ByteBuffer(capacity: entries.count * 150 + 2)
-    var out: [UInt8] = []
-    out.reserveCapacity(256 * 160)
-    out.append(UInt8(ascii: "["))
-    for (index, entry) in entries.enumerated() {
-      if index > 0 { out.append(UInt8(ascii: ",")) }
-      append(entry, to: &out)
-      if index % 256 == 255 {
-        buffer.append(contentsOf: out)
-        out.removeAll(keepingCapacity: true)
+  /// Writes the body one chunk at a time, as the store reads the entries: the answer is streamed
+  /// (`Transfer-Encoding: chunked`), never whole in memory (10,000 entries are 1.5 MB, and were two copies of it
+  /// at once, with every entry and its row, the peak of an idle daemon's day).
+  struct Writer {
+    private var written = 0
+    /// Whether the opening `[` was written.
+    private var opened = false
+    private var out: [UInt8] = []
+
+    /// The bytes of `entries`, after those of the chunks before (the opening `[` with the first).
+    mutating func chunk(_ entries: some Collection<OfflineEntry>) -> ByteBuffer {
+      out.removeAll(keepingCapacity: true)
+      out.reserveCapacity(entries.count * 160 + 1)
+      if !opened { out.append(UInt8(ascii: "[")) }
+      opened = true
+      for entry in entries {
+        if written > 0 { out.append(UInt8(ascii: ",")) }
+        OfflineListJSON.append(entry, to: &out)
+        written += 1
       }
+      return ByteBuffer(bytes: out)
     }
-    out.append(UInt8(ascii: "]"))
-    buffer.append(contentsOf: out)
-    return buffer
+
+    /// The body's last bytes: `]`, or the whole `[]` when no chunk was written.
+    func end() -> ByteBuffer {
+      ByteBuffer(bytes: Array((opened ? "]" : "[]").utf8))
+    }
   }
 
   private static func append(_ entry: OfflineEntry, to out: inout [UInt8]) {

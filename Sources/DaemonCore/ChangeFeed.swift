@@ -10,11 +10,12 @@
 ///   the window has the same key: a reader behind hears only the newest state of each page, not its history.
 ///   Events without a key (a rejection) are all delivered.
 ///
-/// Memory is `capacity` entries whatever the readers do: a slow reader holds a position, not a queue.
+/// Memory is `capacity` entries whatever the readers do: a slow reader holds a position, not a queue. An entry is
+/// its id and its payload only (the key is the payload's, computed when a reader is behind), and the ring grows
+/// to `capacity` and no further (an array doubling its way there kept 16,384 entries' room for 10,000).
 public struct ChangeFeed<Key: Hashable, Payload> {
   public struct Entry {
     public let id: UInt64
-    public let key: Key?
     public let payload: Payload
   }
 
@@ -32,17 +33,21 @@ public struct ChangeFeed<Key: Hashable, Payload> {
   public let capacity: Int
   /// The id of the first event of this run.
   public let firstID: UInt64
+  /// An event's coalescing key (nil: never coalesced).
+  private let keyOf: (Payload) -> Key?
   /// A ring of the kept events: `ring[(start + i) % capacity]` is the i-th oldest.
   private var ring: [Entry] = []
   private var start = 0
   /// The id the next event gets.
   public private(set) var nextID: UInt64
 
-  public init(capacity: Int, firstID: UInt64) {
+  /// `key`: an event's coalescing key, from its payload (nil: the event is never coalesced).
+  public init(capacity: Int, firstID: UInt64, key: @escaping (Payload) -> Key?) {
     precondition(capacity > 0, "a change feed keeps at least one event")
     precondition(firstID > 0, "0 is the position before every event")
     self.capacity = capacity
     self.firstID = firstID
+    keyOf = key
     nextID = firstID
   }
 
@@ -52,14 +57,21 @@ public struct ChangeFeed<Key: Hashable, Payload> {
   public var oldestID: UInt64? { ring.isEmpty ? nil : ring[start].id }
   /// How many events are kept.
   public var count: Int { ring.count }
+  /// How many entries the ring has room for without growing (at most `capacity`, give or take the allocator's
+  /// rounding).
+  public var reservedCapacity: Int { ring.capacity }
 
   /// Adds an event; returns its id.
   @discardableResult
-  public mutating func append(key: Key?, payload: Payload) -> UInt64 {
+  public mutating func append(_ payload: Payload) -> UInt64 {
     let id = nextID
     nextID += 1
-    let entry = Entry(id: id, key: key, payload: payload)
+    let entry = Entry(id: id, payload: payload)
     if ring.count < capacity {
+      if ring.count == ring.capacity {
+        // Twice the room, as an array would take, but never past `capacity`.
+        ring.reserveCapacity(min(capacity, max(16, ring.capacity * 2)))
+      }
       ring.append(entry)
     } else {
       ring[start] = entry
@@ -89,7 +101,7 @@ public struct ChangeFeed<Key: Hashable, Payload> {
     var index = ring.count - 1
     while index >= skip {
       let entry = ring[(start + index) % capacity]
-      if let key = entry.key {
+      if let key = keyOf(entry.payload) {
         if seen.insert(key).inserted { kept.append(index) }
       } else {
         kept.append(index)

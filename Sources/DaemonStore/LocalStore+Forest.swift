@@ -108,21 +108,50 @@ extension LocalStore {
   /// and the reasons agree).
   public func offlineList() throws -> [OfflineEntry] {
     try connection.transaction(.deferred) {
-      var reasons: [EntityID: [OfflineAction]] = [:]
-      for action in try offlineActions(impacting: nil) {
-        reasons[action.impacted, default: []].append(action)
+      var list: [OfflineEntry] = []
+      while true {
+        let page = try readOfflineListPage(after: list.last?.id, limit: 256)
+        list += page
+        if page.count < 256 { return list }
       }
-      // SQLite's text order (BINARY: by bytes) is `EntityID`'s: no re-sort needed.
-      return try connection.query(
-        """
-        SELECT page_id, last_downloaded_timestamp, complete,
-          EXISTS (SELECT 1 FROM missing_page WHERE missing_page.page_id = offline_page.page_id)
-        FROM offline_page ORDER BY page_id
-        """
-      ).map { row in
-        let page = try entityID(row[0], table: "offline_page", column: "page_id")
-        return try offlineEntry(page, row, reasons: reasons[page] ?? [])
+    }
+  }
+
+  /// At most `limit` entries of the offline set, the first ones by page id after `after` (from the first when
+  /// nil), as `offlineList()` has them, in one read transaction, so the entries and their reasons agree. Fewer than
+  /// `limit`: the set has no more. `GET /v1/offline` reads the set this way, a chunk of its answer at a time as
+  /// the client takes them, so that 10,000 entries, their rows and their answer are never all in memory.
+  public func offlineListPage(after: EntityID?, limit: Int) throws -> [OfflineEntry] {
+    try connection.transaction(.deferred) { try readOfflineListPage(after: after, limit: limit) }
+  }
+
+  private func readOfflineListPage(after: EntityID?, limit: Int) throws -> [OfflineEntry] {
+    precondition(limit > 0, "a page of the offline list holds at least one entry")
+    let columns = """
+      SELECT page_id, last_downloaded_timestamp, complete,
+        EXISTS (SELECT 1 FROM missing_page WHERE missing_page.page_id = offline_page.page_id)
+      FROM offline_page
+      """
+    // SQLite's text order (BINARY: by bytes) is `EntityID`'s: no re-sort needed, and `>` goes on after `after`.
+    let rows =
+      if let after {
+        try connection.query(
+          columns + " WHERE page_id > ? ORDER BY page_id LIMIT ?",
+          [.text(after.rawValue), .integer(Int64(limit))])
+      } else {
+        try connection.query(columns + " ORDER BY page_id LIMIT ?", [.integer(Int64(limit))])
       }
+    guard let firstRow = rows.first, let lastRow = rows.last else { return [] }
+    let from = try entityID(firstRow[0], table: "offline_page", column: "page_id")
+    let through = try entityID(lastRow[0], table: "offline_page", column: "page_id")
+    // The reasons of these entries only: a range of the `impacted_page_id` index.
+    var reasons: [EntityID: [OfflineAction]] = [:]
+    for action in try offlineActions(impactingFrom: from, through: through) {
+      reasons[action.impacted, default: []].append(action)
+    }
+    return try rows.map { row in
+      let page = try entityID(row[0], table: "offline_page", column: "page_id")
+      return try offlineEntry(page, row, reasons: reasons[page] ?? [])
     }
   }
 
@@ -162,16 +191,20 @@ extension LocalStore {
       missing: missing != 0)
   }
 
-  /// `offline_action` rows impacting `page` (every row when nil), sorted by impacted page, origin, then reason.
-  private func offlineActions(impacting page: EntityID?) throws -> [OfflineAction] {
+  /// `offline_action` rows impacting `page`, sorted by origin, then reason.
+  private func offlineActions(impacting page: EntityID) throws -> [OfflineAction] {
+    try offlineActions(impactingFrom: page, through: page)
+  }
+
+  /// `offline_action` rows impacting a page from `from` through `through` (by id), sorted by impacted page,
+  /// origin, then reason.
+  private func offlineActions(impactingFrom from: EntityID, through: EntityID) throws -> [OfflineAction] {
     let table = "offline_action"
-    let columns = "SELECT origin_page_id, from_page_id, impacted_page_id, type FROM offline_action"
-    let rows =
-      if let page {
-        try connection.query(columns + " WHERE impacted_page_id = ?", [.text(page.rawValue)])
-      } else {
-        try connection.query(columns)
-      }
+    let rows = try connection.query(
+      """
+      SELECT origin_page_id, from_page_id, impacted_page_id, type FROM offline_action
+      WHERE impacted_page_id BETWEEN ? AND ?
+      """, [.text(from.rawValue), .text(through.rawValue)])
     return try rows.map { row in
       guard case .text(let type) = row[3], let reason = OfflineReason(rawValue: type) else {
         throw LocalStoreError.corruptValue(table: table, column: "type", value: "\(row[3])")

@@ -69,6 +69,18 @@ public final class HTTPResponder {
   /// threshold of its choosing.
   public var queuedBytes: Int { connection?.queuedBytes ?? 0 }
 
+  /// Whether what is written still goes somewhere: the connection is open, or the responder is detached.
+  public var isAnswerWanted: Bool { connection != nil || detached != nil }
+
+  /// Calls `body` once the kernel has taken every byte queued on the connection (at once when none is queued, or
+  /// for a detached responder): a streamed answer made as the peer reads it holds at most what it last wrote,
+  /// not the whole answer in a write queue. Never called if the connection closes first. One at a time: a
+  /// second call replaces the first's `body`.
+  public func whenDrained(_ body: @escaping () -> Void) {
+    guard let connection, connection.queuedBytes > 0 else { return body() }
+    slot.onDrain = body
+  }
+
   /// Sends `response` with a `Content-Length` body. A second answer is ignored.
   public func respond(_ response: HTTPResponse) {
     guard state == .waiting else { return }
@@ -167,6 +179,8 @@ final class ResponseSlot {
   var switchesProtocols = false
   /// A stream to be cut when the client ends its side (`startStreaming(_:endsWithPeer:)`).
   var endsWithPeer = false
+  /// What to call once the connection's queued bytes are all written (`HTTPResponder.whenDrained`).
+  var onDrain: (() -> Void)?
 
   /// Output produced since the last call, if any.
   func takeOutput() -> ByteBuffer? {

@@ -283,6 +283,14 @@ final class HTTPServerConnection {
     parseUnparsed()
     pauseReadingIfNeeded()
     updateTimer()
+    // Streamed answers waiting for room (`HTTPResponder.whenDrained`), each once.
+    for slot in inFlight[inFlightHead...] {
+      guard !closed else { return }
+      if let body = slot.onDrain {
+        slot.onDrain = nil
+        body()
+      }
+    }
   }
 
   var queuedBytes: Int { stream.queuedBytes }
@@ -373,6 +381,8 @@ final class HTTPServerConnection {
     stream.onError = nil
     stream.onDrain = nil
     stream.onWriteStall = nil
+    // A drain callback holds its responder, which holds its slot: never called now, it must not stay.
+    for slot in inFlight { slot.onDrain = nil }
     inFlight = []
     inFlightHead = 0
     server.connectionDidClose(self)

@@ -123,6 +123,46 @@ import Testing
     #expect(try store.catchUpMap() == [id("K"): 10, id("P"): 0, id("Q"): 0])
   }
 
+  /// `GET /v1/offline` reads the set a page of entries at a time (the ids after the last one read, and the
+  /// reasons of those ids only): every entry comes once, in id order, with all its reasons and none of its
+  /// neighbours', wherever the pages' ends fall (ids that are prefixes of one another, reasons from several
+  /// origins).
+  @Test func theOfflineListIsReadInPagesWithEachEntrysOwnReasons() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    #expect(try store.offlineListPage(after: nil, limit: 3).isEmpty)
+
+    let ids = ["p", "p1", "p10", "p100", "p2", "p20", "q", "q-", "q_", "r"] + (0..<23).map { "s\($0)" }
+    try toggleOffline(store, ids)
+    // More reasons from other origins on some pages: the range read of a page's reasons must not lose them.
+    let extra = ["p10", "p2", "q", "s5", "s9"].flatMap { page in
+      [
+        OfflineAction(origin: id("z"), from: id("zz"), impacted: id(page), type: .toggled),
+        OfflineAction(origin: id(page), from: nil, impacted: id(page), type: .favorite),
+      ]
+    }
+    try store.applyForestChange(ForestChange(insertedActions: extra), recentOrder: [])
+    for pageSize in [1, 3, 7, 33, 34, 256] {
+      var pages: [[OfflineEntry]] = []
+      repeat {
+        pages.append(try store.offlineListPage(after: pages.last?.last?.id, limit: pageSize))
+      } while pages.last!.count == pageSize
+      #expect(pages.dropLast().allSatisfy { $0.count == pageSize }, "page size \(pageSize)")
+      #expect(pages.last!.count < pageSize)
+      let entries = pages.flatMap { $0 }
+      #expect(try store.offlineList() == entries)
+      #expect(
+        entries.map(\.id.rawValue) == ids.sorted(by: { Array($0.utf8).lexicographicallyPrecedes($1.utf8) }))
+      for entry in entries {
+        // One page's own query, as `pagesync why` reads it.
+        #expect(try store.offlineEntry(entry.id) == entry, "page size \(pageSize): \(entry.id)")
+      }
+      #expect(entries.first { $0.id == id("q") }?.reasons.count == 3)
+    }
+  }
+
   @Test func offlineEntriesListReasonsByOriginThenType() throws {
     let file = TemporaryStore()
     defer { file.remove() }

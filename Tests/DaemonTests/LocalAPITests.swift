@@ -9,6 +9,10 @@ import Web
 
 @testable import Daemon
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The local API on its Unix socket, over a daemon wired to a scripted broker: `POST /v1/sync` as the machine's
 /// event, reasons changed through the offline set, read-through with the typed link.
 @Suite struct LocalAPITests {
@@ -37,6 +41,86 @@ import Web
     let list = try harness.answer(harness.request(.GET, "/v1/offline"), "the offline list")
     #expect(list.head.status.code == 200)
     try harness.run(until: "the memory given back") { harness.driver.memoryReturns == 1 }
+    try harness.shutdown()
+  }
+
+  /// `GET /v1/offline` is streamed as the store reads it, `OfflineListJSON.entriesPerChunk` entries at a time
+  /// (`Transfer-Encoding: chunked`): 10,000 entries and their 1.5 MB answer were whole in memory at once, the peak
+  /// of a first sync. The bytes stay what `JSONEncoder` wrote, across the chunks' ends, and an empty set is `[]`.
+  @Test func theOfflineListIsStreamedInChunksAsTheStoreReadsIt() throws {
+    let pages = (0..<600).map { "p\($0)" }
+    let harness = try DaemonHarness(prepare: { try toggleOffline($0, pages) }, api: true)
+    let list = try harness.answer(harness.request(.GET, "/v1/offline"), "the offline list")
+    #expect(list.head.status.code == 200)
+    #expect(list.head.headers["Transfer-Encoding"] == "chunked")
+    #expect(list.head.headers["Content-Length"] == nil)
+    #expect(list.head.headers["Content-Type"] == "application/json")
+    let entries = try harness.store.offlineList()
+    #expect(entries.count == 600)
+    let expected = JSONBodies().encode(entries.map(OfflineEntryJSON.init)).readableBytesArray
+    #expect(list.body.readableBytesArray == expected)
+    try harness.shutdown()
+
+    let empty = try DaemonHarness(api: true)
+    let none = try empty.answer(empty.request(.GET, "/v1/offline"), "the empty offline list")
+    #expect(none.head.status.code == 200 && none.body.readableString == "[]")
+    try empty.shutdown()
+  }
+
+  /// A client slower than the daemon holds the writing of `GET /v1/offline`, not the whole answer in the daemon's
+  /// memory: once the connection holds more than `OfflineListStream.highWater` bytes the kernel has not taken, the
+  /// next chunk is read from the store only when they are (written at once, 10,000 entries were all queued, 2.6 MB).
+  /// Read at last, the answer is whole, and what JSONEncoder wrote.
+  @Test func theOfflineListIsWrittenAsTheClientReadsIt() throws {
+    let pages = (0..<5000).map { "p\($0)" }
+    let harness = try DaemonHarness(prepare: { try toggleOffline($0, pages) }, api: true)
+    let api = try #require(harness.api)
+    // A client of its own over the socket, that reads nothing until told.
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) {
+      $0.copyBytes(from: Array(harness.configuration.socketPath.utf8) + [0])
+    }
+    let connected = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+      }
+    }
+    try #require(connected == 0)
+    let request = Array("GET /v1/offline HTTP/1.1\r\nHost: daemon\r\n\r\n".utf8)
+    #expect(write(fd, request, request.count) == request.count)
+    try harness.run(until: "the list waiting for its client") { api.offlineListsWaiting == 1 }
+
+    _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    try harness.run(until: "the whole answer") {
+      while case let count = read(fd, &buffer, buffer.count), count > 0 { received += buffer[0..<count] }
+      return received.suffix(5) == Array("0\r\n\r\n".utf8)
+    }
+    #expect(api.offlineListsWaiting == 0)
+    // The chunked body, put together.
+    let separator = Array("\r\n\r\n".utf8)
+    let headEnd = try #require(
+      received.indices.first { received[$0...].starts(with: separator) })
+    #expect(String(decoding: received[..<headEnd], as: UTF8.self).contains("Transfer-Encoding: chunked"))
+    var at = headEnd + separator.count
+    var body: [UInt8] = []
+    var chunks = 0
+    while true {
+      let line = try #require(received[at...].firstIndex(of: UInt8(ascii: "\r")))
+      let size = try #require(Int(String(decoding: received[at..<line], as: UTF8.self), radix: 16))
+      at = line + 2
+      if size == 0 { break }
+      body += received[at..<at + size]
+      at += size + 2
+      chunks += 1
+    }
+    #expect(chunks > 5000 / OfflineListJSON.entriesPerChunk)
+    let expected = JSONBodies().encode(try harness.store.offlineList().map(OfflineEntryJSON.init))
+    #expect(body == expected.readableBytesArray)
     try harness.shutdown()
   }
 
