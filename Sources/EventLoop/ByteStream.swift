@@ -351,6 +351,21 @@ public final class ByteStream: LoopHandle {
     for buffer in buffers { write(buffer) }
   }
 
+  /// Hands what is queued to the kernel now rather than at the end of the loop turn: for bytes that should not
+  /// wait behind the rest of the turn's work (the broker's answer to a batch, written before the turn queues the
+  /// batch's notifications to every subscriber). Nothing queued, nothing done; the end of the turn then finds
+  /// nothing left to write for this stream. Loop thread only.
+  public func flushNow() {
+    guard flushScheduled else { return }
+    flush()
+  }
+
+  /// The loop's end-of-turn flush: nothing if `flushNow` already wrote what this stream queued.
+  func flushIfScheduled() {
+    guard flushScheduled else { return }
+    flush()
+  }
+
   private func scheduleFlushIfNeeded() {
     guard !flushScheduled, !writeInFlight else { return }
     flushScheduled = true
