@@ -185,6 +185,45 @@ private func pattern(_ count: Int) -> [UInt8] {
     try loop.close()
   }
 
+  @Test func writeNowOnAnIdleStreamWritesAtOnceAndQueuesBehindWhatWaits() throws {
+    let loop = try Loop()
+    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
+    var received: [UInt8] = []
+    listener.onConnection = { stream in
+      stream.onRead = { received.append(contentsOf: $0) }
+      stream.onEnd = { [unowned stream] in
+        stream.close()
+        listener.close()
+      }
+      stream.startReading()
+    }
+    var callsAfterFirst = -1
+    var queuedAfterFirst = -1
+    var heldQueueAfterFirst = true
+    var callsAfterThird = -1
+    ByteStream.connect(loop: loop, to: listener.address) { result in
+      guard case .success(let stream) = result else { return }
+      let before = stream.writeCalls
+      stream.writeNow(ByteBuffer(string: "one;"))
+      // In the kernel at once, and no queue kept for it (the fan-out's one frame per subscriber).
+      callsAfterFirst = stream.writeCalls - before
+      queuedAfterFirst = stream.queuedBytes
+      heldQueueAfterFirst = stream.holdsWriteQueue
+      // Behind a queued write, it waits its turn: order is kept.
+      stream.write(ByteBuffer(string: "two;"))
+      stream.writeNow(ByteBuffer(string: "three;"))
+      callsAfterThird = stream.writeCalls - before
+      stream.onDrain = { [unowned stream] in stream.close() }
+    }
+    try loop.runUntilDone()
+    #expect(callsAfterFirst == 1)
+    #expect(queuedAfterFirst == 0)
+    #expect(!heldQueueAfterFirst)
+    #expect(callsAfterThird == 1, "queued behind the write that waits for the end of the turn")
+    #expect(String(decoding: received, as: UTF8.self) == "one;two;three;")
+    try loop.close()
+  }
+
   @Test func queuedBytesShowBackpressureUntilThePeerReads() throws {
     let loop = try Loop()
     let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
