@@ -2,6 +2,16 @@
 // pagesync: offline page sync over a libuv broker and device daemon. See docs/architecture.md.
 import PackageDescription
 
+// Release builds of the modules every notification passes through (loop, bytes, HTTP and WebSocket, fan-out,
+// broker wiring) skip the runtime's dynamic exclusivity checks: a `changed` frame to one subscriber made ~20 of
+// them (class properties touched with `inout`/mutating calls), ~200 instructions each with libswiftCore's
+// thread-local access set, most of the user-space work of a frame (docs/benchmarks.md, "B1 at low rates").
+// Debug builds, which every test, sanitizer and fuzz build uses, keep the checks, so a conflicting access is
+// still caught there.
+let fanOutPathSettings: [SwiftSetting] = [
+  .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))
+]
+
 let package = Package(
   name: "pagesync",
   products: [
@@ -64,9 +74,9 @@ let package = Package(
     // Foundation layer.
     // `ByteBuffer`: bytes with reader and writer indices, shared copy-on-write; no libuv, so the codecs that only
     // move bytes do not need an event loop.
-    .target(name: "ByteBuffers"),
+    .target(name: "ByteBuffers", swiftSettings: fanOutPathSettings),
     // The only module that touches uv_*: loop, streams, timers, signals, wake-ups, workers, processes.
-    .target(name: "EventLoop", dependencies: ["CLibUV", "ByteBuffers"]),
+    .target(name: "EventLoop", dependencies: ["CLibUV", "ByteBuffers"], swiftSettings: fanOutPathSettings),
     // SplitMix64: the seeded generator of the load harness's workloads and of the seeded random tests.
     .target(name: "SeededRandom"),
     // Exponential backoff with full jitter, I/O-free (the daemon's reconnects to the broker, the broker's to its
@@ -87,7 +97,9 @@ let package = Package(
     .target(name: "JSONWebToken", dependencies: ["CCrypto", "StrictJSON"]),
     // HTTP/1.1 and WebSocket (RFC 6455), server and client, over EventLoop. Knows nothing of pages.
     .target(
-      name: "Web", dependencies: ["ByteBuffers", "EventLoop", "CHTTPParser", "CCrypto", "CSSL", "StrictJSON"]),
+      name: "Web",
+      dependencies: ["ByteBuffers", "EventLoop", "CHTTPParser", "CCrypto", "CSSL", "StrictJSON"],
+      swiftSettings: fanOutPathSettings),
     // The only module that touches sqlite3_*: connections, statements, transactions, migrations, and a
     // group-commit writer thread. No GRDB: it pulls Foundation + ICU into static binaries.
     .target(name: "StoreInterface"),
@@ -128,7 +140,7 @@ let package = Package(
     // The broker.
     // Notification fan-out without I/O: channel index, per-subscriber coalescing queues.
     // Also the bus's pure logic: its message, which channels to (un)subscribe, the link's reconnect states.
-    .target(name: "BrokerCore", dependencies: ["Backoff"]),
+    .target(name: "BrokerCore", dependencies: ["Backoff"], swiftSettings: fanOutPathSettings),
     // The page store: schema, batch application (exactly once, last writer wins), change log, deltas.
     .target(name: "BrokerStore", dependencies: ["SQLiteStore", "StoreInterface", "SyncModel", "RichText"]),
     // The JSON messages of the broker's API (docs/protocol.md), shared by the broker and its clients.
@@ -143,7 +155,8 @@ let package = Package(
         "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
-      ]),
+      ],
+      swiftSettings: fanOutPathSettings),
     .executableTarget(
       name: "pagesync-broker",
       dependencies: ["Broker", .product(name: "ArgumentParser", package: "swift-argument-parser")]),

@@ -158,6 +158,9 @@ extension BrokerServer {
             self.clock.observe(newest, physicalMillis: UInt64(Date().timeIntervalSince1970 * 1000))
           }
           responder.respond(self.jsonResponse(outcome))
+          // Out now: queueing the notifications below to every subscriber takes longer than writing the answer,
+          // and the writer waits for this answer, not for them (docs/benchmarks.md, "B1 at low rates").
+          responder.flush()
           // Only what this batch changed: a re-sent batch names pages at their current time but changed nothing.
           if let sequence = outcome.sequence {
             self.publishedSequence = max(self.publishedSequence, sequence)

@@ -75,7 +75,9 @@ extension BrokerServer {
         return
       }
       if drained == 1 {
-        socket.send(encodedFrame: changedFrame(drainBuffer[0].page, drainBuffer[0].lastUpdatedTime))
+        // At once: after a one-page commit this is the subscriber's only frame of the turn, and an idle socket
+        // then needs no queue (docs/benchmarks.md, "B1 at low rates").
+        socket.sendNow(encodedFrame: changedFrame(drainBuffer[0].page, drainBuffer[0].lastUpdatedTime))
       } else {
         let pages = withChannels { channels in
           var pages: [String: UInt64] = [:]

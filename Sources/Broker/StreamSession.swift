@@ -24,6 +24,8 @@ protocol StreamSocket: AnyObject {
   func send(text: String)
   /// A frame encoded once for many sockets (`WebSocket.encodeServerFrame`).
   func send(encodedFrame: ByteBuffer)
+  /// The same, written at once when nothing else of the socket waits (`WebSocket.sendNow(encodedFrame:)`).
+  func sendNow(encodedFrame: ByteBuffer)
   func close(code: WebSocketCloseCode, reason: String)
   func pauseReading()
   func resumeReading()

@@ -349,9 +349,53 @@ public final class ByteStream: LoopHandle {
     scheduleFlushIfNeeded()
   }
 
+  /// Writes `buffer` at once when nothing of this stream waits for the kernel (nothing queued, no write in
+  /// flight, no TLS filter), else queues it as `write` does. For a write that is already the last of its turn for
+  /// this stream, where the end-of-turn gathering has nothing to gather: the broker's fan-out writes one shared
+  /// `changed` frame to each subscriber this way, without a queue array, a place on the loop's dirty list and a
+  /// second pass over every stream at the end of the turn. What the kernel does not take is queued. Order is
+  /// kept: anything written earlier either went out already or is queued, and then this is queued behind it.
+  public func writeNow(_ buffer: ByteBuffer) {
+    guard filter == nil, !flushScheduled, !writeInFlight, pendingHead == pending.count, !isClosing,
+      !shutdownRequested, buffer.readableBytes > 0
+    else { return write(buffer) }
+    var bytes = uv_buf_init(
+      (buffer.storage.base + buffer.readerIndex).assumingMemoryBound(to: CChar.self),
+      UInt32(buffer.readableBytes))
+    let written = uv_try_write(stream, &bytes, 1)
+    writeCalls += 1
+    if written == Int32(UV_EAGAIN.rawValue) || written == Int32(UV_ENOSYS.rawValue) { return write(buffer) }
+    if written < 0 {
+      fail(LoopError(code: written, operation: "write"))
+      return
+    }
+    bytesWritten += Int(written)
+    loop.streamBytesWritten &+= Int(written)
+    if Int(written) < buffer.readableBytes {
+      var rest = buffer
+      rest.moveReaderIndex(forwardBy: Int(written))
+      write(rest)
+    }
+  }
+
   /// Queues several buffers, in order.
   public func write(contentsOf buffers: [ByteBuffer]) {
     for buffer in buffers { write(buffer) }
+  }
+
+  /// Hands what is queued to the kernel now rather than at the end of the loop turn: for bytes that should not
+  /// wait behind the rest of the turn's work (the broker's answer to a batch, written before the turn queues the
+  /// batch's notifications to every subscriber). Nothing queued, nothing done; the end of the turn then finds
+  /// nothing left to write for this stream. Loop thread only.
+  public func flushNow() {
+    guard flushScheduled else { return }
+    flush()
+  }
+
+  /// The loop's end-of-turn flush: nothing if `flushNow` already wrote what this stream queued.
+  func flushIfScheduled() {
+    guard flushScheduled else { return }
+    flush()
   }
 
   private func scheduleFlushIfNeeded() {

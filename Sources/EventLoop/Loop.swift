@@ -132,7 +132,7 @@ public final class Loop: @unchecked Sendable {
     while !dirtyStreams.isEmpty {
       let streams = dirtyStreams
       dirtyStreams = []
-      for stream in streams { stream.flush() }
+      for stream in streams { stream.flushIfScheduled() }
     }
     flushCheck.disarm()
   }

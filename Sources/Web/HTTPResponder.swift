@@ -81,6 +81,11 @@ public final class HTTPResponder {
     slot.onDrain = body
   }
 
+  /// Hands the answers written so far to the kernel now instead of at the end of the loop turn: call it after
+  /// `respond` when the handler goes on with work of its own in this turn (the broker's batch answer, then the
+  /// batch's notifications to every subscriber), so that the answer does not wait for that work.
+  public func flush() { connection?.flushNow() }
+
   /// Sends `response` with a `Content-Length` body. A second answer is ignored.
   public func respond(_ response: HTTPResponse) {
     guard state == .waiting else { return }

@@ -295,6 +295,9 @@ final class HTTPServerConnection {
 
   var queuedBytes: Int { stream.queuedBytes }
 
+  /// Writes the responses queued so far now, not at the end of the loop turn (`HTTPResponder.flush`).
+  func flushNow() { stream.flushNow() }
+
   func recordResponse(_ status: HTTPStatus) { server.recordResponse(status) }
 
   // MARK: Timers

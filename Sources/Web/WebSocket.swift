@@ -330,6 +330,16 @@ public final class WebSocket {
     stream.write(encodedFrame)
   }
 
+  /// `send(encodedFrame:)`, written at once when nothing else of this socket waits for the kernel
+  /// (`ByteStream.writeNow`): for the last frame of a turn to this socket, as a fan-out's one frame to each of many
+  /// sockets, which then costs one system call each and no queue. Frames sent in a burst this way each take a
+  /// system call of their own: a burst is better sent with `send(encodedFrame:)`, gathered at the end of the turn.
+  public func sendNow(encodedFrame: ByteBuffer) {
+    precondition(role == .server, "a client must mask every frame")
+    guard state == .open else { return }
+    stream.writeNow(encodedFrame)
+  }
+
   /// An unmasked frame, as a server sends it: encode once, `send(encodedFrame:)` to many sockets.
   public static func encodeServerFrame(text: String) -> ByteBuffer {
     var text = text

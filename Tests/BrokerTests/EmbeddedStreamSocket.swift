@@ -74,6 +74,8 @@ final class EmbeddedStreamSocket: StreamSocket {
     onSend?(text)
   }
 
+  func sendNow(encodedFrame: ByteBuffer) { send(encodedFrame: encodedFrame) }
+
   func send(encodedFrame: ByteBuffer) {
     var decoder = WebSocketFrameDecoder(role: .client, maxFramePayload: 64 << 20)
     decoder.append(encodedFrame)

@@ -142,6 +142,88 @@ private func pattern(_ count: Int) -> [UInt8] {
     try loop.close()
   }
 
+  @Test func flushNowWritesBeforeTheTurnEndsAndTheTurnDoesNotWriteAgain() throws {
+    let loop = try Loop()
+    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
+    var received: [UInt8] = []
+    listener.onConnection = { stream in
+      stream.onRead = { received.append(contentsOf: $0) }
+      stream.onEnd = { [unowned stream] in
+        stream.close()
+        listener.close()
+      }
+      stream.startReading()
+    }
+    var callsInTurn = -1
+    var queuedAfterFlush = -1
+    var drains = 0
+    var callsAtTurnEnd = -1
+    ByteStream.connect(loop: loop, to: listener.address) { result in
+      guard case .success(let stream) = result else { return }
+      stream.onDrain = { drains += 1 }
+      let before = stream.writeCalls
+      stream.write(ByteBuffer(string: "answer;"))
+      stream.flushNow()
+      // In the kernel already, in the same turn: what follows in this turn does not hold it back.
+      callsInTurn = stream.writeCalls - before
+      queuedAfterFlush = stream.queuedBytes
+      stream.flushNow()  // nothing queued: nothing written
+      let later = LoopTimer(loop: loop)
+      later.start(after: 1) { [unowned stream] in
+        // A later turn: the end of the first one wrote nothing more and drained once.
+        callsAtTurnEnd = stream.writeCalls - before
+        stream.close()
+        later.close()
+      }
+    }
+    try loop.runUntilDone()
+    #expect(callsInTurn == 1)
+    #expect(queuedAfterFlush == 0)
+    #expect(callsAtTurnEnd == 1, "the turn's own flush found nothing left to write")
+    #expect(drains == 1, "one drain for one write, not another from the turn's flush")
+    #expect(String(decoding: received, as: UTF8.self) == "answer;")
+    try loop.close()
+  }
+
+  @Test func writeNowOnAnIdleStreamWritesAtOnceAndQueuesBehindWhatWaits() throws {
+    let loop = try Loop()
+    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
+    var received: [UInt8] = []
+    listener.onConnection = { stream in
+      stream.onRead = { received.append(contentsOf: $0) }
+      stream.onEnd = { [unowned stream] in
+        stream.close()
+        listener.close()
+      }
+      stream.startReading()
+    }
+    var callsAfterFirst = -1
+    var queuedAfterFirst = -1
+    var heldQueueAfterFirst = true
+    var callsAfterThird = -1
+    ByteStream.connect(loop: loop, to: listener.address) { result in
+      guard case .success(let stream) = result else { return }
+      let before = stream.writeCalls
+      stream.writeNow(ByteBuffer(string: "one;"))
+      // In the kernel at once, and no queue kept for it (the fan-out's one frame per subscriber).
+      callsAfterFirst = stream.writeCalls - before
+      queuedAfterFirst = stream.queuedBytes
+      heldQueueAfterFirst = stream.holdsWriteQueue
+      // Behind a queued write, it waits its turn: order is kept.
+      stream.write(ByteBuffer(string: "two;"))
+      stream.writeNow(ByteBuffer(string: "three;"))
+      callsAfterThird = stream.writeCalls - before
+      stream.onDrain = { [unowned stream] in stream.close() }
+    }
+    try loop.runUntilDone()
+    #expect(callsAfterFirst == 1)
+    #expect(queuedAfterFirst == 0)
+    #expect(!heldQueueAfterFirst)
+    #expect(callsAfterThird == 1, "queued behind the write that waits for the end of the turn")
+    #expect(String(decoding: received, as: UTF8.self) == "one;two;three;")
+    try loop.close()
+  }
+
   @Test func queuedBytesShowBackpressureUntilThePeerReads() throws {
     let loop = try Loop()
     let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
