@@ -9,6 +9,6 @@ $swift_bin test "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 if [ "$status" -ne 0 ]; then
   echo "=== swift test exited $status; its failures:"
-  grep -E '✘|^error: |Fatal error|fatal error|[Ss]ignal code' "$log" | head -80
+  grep -E '✘|^error: |Fatal error|fatal error|[Ss]ignal code|ERROR: [A-Za-z]*Sanitizer|WARNING: ThreadSanitizer|^SUMMARY: |^    #[0-9] .*(Tests|Sources)/' "$log" | head -80
 fi
 exit "$status"
