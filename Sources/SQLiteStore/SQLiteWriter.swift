@@ -18,6 +18,17 @@ public enum SQLiteWriterError: Error, Equatable, Sendable, CustomStringConvertib
   }
 }
 
+/// A job or read waiting for the writer thread, its connection already bound. At file scope, not nested in
+/// `StoreWriter`: a type nested in a generic class is generic too, and the broker uses its writer from another
+/// module, unspecialized, so each copy of a nested request in `runGroup`'s loop went through the runtime's type
+/// metadata (~8,000 instructions a job, a sixteenth of the broker's writer per one-mutation batch; callgrind).
+private struct WriterRequest: Sendable {
+  var id: UInt64
+  var loop: Loop
+  var isRead: Bool
+  var work: @Sendable () throws -> any Sendable
+}
+
 /// Owns a connection on a dedicated WorkerThread. Jobs submitted from a loop thread while the writer is busy are
 /// run together in ONE transaction (one fsync): each job inside its own SAVEPOINT, so a job that throws rolls back
 /// only itself and gets its error; the others commit. Completions run on the submitting loop's thread only after
@@ -78,7 +89,7 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   public let runsJobsWithoutSavepoints: Bool
 
   private let lock = Lock()
-  private var queue: [Request] = []
+  private var queue: [WriterRequest] = []
   private var drainScheduled = false
   private var accepting = true
   private var completions: [UInt64: (Outcome) -> Void] = [:]
@@ -90,13 +101,6 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
 
   private typealias Outcome = Result<any Sendable, any Error>
   private typealias Work = @Sendable (Connection) throws -> any Sendable
-
-  private struct Request: Sendable {
-    var id: UInt64
-    var loop: Loop
-    var isRead: Bool
-    var work: Work
-  }
 
   /// Takes `connection` over: from now on only the writer's thread uses it, and `shutdown` closes it.
   /// Configure it (`configure`, migrations) before handing it over.
@@ -149,7 +153,8 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
       completions[id] = completion
       if !accepting { return (id, .shutDown) }
       if queue.count >= maxQueuedJobs { return (id, .overloaded(queuedJobs: queue.count)) }
-      queue.append(Request(id: id, loop: loop, isRead: isRead, work: work))
+      // `self` is sendable where the job's connection type need not be; the request holds it only until it ran.
+      queue.append(WriterRequest(id: id, loop: loop, isRead: isRead, work: { [self] in try work(self.job) }))
       if !drainScheduled {
         drainScheduled = true
         // Under the lock, so that `shutdown` cannot stop the worker between our append and this submit.
@@ -206,7 +211,7 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
     while let batch = takeBatch() {
       if batch.count == 1 && batch[0].isRead {
         let request = batch[0]
-        deliver([(request.id, request.loop, Outcome { try request.work(job) })])
+        deliver([(request.id, request.loop, Outcome { try request.work() })])
       } else {
         var remaining = batch[...]
         while !remaining.isEmpty {
@@ -222,7 +227,7 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
 
   /// The next read alone, or the next run of jobs (up to `maxJobsPerTransaction`); nil when the queue is empty,
   /// in which case the next `enqueue` schedules a new drain.
-  private func takeBatch() -> [Request]? {
+  private func takeBatch() -> [WriterRequest]? {
     lock.withLock {
       guard let first = queue.first else {
         drainScheduled = false
@@ -244,7 +249,9 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   /// job whose failure made SQLite roll the whole transaction back (a full disk, an I/O error), which then run
   /// in a new transaction. Without a savepoint per job, returns nil, having rolled back and delivered nothing,
   /// when a job threw after writing: the group must run again, each job in its savepoint.
-  private func runGroup(_ jobs: ArraySlice<Request>, eachInSavepoint: Bool) -> ArraySlice<Request>? {
+  private func runGroup(
+    _ jobs: ArraySlice<WriterRequest>, eachInSavepoint: Bool
+  ) -> ArraySlice<WriterRequest>? {
     TestCrashPoint.reach("begin", inTransaction: false)
     do {
       try connection.beginGroup()
@@ -259,14 +266,14 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
     defer { observer?.groupEnded(committed: committed) }
     var outcomes: [Outcome] = []
     outcomes.reserveCapacity(jobs.count)
-    var deferred: ArraySlice<Request> = []
+    var deferred: ArraySlice<WriterRequest> = []
     for (index, job) in zip(jobs.indices, jobs) {
       let outcome: Outcome
       if eachInSavepoint {
-        outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work(self.job) } }
+        outcome = Outcome { try connection.savepoint("sqlite_writer_job") { try job.work() } }
       } else {
         let changesBefore = connection.totalChanges
-        outcome = Outcome { try job.work(self.job) }
+        outcome = Outcome { try job.work() }
         if case .failure = outcome, connection.totalChanges != changesBefore || !connection.isInTransaction {
           // Its writes cannot be undone alone: the group runs again, each job in its savepoint.
           connection.rollbackIfOpen()
