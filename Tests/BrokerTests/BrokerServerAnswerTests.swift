@@ -228,8 +228,10 @@ private func threadCPUTime() -> UInt64 {
   /// - with every reader thread held, four big GETs wait while another client's batch is committed and
   ///   answered: neither the writer nor the loop reads the page;
   /// - let go, the four answers cost the loop thread (this test's: the harness turns the loop here) less CPU time
-  ///   than a quarter of what building one costs on the same thread: the loop does not encode them. A thread's
-  ///   CPU time does not grow with the machine's load, and a sanitizer slows both sides alike.
+  ///   than a third of what building one costs on the same thread: the loop encodes none of them. What it does
+  ///   is hand the bytes over (copies): 63 ms of CPU for the four where one took 1.7 s to build (debug build,
+  ///   load average 16); the loop encoding them took 6.0 s. A thread's CPU time does not grow with the
+  ///   machine's load, and a sanitizer slows both sides alike.
   @Test func bigPageAnswersBlockNeitherTheLoopNorTheWriter() throws {
     let configure: (inout BrokerConfiguration) -> Void = { $0.limits.pageBytes = 64 << 20 }
     try withBroker(configure: configure) { harness in
@@ -257,8 +259,9 @@ private func threadCPUTime() -> UInt64 {
       gate.waitUntilReached(readers.threads)
       let gets = (0..<4).map { _ in harness.send(.GET, "/v1/pages/big") }
       let batch = harness.pushBatch(client: "other", [.create("small", title: "Small")])
-      try harness.run(until: { batch.response != nil })
-      #expect(batch.response?.status == .ok)
+      // Until the batch is answered, or (the defect) a page is.
+      try harness.run(until: { batch.response != nil || gets.contains { $0.response != nil } })
+      #expect(batch.response?.status == .ok, "the batch waited")
       #expect(gets.allSatisfy { $0.response == nil }, "a big page was answered without a reader thread")
 
       // What building one answer costs this thread, as a reader thread builds it.
@@ -281,7 +284,7 @@ private func threadCPUTime() -> UInt64 {
       }
       #expect(gets[0].response?.body.readableBytesArray == expected.readableBytesArray)
       #expect(
-        loopTime < oneAnswer / 4,
+        loopTime < oneAnswer / 3,
         "loop CPU: \(loopTime / 1_000_000) ms for four answers; \(oneAnswer / 1_000_000) ms to build one")
     }
   }
