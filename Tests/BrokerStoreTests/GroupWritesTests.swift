@@ -5,10 +5,6 @@ import SQLiteStore
 import SyncModel
 import Testing
 
-#if canImport(Glibc)
-  import Glibc
-#endif
-
 private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
 /// The writes a writer group's batches make once for the whole group (SQLite: the store's sequence and each
@@ -32,12 +28,14 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     try store.apply(batch, user: id("alice"), workspaces: [Self.workspace], nowMillis: 5000)
   }
 
-  /// A fresh store with page `p`, written as the broker's writer writes (a group of one).
-  private func makeStore(_ file: TestStoreDatabase) throws -> PageStore {
-    let store = try PageStore(connection: try file.open())
-    store.defersWritesToGroupEnd()
-    try group(store) {
-      _ = try apply(
+  /// A fresh SQLite store file with page `p`, and the store on it as the broker's writer runs it (groups that
+  /// defer their kept writes to the group's end). `close(_:_:)` both at the end (`defer`).
+  private func makeStore() throws -> (TestStoreDatabase, PageStore) {
+    let file = try TestStoreDatabase(.sqlite)
+    do {
+      let store = try PageStore(connection: try file.open())
+      store.defersWritesToGroupEnd()
+      try applyAlone(
         store,
         MutationBatch(
           client: id("maker"), workspace: Self.workspace,
@@ -46,8 +44,24 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
               id: 1, page: id("p"), time: HLCTimestamp(millis: 1), action: .createPage(parent: nil, title: "")
             )
           ]))
+      return (file, store)
+    } catch {
+      file.remove()
+      throw error
     }
-    return store
+  }
+
+  private func close(_ file: TestStoreDatabase, _ store: PageStore) {
+    store.connection.close()
+    file.remove()
+  }
+
+  /// Applies `batch` in a writer group of its own.
+  @discardableResult
+  private func applyAlone(_ store: PageStore, _ batch: MutationBatch) throws -> BatchOutcome {
+    var outcome: BatchOutcome?
+    try group(store) { outcome = try apply(store, batch) }
+    return outcome!
   }
 
   /// Runs `body` as one writer group: a transaction, the kept writes written before COMMIT.
@@ -83,10 +97,8 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   }
 
   @Test func aLaterBatchOfTheGroupSeesWhatAnEarlierOneAppliedForItsClient() throws {
-    let file = try TestStoreDatabase(.sqlite)
-    defer { file.remove() }
-    let store = try makeStore(file)
-    defer { store.connection.close() }
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
     var second: BatchOutcome?
     try group(store) {
       #expect(try apply(store, batch("c", 1...2)).results.map(\.status) == [.applied, .applied])
@@ -97,18 +109,13 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     #expect(second?.results.map(\.status) == [.duplicate, .duplicate, .applied])
     #expect(try storedClient(file, "c") == 3)
     // And after the group: the stored row is what the next group reads.
-    try group(store) {
-      let statuses = try apply(store, batch("c", 3...4)).results.map(\.status)
-      #expect(statuses == [.duplicate, .applied])
-    }
+    #expect(try applyAlone(store, batch("c", 3...4)).results.map(\.status) == [.duplicate, .applied])
     #expect(try storedClient(file, "c") == 4)
   }
 
   @Test func batchesOfOneGroupTakeIncreasingSequencesAndTheStoreKeepsTheLast() throws {
-    let file = try TestStoreDatabase(.sqlite)
-    defer { file.remove() }
-    let store = try makeStore(file)
-    defer { store.connection.close() }
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
     var sequences: [UInt64] = []
     var times: [UInt64] = []
     try group(store) {
@@ -129,10 +136,8 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   }
 
   @Test func aJobRolledBackLeavesNothingKept() throws {
-    let file = try TestStoreDatabase(.sqlite)
-    defer { file.remove() }
-    let store = try makeStore(file)
-    defer { store.connection.close() }
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
     let before = store.sequence
     struct Failed: Error {}
     try group(store) {
@@ -152,10 +157,8 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   }
 
   @Test func aGroupThatFailsWritesNothingAndForgetsWhatItKept() throws {
-    let file = try TestStoreDatabase(.sqlite)
-    defer { file.remove() }
-    let store = try makeStore(file)
-    defer { store.connection.close() }
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
     let before = try storedSequence(file)
     struct Failed: Error {}
     #expect(throws: Failed.self) {
@@ -167,21 +170,16 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     }
     #expect(try storedClient(file, "c") == nil)
     #expect(try storedSequence(file) == before)
-    try group(store) {
-      let statuses = try apply(store, batch("c", 1...1)).results.map(\.status)
-      #expect(statuses == [.applied])
-    }
+    #expect(try applyAlone(store, batch("c", 1...1)).results.map(\.status) == [.applied])
     #expect(try storedClient(file, "c") == 1)
   }
 
   /// A page row the writer keeps between batches (`WriterCache`) is dropped when a mutation writes it: a later
   /// group's older title loses to the newer one written before, and a deleted page takes no more edits.
   @Test func theWriterSeesEveryPageRowChangeItMade() throws {
-    let file = try TestStoreDatabase(.sqlite)
-    defer { file.remove() }
-    let store = try makeStore(file)
-    defer { store.connection.close() }
-    try group(store) { _ = try apply(store, batch("a", 1...1, title: "new")) }  // time 1001
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
+    try applyAlone(store, batch("a", 1...1, title: "new"))  // time 1001
     try group(store) {
       // Time 1000 + 0 is older than 1001: last-writer-wins keeps "new1".
       let older = MutationBatch(
@@ -194,7 +192,7 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     let reader = try SQLiteConnection(path: file.path)
     defer { reader.close() }
     #expect(try reader.query("SELECT title FROM page WHERE id = 'p'").first?.first == .text("new1"))
-    try group(store) { _ = try apply(store, deletion("a", 2)) }
+    try applyAlone(store, deletion("a", 2))
     try group(store) {
       let result = try apply(store, batch("a", 3...3)).results.first
       #expect(result?.status == .rejected && result?.reason == .pageDeleted)
@@ -204,10 +202,8 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
   /// A job that read a page row after writing it and then rolled back, or a group that did and did not commit,
   /// leaves no row of what it wrote in the writer's cache.
   @Test func aRolledBackJobOrGroupLeavesNoPageRowBehind() throws {
-    let file = try TestStoreDatabase(.sqlite)
-    defer { file.remove() }
-    let store = try makeStore(file)
-    defer { store.connection.close() }
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
     struct Failed: Error {}
     // The deletion's second mutation reads the deleted row (and is rejected for it), then the job fails.
     let deleteThenEdit = MutationBatch(
@@ -233,19 +229,15 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
         throw Failed()
       }
     }
-    try group(store) {
-      let statuses = try apply(store, batch("d", 2...2)).results.map(\.status)
-      #expect(statuses == [.applied], "p was never deleted")
-    }
+    #expect(
+      try applyAlone(store, batch("d", 2...2)).results.map(\.status) == [.applied], "p was never deleted")
   }
 
   /// A group that wrote its clients' rows and then did not commit leaves none of them in the writer's cache:
   /// the same ids are applied again, not answered as duplicates.
   @Test func aGroupThatFailsAfterWritingItsClientRowsLeavesNoneCached() throws {
-    let file = try TestStoreDatabase(.sqlite)
-    defer { file.remove() }
-    let store = try makeStore(file)
-    defer { store.connection.close() }
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
     struct Failed: Error {}
     #expect(throws: Failed.self) {
       try store.connection.transaction(writing: true) {
@@ -256,25 +248,17 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
       }
     }
     store.groupEnded(committed: false)
-    try group(store) {
-      let statuses = try apply(store, batch("c", 1...2)).results.map(\.status)
-      #expect(statuses == [.applied, .applied])
-    }
+    #expect(try applyAlone(store, batch("c", 1...2)).results.map(\.status) == [.applied, .applied])
     // And a committed group's rows are what the next group reads from the cache.
-    try group(store) {
-      let statuses = try apply(store, batch("c", 2...3)).results.map(\.status)
-      #expect(statuses == [.duplicate, .applied])
-    }
+    #expect(try applyAlone(store, batch("c", 2...3)).results.map(\.status) == [.duplicate, .applied])
     #expect(try storedClient(file, "c") == 3)
   }
 
   /// The writer's cache holds at most `writerCacheRows` page rows and as many client rows (past it, it starts
   /// over), none at 0, and the answers are the same either way.
   @Test func theWritersCacheIsBoundedByItsSetting() throws {
-    let file = try TestStoreDatabase(.sqlite)
-    defer { file.remove() }
-    let store = try makeStore(file)
-    defer { store.connection.close() }
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
     store.writerCacheRows = 2
     for (number, page) in ["p", "q", "r", "s"].enumerated() where page != "p" {
       let create = MutationBatch(
@@ -284,15 +268,15 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
             id: UInt64(number + 1), page: id(page), time: HLCTimestamp(millis: 1),
             action: .createPage(parent: nil, title: ""))
         ])
-      try group(store) { _ = try apply(store, create) }
+      try applyAlone(store, create)
     }
     for (client, page) in [("a", "p"), ("b", "q"), ("c", "r"), ("d", "s")] {
-      try group(store) { _ = try apply(store, batch(client, 1...1, page: page)) }
+      try applyAlone(store, batch(client, 1...1, page: page))
       #expect(store.writerCacheCounts.pages <= 2 && store.writerCacheCounts.clients <= 2)
     }
     #expect(store.writerCacheCounts.pages > 0 && store.writerCacheCounts.clients > 0, "it keeps rows")
     store.writerCacheRows = 0
-    try group(store) { _ = try apply(store, deletion("a", 2)) }
+    try applyAlone(store, deletion("a", 2))
     try group(store) {
       #expect(try apply(store, batch("a", 1...1)).results.map(\.status) == [.duplicate])
       let results = try apply(store, batch("a", 3...3)).results
@@ -312,9 +296,9 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
 
   /// The wiring: the writer groups jobs submitted together and tells the store where groups end.
   @Test func theWriterWritesEachGroupsKeptRowsOnce() throws {
-    let file = try TestStoreDatabase(.sqlite)
+    // The writer shuts the store's connection; only the file is left to remove.
+    let (file, store) = try makeStore()
     defer { file.remove() }
-    let store = try makeStore(file)
     let writer = StoreWriter(store: store.connection, name: "group-writes-test", observer: store)
     let box = UncheckedBox(store)
     let loop = try Loop()
@@ -325,9 +309,10 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     // The writer is held busy by a first job until every batch is queued, so that they make one group whatever
     // the threads' timing (a writer faster than the submissions would otherwise commit them one by one). The
     // batches are queued only once the writer runs that job: queued before it, they would join its group.
-    let gate = Gate()
-    writer.submit(on: loop, { _ in gate.enterAndWaitUntilOpen() }, completion: { _ in })
-    gate.waitUntilEntered()
+    let gate = ThreadGate()
+    defer { gate.open() }
+    writer.submit(on: loop, { _ in gate.wait() }, completion: { _ in })
+    gate.waitUntilReached()
     // Two clients, each 40 one-mutation batches, and every batch sent twice (a device whose answers were lost).
     for number in UInt64(1)...40 {
       for client in ["a", "b"] {
@@ -374,25 +359,6 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
       return
     }
     #expect(try storedSequence(file) == String(lastUpdated))
-  }
-}
-
-/// A first job that keeps the writer busy until the test opens it, and tells the test when the writer runs it.
-private final class Gate: Sendable {
-  private let lock = Lock()
-  private nonisolated(unsafe) var isOpen = false
-  private nonisolated(unsafe) var entered = false
-
-  func open() { lock.withLock { isOpen = true } }
-
-  /// Run by the writer: marks the job started, then holds the writer until `open()`.
-  func enterAndWaitUntilOpen() {
-    lock.withLock { entered = true }
-    while !lock.withLock({ isOpen }) { usleep(1000) }
-  }
-
-  func waitUntilEntered() {
-    while !lock.withLock({ entered }) { usleep(1000) }
   }
 }
 

@@ -1,53 +1,9 @@
+import EventLoopTestKit
 import SQLiteStore
 import Testing
 import Web
 
 @testable import Broker
-
-#if canImport(Glibc)
-  import Glibc
-#endif
-
-/// A gate a writer job waits at until the test opens it; the test can wait for the job to get there.
-private final class Gate: @unchecked Sendable {
-  private var mutex = pthread_mutex_t()
-  private var condition = pthread_cond_t()
-  private var isOpen = false
-  private var isReached = false
-
-  init() {
-    pthread_mutex_init(&mutex, nil)
-    pthread_cond_init(&condition, nil)
-  }
-
-  deinit {
-    pthread_cond_destroy(&condition)
-    pthread_mutex_destroy(&mutex)
-  }
-
-  /// On the writer thread: waits until the gate opens.
-  func wait() {
-    pthread_mutex_lock(&mutex)
-    isReached = true
-    pthread_cond_broadcast(&condition)
-    while !isOpen { pthread_cond_wait(&condition, &mutex) }
-    pthread_mutex_unlock(&mutex)
-  }
-
-  /// On the test's thread: waits until a job waits at the gate.
-  func waitUntilReached() {
-    pthread_mutex_lock(&mutex)
-    while !isReached { pthread_cond_wait(&condition, &mutex) }
-    pthread_mutex_unlock(&mutex)
-  }
-
-  func open() {
-    pthread_mutex_lock(&mutex)
-    isOpen = true
-    pthread_cond_broadcast(&condition)
-    pthread_mutex_unlock(&mutex)
-  }
-}
 
 @Suite struct BrokerHealthTests {
   /// Issue #16: `/healthz` (no token) went through the writer's queue as a read, which runs alone between two
@@ -58,7 +14,7 @@ private final class Gate: @unchecked Sendable {
     let harness = try BrokerHarness()
     let sequence = try harness.commit(client: "c1", [.create("home", title: "Home")])
     // The writer held in a job until the gate opens.
-    let gate = Gate()
+    let gate = ThreadGate()
     var held = false
     harness.broker.writer.submit(on: harness.loop, { _ in gate.wait() }, completion: { _ in held = true })
     gate.waitUntilReached()

@@ -22,10 +22,8 @@ import Testing
   /// One `Pagesync-Clock` of 2^64-1 was merged and persisted, and every later edit was stamped after it. A clock
   /// stored so (before this rule) is dropped at the next edit; one observed so is not merged.
   @Test func aPoisonedClockIsDroppedForTheWallClock() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     let inspect = try file.inspect()
     defer { inspect.close() }
     try inspect.execute("UPDATE sync_meta SET value = '18446744073709551615:4294967295' WHERE key = 'hlc'")
@@ -47,10 +45,8 @@ import Testing
   /// they go again, in order, with fresh times, under the ids after the batch, and the edit queued after them
   /// follows; nothing is a conflict.
   @Test func clockAheadRejectionsAreSentAgainWithFreshTimesInOrder() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     let ahead = Self.wall + 3 * Self.day
     let made = try store.recordEdits(
       page: id("P"), actions: [.setTitle("a"), .setTitle("b"), .setTitle("c")], nowMillis: ahead)
@@ -74,10 +70,8 @@ import Testing
   /// A mutation stamped by the device's own wall clock, which the broker finds too far ahead: a fresh time would
   /// not be earlier, so it is kept as a conflict (sending it again would be rejected again, for ever).
   @Test func aRejectionOfTheDevicesOwnWallClockIsKeptAsAConflict() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     _ = try store.recordEdit(page: id("P"), action: .setTitle("a"), nowMillis: Self.wall)
     let settlement = try store.settle(rejected([1], last: 1), sent: [1], nowMillis: Self.wall)
     #expect(settlement.restamped == 0 && settlement.keptAhead == 1)

@@ -15,6 +15,24 @@ import Testing
 /// A store path under /tmp that no other test uses (EventLoopTestKit's `TemporaryDatabase`).
 typealias TemporaryStore = TemporaryDatabase
 
+/// A fresh local store on a file of its own (named after the test), and the file, to read it from outside
+/// (`sqlite3`, `inspect()`). `closeAndRemove(_:_:)` both at the end (`defer`).
+func freshStore(_ label: String = #function) throws -> (TemporaryStore, LocalStore) {
+  let file = TemporaryStore(label)
+  do {
+    return (file, try LocalStore(path: file.path))
+  } catch {
+    file.remove()
+    throw error
+  }
+}
+
+/// Closes `store`, then removes its file (and the file's -wal and -shm).
+func closeAndRemove(_ store: LocalStore, _ file: TemporaryStore) {
+  store.close()
+  file.remove()
+}
+
 extension TemporaryDatabase {
   /// A second connection on the file, to look at rows (and, in one test, to get in the store's way).
   func inspect() throws -> SQLiteConnection {

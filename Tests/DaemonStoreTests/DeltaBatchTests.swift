@@ -47,10 +47,8 @@ import Testing
   }
 
   @Test func aDeltaThatCannotBeStoredIsRolledBackAloneAndTheOthersStay() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     // B's queue holds a mutation this store cannot read back: rebasing B on its delta fails.
     let other = try file.inspect()
     try other.execute(

@@ -17,10 +17,8 @@ import Testing
   }
 
   @Test func severalEditsQueueTogetherStampedAfterTheBrokersClock() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     _ = try store.recordEdit(page: id("P"), action: .createPage(parent: nil, title: "P"), nowMillis: 1000)
     // The broker has seen 5000:3; this device's wall clock says 2000: its stamps must still come after.
     let observed = HLCTimestamp(millis: 5000, counter: 3)
@@ -46,10 +44,8 @@ import Testing
   }
 
   @Test func blockPositionsFollowAddMoveAndDelete() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     var now: UInt64 = 1000
     func edit(_ action: MutationAction) throws {
       now += 1
@@ -96,10 +92,8 @@ import Testing
   }
 
   @Test func insertingAtTheSamePlaceManyTimesRenumbersAndKeepsTheOrder() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     _ = try store.recordEdit(page: id("P"), action: .createPage(parent: nil, title: ""), nowMillis: 1)
     for block in ["a", "z"] {
       _ = try store.recordEdit(
@@ -124,10 +118,8 @@ import Testing
   }
 
   @Test func setViewRecomputesRowsOfADatabaseMadeHere() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     func edit(_ page: String, _ action: MutationAction) throws {
       _ = try store.recordEdit(page: id(page), action: action, nowMillis: 1)
     }
@@ -170,10 +162,8 @@ import Testing
   }
 
   @Test func setViewOnADownloadedDatabaseUsesTheBrokersCreationOrderForTies() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     // The broker's creation order is B, A, C; the rows are stored here in id order (A, B, C), as a fetch
     // answers them.
     try store.applyDelta(try wholePage("D", time: 5, kind: "database", rows: ["B", "A", "C"]))
@@ -187,10 +177,8 @@ import Testing
   }
 
   @Test func setViewLeavesRowsWhenTheyAreNotAllKnownHere() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     // B has no local copy: the order is the broker's to give.
     try store.applyDelta(try wholePage("D", time: 5, kind: "database", rows: ["A", "B"]))
     try store.applyDelta(try wholePage("A", time: 2, parent: "D", properties: #"{"n": 9}"#))
@@ -215,10 +203,8 @@ import Testing
   }
 
   @Test func aDatabaseMadeInAPageIsListedInItsDatabases() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try store.applyDelta(try wholePage("P", time: 3, databases: ["OLD"]))
     _ = try store.recordEdit(
       page: id("D"), action: .createDatabase(parent: id("P"), title: "D"), nowMillis: 1)
@@ -233,10 +219,8 @@ import Testing
   }
 
   @Test func anInvalidMutationWritesNothing() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     _ = try store.recordEdit(page: id("P"), action: .createPage(parent: nil, title: "kept"), nowMillis: 1000)
     let clock = try store.clockValue()
     let refused: [(MutationAction, RejectionReason)] = [
@@ -260,10 +244,8 @@ import Testing
   }
 
   @Test func aCreateOfAStoredPageOrBlockIsRefused() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     _ = try store.recordEdit(page: id("P"), action: .createPage(parent: nil, title: "p"), nowMillis: 1)
     _ = try store.recordEdit(
       page: id("P"), action: .addBlock(block: id("b"), type: "text", text: "t", after: nil, attributes: [:]),

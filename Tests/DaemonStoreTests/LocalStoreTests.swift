@@ -53,10 +53,8 @@ import Testing
   }
 
   @Test func forestRowsRoundTripThroughRestore() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     let structure = MapStructure(
       kinds: [id("P"): .page, id("D"): .database, id("R1"): .page, id("R2"): .page, id("X"): .page],
       inline: [id("P"): [id("D")]], rows: [id("D"): [id("R1"), id("R2")]])
@@ -97,10 +95,8 @@ import Testing
   }
 
   @Test func recentOrderNamingAPageNotOfflineIsRefusedWhole() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     let change = ForestChange(
       insertedActions: [OfflineAction(origin: id("A"), from: nil, impacted: id("A"), type: .toggled)],
       addedPages: [id("A")])
@@ -143,10 +139,8 @@ import Testing
   }
 
   @Test func anEditAndItsQueueRowAreOneTransaction() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     _ = try store.recordEdit(page: id("P"), action: .createPage(parent: nil, title: "old"), nowMillis: 1000)
     let clockBefore = try store.clockValue()
     // Another writer takes mutation id 2: the edit's last statement (the queue insert) fails, after the clock,
@@ -168,10 +162,8 @@ import Testing
   }
 
   @Test func acknowledgeDropsAppliedAndKeepsRejectedAsConflicts() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     _ = try store.recordEdit(page: id("P"), action: .createPage(parent: nil, title: "p"), nowMillis: 10)
     _ = try store.recordEdit(page: id("Q"), action: .setTitle("q"), nowMillis: 11)
     _ = try store.recordEdit(page: id("P"), action: .setTitle("p2"), nowMillis: 12)
@@ -228,10 +220,8 @@ import Testing
   /// 409 gap). Acknowledged mutations are now kept and go back into the queue, with the rejected ones (their ids
   /// must be sent too, or the next ones leave a gap), in id order.
   @Test func acknowledgedMutationsGoBackToTheQueueForARestoredBroker() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     let first = try store.recordEdit(
       page: id("P"), action: .createPage(parent: nil, title: "p"), nowMillis: 10)
     let second = try store.recordEdit(page: id("Q"), action: .setTitle("q"), nowMillis: 11)
@@ -273,10 +263,8 @@ import Testing
   }
 
   @Test func applyDeltaFullThenPartialAdvancesTheDownloadTime() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try store.applyForestChange(
       ForestChange(
         insertedActions: [OfflineAction(origin: id("P"), from: nil, impacted: id("P"), type: .toggled)],
@@ -338,10 +326,8 @@ import Testing
   }
 
   @Test func catchUpMapListsEveryOfflinePageWithItsDownloadTime() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     let rows = [id("P"), id("Q")].map { OfflineAction(origin: $0, from: nil, impacted: $0, type: .toggled) }
     try store.applyForestChange(
       ForestChange(insertedActions: rows, addedPages: [id("P"), id("Q")]), recentOrder: [])

@@ -9,10 +9,8 @@ import Testing
 /// such, unmarked by a download, and gone with their last reason. Read back with the `sqlite3` command line too.
 @Suite struct MissingPageTests {
   @Test func aGoneOfflinePageIsMarkedMissingOnceAndListedAndCounted() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["NOPE", "K"])
     try store.applyDelta(try wholePage("K", time: 3))
 
@@ -34,10 +32,8 @@ import Testing
   }
 
   @Test func aDownloadClearsTheMarkAndSoDoesRemovingTheLastReason() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["LATER", "GONE"])
     _ = try store.purge([id("LATER"), id("GONE")], nowMillis: 1)
     #expect(try store.status().missingPages == 2)
@@ -59,10 +55,8 @@ import Testing
   /// the page, which has no local copy, is among those to download whole again, so the daemon asks for it and
   /// the broker's `gone` marks it then; while one is still pending it is not.
   @Test func aPageAPurgeHeldIsToBeDownloadedOnceItsMutationsAreSettled() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["NOPE"])
     let first = try store.recordEdit(
       page: id("NOPE"), action: .setView(filter: nil, sort: nil), nowMillis: 1_000)

@@ -11,10 +11,8 @@ import Testing
 /// copies, and the store as the forest's structure.
 @Suite struct OfflineSetTests {
   @Test func droppingLocalCopiesKeepsOfflinePagesAndUnsentWork() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["A"])
     for page in ["A", "B", "C", "F"] {
       try store.applyDelta(try wholePage(page, time: 5, blocks: [("\(page)1", "x", 1)]))
@@ -48,10 +46,8 @@ import Testing
   }
 
   @Test func acknowledgedPagesAreDownloadedWholeAgainBecauseALosingEditChangesNothingOnTheBroker() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["P", "Q", "R"])
     for page in ["P", "Q", "R"] { try store.applyDelta(try wholePage(page, time: 5, blocks: [])) }
     let lost = try store.recordEdit(page: id("P"), action: .setTitle("older, lost"), nowMillis: 1)
@@ -74,10 +70,8 @@ import Testing
   /// broker (the database was deleted meanwhile), stayed in the database's local `rows` for good: the broker's
   /// database did not change, so nothing came to correct it. Its database is downloaded whole again, like the row.
   @Test func aRejectedRowLeavesItsDatabaseToBeDownloadedWholeAgain() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["D", "Q"])
     try store.applyDelta(try wholePage("D", time: 5, kind: "database"))
     try store.applyDelta(try wholePage("Q", time: 5))
@@ -98,10 +92,8 @@ import Testing
   }
 
   @Test func purgeDropsGonePagesButKeepsTheirReasons() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["P", "Q", "K"])
     for page in ["P", "Q", "K"] {
       try store.applyDelta(try wholePage(page, time: 10, blocks: [("\(page)1", "x", 1)]))
@@ -128,10 +120,8 @@ import Testing
   /// neighbours', wherever the pages' ends fall (ids that are prefixes of one another, reasons from several
   /// origins).
   @Test func theOfflineListIsReadInPagesWithEachEntrysOwnReasons() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     #expect(try store.offlineListPage(after: nil, limit: 3).isEmpty)
 
     let ids = ["p", "p1", "p10", "p100", "p2", "p20", "q", "q-", "q_", "r"] + (0..<23).map { "s\($0)" }
@@ -164,10 +154,8 @@ import Testing
   }
 
   @Test func offlineEntriesListReasonsByOriginThenType() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     let structure = MapStructure(
       kinds: [id("P"): .page, id("D"): .database, id("R"): .page, id("A"): .page],
       inline: [id("P"): [id("D")]], rows: [id("D"): [id("R")]])
@@ -200,10 +188,8 @@ import Testing
   }
 
   @Test func theStoreAnswersAsTheForestsStructure() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try store.applyDelta(try wholePage("P", time: 1, databases: ["D", "GONE", "LATER"]))
     try store.applyDelta(
       try wholePage("D", time: 1, kind: "database", parent: "P", rows: ["R1", "R2", "R3"]))

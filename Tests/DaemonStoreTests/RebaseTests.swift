@@ -10,10 +10,8 @@ import Testing
 /// `applyDelta` with unsent edits: the local copy shows the broker's state plus this device's pending edits.
 @Suite struct RebaseTests {
   @Test func aPendingTitleSurvivesADeltaUntilItIsAcknowledged() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["P"])
     try store.applyDelta(try wholePage("P", time: 10, title: "T1", properties: #"{"a": 1}"#))
     let edit = try store.recordEdit(page: id("P"), action: .setTitle("mine"), nowMillis: 100)
@@ -40,10 +38,8 @@ import Testing
   }
 
   @Test func pendingBlocksDatabasesAndRowsAreReappliedOnTopOfTheBrokersState() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try store.applyDelta(try wholePage("P", time: 10, blocks: [("b1", "one", 1)]))
     try store.applyDelta(try wholePage("D", time: 10, kind: "database"))
     _ = try store.recordEdit(
@@ -83,10 +79,8 @@ import Testing
   }
 
   @Test func aFullDeltaReplacesTheWholeCopy() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["D"])
     try store.applyDelta(
       try wholePage(

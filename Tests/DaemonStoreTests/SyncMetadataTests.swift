@@ -9,10 +9,8 @@ import Testing
 /// Push bookkeeping, the epoch, sync times and what `status` and `conflicts` report.
 @Suite struct SyncMetadataTests {
   @Test func aFailedPushCountsRetriesOnPendingMutationsOnly() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     for n in 1...3 {
       _ = try store.recordEdit(page: id("P\(n)"), action: .setTitle("t"), nowMillis: UInt64(n))
     }
@@ -35,10 +33,8 @@ import Testing
   }
 
   @Test func epochSyncTimesAndStatus() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     #expect(try store.epoch() == nil)
     var status = try store.status()
     #expect(status.lastSuccessfulSync == nil && status.lastSyncAttempt == nil && status.lastMutationAt == nil)
@@ -65,10 +61,8 @@ import Testing
   }
 
   @Test func conflictsCarryTheActionTheMessageAndTheTime() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     _ = try store.recordEdit(
       page: id("P"), action: .addBlock(block: id("b"), type: "todo", text: "t", after: nil, attributes: [:]),
       nowMillis: 1_732_244_000_123)

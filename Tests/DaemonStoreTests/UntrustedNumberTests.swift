@@ -13,10 +13,8 @@ import Testing
   /// A delta whose `lastUpdatedTime` is above 2^63-1 (the strict reader takes up to 2^64-1) trapped the daemon
   /// converting it for SQLite, at every start (the fetch was repeated). Now it is `numberOutOfRange`.
   @Test func aDeltaTimeAbove2To63IsRefusedAndNothingIsStored() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["P"])
     for time in [UInt64(Int64.max) + 1, UInt64.max] {
       #expect(throws: LocalStoreError.numberOutOfRange("page P's lastUpdatedTime", time)) {
@@ -34,10 +32,8 @@ import Testing
   /// A batch answer naming mutation id 2^63 trapped the daemon recording it; the same push at the next start
   /// trapped it again. Now nothing of that answer is recorded and the mutation stays queued.
   @Test func aBatchAnswerWithAMutationIdAbove2To63IsRefusedAndTheQueueKept() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     let edit = try store.recordEdit(page: id("P"), action: .createPage(parent: nil, title: "t"), nowMillis: 1)
     let hostile = BatchOutcome(
       results: [
@@ -54,10 +50,8 @@ import Testing
   /// `POST /v1/blocks/ID/splice {"at": 1, "delete": 9223372036854775807}`: `at + delete` overflowed and stopped
   /// the daemon. Now it is the same error as any range outside the text.
   @Test func aSpliceWhoseEndOverflowsIsARangeError() throws {
-    let file = TemporaryStore()
-    defer { file.remove() }
-    let store = try LocalStore(path: file.path)
-    defer { store.close() }
+    let (file, store) = try freshStore()
+    defer { closeAndRemove(store, file) }
     try toggleOffline(store, ["P"])
     let document = TextDocument(text: "abc", client: "")
     let block = BlockState(

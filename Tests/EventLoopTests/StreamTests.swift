@@ -50,6 +50,26 @@ private func echoRoundTrip(_ loop: Loop, _ address: SocketAddress, payload: [UIn
   return received
 }
 
+/// A server that keeps what its one connection sends and, at that connection's EOF, closes it and stops
+/// listening: the loop runs out of work once the client's stream is closed.
+private final class CollectingServer {
+  let listener: Listener
+  private var collector: StreamCollector?
+
+  init(_ loop: Loop) throws {
+    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
+    self.listener = listener
+    listener.onConnection = { [unowned self] stream in
+      let collector = StreamCollector(stream)
+      collector.onEnd = { listener.close() }
+      self.collector = collector
+    }
+  }
+
+  /// What the connection sent, as UTF-8.
+  var received: String { collector?.string ?? "" }
+}
+
 private func pattern(_ count: Int) -> [UInt8] {
   (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }
 }
@@ -113,18 +133,9 @@ private func pattern(_ count: Int) -> [UInt8] {
 
   @Test func writesQueuedInOneTurnGoOutInOneWriteCall() throws {
     let loop = try Loop()
-    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
-    var received: [UInt8] = []
-    listener.onConnection = { stream in
-      stream.onRead = { received.append(contentsOf: $0) }
-      stream.onEnd = { [unowned stream] in
-        stream.close()
-        listener.close()
-      }
-      stream.startReading()
-    }
+    let server = try CollectingServer(loop)
     var callsForTenBuffers = -1
-    ByteStream.connect(loop: loop, to: listener.address) { result in
+    ByteStream.connect(loop: loop, to: server.listener.address) { result in
       guard case .success(let stream) = result else { return }
       let before = stream.writeCalls
       for i in 0..<10 { stream.write(ByteBuffer(string: "frame\(i);")) }
@@ -138,27 +149,18 @@ private func pattern(_ count: Int) -> [UInt8] {
     }
     try loop.runUntilDone()
     #expect(callsForTenBuffers == 1)
-    #expect(String(decoding: received, as: UTF8.self) == (0..<10).map { "frame\($0);" }.joined())
+    #expect(server.received == (0..<10).map { "frame\($0);" }.joined())
     try loop.close()
   }
 
   @Test func flushNowWritesBeforeTheTurnEndsAndTheTurnDoesNotWriteAgain() throws {
     let loop = try Loop()
-    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
-    var received: [UInt8] = []
-    listener.onConnection = { stream in
-      stream.onRead = { received.append(contentsOf: $0) }
-      stream.onEnd = { [unowned stream] in
-        stream.close()
-        listener.close()
-      }
-      stream.startReading()
-    }
+    let server = try CollectingServer(loop)
     var callsInTurn = -1
     var queuedAfterFlush = -1
     var drains = 0
     var callsAtTurnEnd = -1
-    ByteStream.connect(loop: loop, to: listener.address) { result in
+    ByteStream.connect(loop: loop, to: server.listener.address) { result in
       guard case .success(let stream) = result else { return }
       stream.onDrain = { drains += 1 }
       let before = stream.writeCalls
@@ -181,27 +183,18 @@ private func pattern(_ count: Int) -> [UInt8] {
     #expect(queuedAfterFlush == 0)
     #expect(callsAtTurnEnd == 1, "the turn's own flush found nothing left to write")
     #expect(drains == 1, "one drain for one write, not another from the turn's flush")
-    #expect(String(decoding: received, as: UTF8.self) == "answer;")
+    #expect(server.received == "answer;")
     try loop.close()
   }
 
   @Test func writeNowOnAnIdleStreamWritesAtOnceAndQueuesBehindWhatWaits() throws {
     let loop = try Loop()
-    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
-    var received: [UInt8] = []
-    listener.onConnection = { stream in
-      stream.onRead = { received.append(contentsOf: $0) }
-      stream.onEnd = { [unowned stream] in
-        stream.close()
-        listener.close()
-      }
-      stream.startReading()
-    }
+    let server = try CollectingServer(loop)
     var callsAfterFirst = -1
     var queuedAfterFirst = -1
     var heldQueueAfterFirst = true
     var callsAfterThird = -1
-    ByteStream.connect(loop: loop, to: listener.address) { result in
+    ByteStream.connect(loop: loop, to: server.listener.address) { result in
       guard case .success(let stream) = result else { return }
       let before = stream.writeCalls
       stream.writeNow(ByteBuffer(string: "one;"))
@@ -220,7 +213,7 @@ private func pattern(_ count: Int) -> [UInt8] {
     #expect(queuedAfterFirst == 0)
     #expect(!heldQueueAfterFirst)
     #expect(callsAfterThird == 1, "queued behind the write that waits for the end of the turn")
-    #expect(String(decoding: received, as: UTF8.self) == "one;two;three;")
+    #expect(server.received == "one;two;three;")
     try loop.close()
   }
 

@@ -136,7 +136,7 @@ import Testing
       defer { db.remove() }
       try db.open().close()
       let outcomes = Outcomes()
-      let gate = Gate()
+      let gate = ThreadGate()
       let workers = [WorkerThread(name: "migrate-a"), WorkerThread(name: "migrate-b")]
       for worker in workers {
         worker.submit {

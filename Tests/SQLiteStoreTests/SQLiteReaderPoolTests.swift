@@ -128,17 +128,16 @@ private func ids(_ connection: SQLiteConnection) throws -> [Int64] {
     defer { writer.close() }
     let loop = try Loop()
     let pool = SQLiteReaderPool(path: db.path, threads: 1, maxQueuedReads: 1) { $0 }
-    let started = Gate()
-    let gate = Gate()
+    let gate = ThreadGate()
+    defer { gate.open() }
     var results: [Int: Result<Int, any Error>] = [:]
     pool.read(
       on: loop,
       { _ in
-        started.open()
         gate.wait()
         return 0
       }, completion: { results[0] = $0 })
-    started.wait()  // taken off the queue by its thread, which it now holds
+    gate.waitUntilReached()  // taken off the queue by its thread, which it now holds
     pool.read(on: loop, { _ in 1 }, completion: { results[1] = $0 })
     pool.read(on: loop, { _ in 2 }, completion: { results[2] = $0 })
     try run(loop) { results[2] != nil }

@@ -66,16 +66,73 @@ private final class ThreadExitProbe: @unchecked Sendable {
   var hasExited: Bool { lock.withLock { exited } }
 }
 
-/// An owner-only, WAL, synchronous=FULL database with `item(id INTEGER PRIMARY KEY, value TEXT)` and a writer on it.
-private func makeWriter(
-  _ db: TemporaryDatabase, maxJobsPerTransaction: Int = 1000, maxQueuedJobs: Int = 100_000,
-  schema: String = "", jobsMayRunTwice: Bool = false
-) throws -> SQLiteWriter {
-  let connection = try db.open()
-  try connection.execute("CREATE TABLE item(id INTEGER PRIMARY KEY, value TEXT); \(schema)")
-  return SQLiteWriter(
-    connection: connection, maxJobsPerTransaction: maxJobsPerTransaction, maxQueuedJobs: maxQueuedJobs,
-    jobsMayRunTwice: jobsMayRunTwice)
+/// One test's writer: a loop, and a writer on an owner-only, WAL, synchronous=FULL database with
+/// `item(id INTEGER PRIMARY KEY, value TEXT)`. `tearDown()` at the end (`defer`), on every path out of the test:
+/// it shuts the writer down, closes the loop (an issue if a handle is left) and removes the database.
+private struct WriterFixture {
+  let db: TemporaryDatabase
+  let loop: Loop
+  let writer: SQLiteWriter
+
+  init(
+    _ label: String = #function, maxJobsPerTransaction: Int = 1000, maxQueuedJobs: Int = 100_000,
+    schema: String = "", jobsMayRunTwice: Bool = false
+  ) throws {
+    db = TemporaryDatabase(label)
+    let connection = try db.open()
+    try connection.execute("CREATE TABLE item(id INTEGER PRIMARY KEY, value TEXT); \(schema)")
+    loop = try Loop()
+    writer = SQLiteWriter(
+      connection: connection, maxJobsPerTransaction: maxJobsPerTransaction, maxQueuedJobs: maxQueuedJobs,
+      jobsMayRunTwice: jobsMayRunTwice)
+  }
+
+  func tearDown() {
+    writer.shutdown()
+    do { try loop.close() } catch { Issue.record("the loop did not close: \(error)") }
+    db.remove()
+  }
+
+  /// Makes the writer busy until `gate` opens: what is submitted meanwhile is queued, and taken as one group.
+  /// The job holding it counts on `countdown` when it ends.
+  func hold(until gate: ThreadGate, countdown: CompletionCountdown) {
+    writer.read(on: loop, { _ in gate.wait() }, completion: { _ in countdown.done() })
+    gate.waitUntilReached()
+  }
+
+  /// Submits `jobs` while the writer is held, so that they are taken together (at most `maxJobsPerTransaction`
+  /// a group), then lets it go and runs the loop until every completion ran.
+  func runQueuedTogether<T: Sendable>(_ jobs: [@Sendable (SQLiteConnection) throws -> T]) throws
+    -> Completions<T>
+  {
+    let countdown = CompletionCountdown(loop: loop, expected: jobs.count + 1)
+    let gate = ThreadGate()
+    defer { gate.open() }
+    hold(until: gate, countdown: countdown)
+    var completions = Completions<T>()
+    for (index, job) in jobs.enumerated() {
+      writer.submit(on: loop, job) { result in
+        completions.record(index, result)
+        countdown.done()
+      }
+    }
+    gate.open()
+    try loop.runUntilDone()
+    return completions
+  }
+}
+
+/// The completions of `WriterFixture.runQueuedTogether`'s jobs.
+private struct Completions<T> {
+  /// Each job's result, by its index in the jobs given.
+  private(set) var results: [Int: Result<T, any Error>] = [:]
+  /// The results in the order the completions ran.
+  private(set) var inOrder: [Result<T, any Error>] = []
+
+  mutating func record(_ job: Int, _ result: Result<T, any Error>) {
+    results[job] = result
+    inOrder.append(result)
+  }
 }
 
 /// The ids in `item`, read through a connection of its own.
@@ -95,26 +152,11 @@ private func storedIDs(_ db: TemporaryDatabase) throws -> [Int64] {
   }
 }
 
-/// Makes the writer busy until `gate` opens: what is submitted meanwhile is queued, and taken as one group.
-private func holdWriter(
-  _ writer: SQLiteWriter, on loop: Loop, until gate: Gate, countdown: CompletionCountdown
-) {
-  let started = Gate()
-  writer.read(
-    on: loop,
-    { _ in
-      started.open()
-      gate.wait()
-    }, completion: { _ in countdown.done() })
-  started.wait()
-}
-
 @Suite struct SQLiteWriterTests {
   @Test func jobsSubmittedInOneLoopTurnShareTransactions() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db)
+    let fixture = try WriterFixture()
+    defer { fixture.tearDown() }
+    let (loop, writer) = (fixture.loop, fixture.writer)
     let countdown = CompletionCountdown(loop: loop, expected: 200)
     var results: [Int: Result<Int64, any Error>] = [:]
     for i in 0..<200 {
@@ -129,49 +171,28 @@ private func holdWriter(
     // The group-commit property: far fewer commits (fsyncs) than jobs.
     #expect(writer.jobsCommitted == 200)
     #expect(writer.transactionsCommitted < writer.jobsCommitted)
-    #expect(try storedIDs(db) == (0..<200).map { Int64($0) })
-    writer.shutdown()
-    try loop.close()
+    #expect(try storedIDs(fixture.db) == (0..<200).map { Int64($0) })
   }
 
   @Test func everyJobQueuedWhileTheWriterIsBusyIsTakenAtOnceUpToTheLimit() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db, maxJobsPerTransaction: 64)
-    let countdown = CompletionCountdown(loop: loop, expected: 201)
-    let gate = Gate()
-    holdWriter(writer, on: loop, until: gate, countdown: countdown)
-    var succeeded = 0
-    for i in 0..<200 {
-      writer.submit(on: loop, insertItem(i)) { result in
-        if case .success = result { succeeded += 1 }
-        countdown.done()
-      }
-    }
-    gate.open()
-    try loop.runUntilDone()
-    #expect(succeeded == 200)
+    let fixture = try WriterFixture(maxJobsPerTransaction: 64)
+    defer { fixture.tearDown() }
+    let run = try fixture.runQueuedTogether((0..<200).map(insertItem))
+    #expect(run.inOrder.count(where: { if case .success = $0 { true } else { false } }) == 200)
     // 64 + 64 + 64 + 8.
-    #expect(writer.transactionsCommitted == 4)
-    #expect(writer.jobsCommitted == 200)
-    #expect(try storedIDs(db).count == 200)
-    writer.shutdown()
-    try loop.close()
+    #expect(fixture.writer.transactionsCommitted == 4)
+    #expect(fixture.writer.jobsCommitted == 200)
+    #expect(try storedIDs(fixture.db).count == 200)
   }
 
   /// The same with jobs that may run twice (no savepoint each at first): job 5 threw after writing, so the group
   /// ran again, each job in its savepoint, and nothing else differs.
   @Test(arguments: [false, true])
   func aThrowingJobGetsItsErrorAndTheOthersInItsGroupCommit(jobsMayRunTwice: Bool) throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db, jobsMayRunTwice: jobsMayRunTwice)
-    let countdown = CompletionCountdown(loop: loop, expected: 11)
-    let gate = Gate()
-    holdWriter(writer, on: loop, until: gate, countdown: countdown)
-    var results: [Int: Result<Int64, any Error>] = [:]
+    let fixture = try WriterFixture(jobsMayRunTwice: jobsMayRunTwice)
+    defer { fixture.tearDown() }
+    let writer = fixture.writer
+    var jobs: [@Sendable (SQLiteConnection) throws -> Int64] = []
     for i in 0..<10 {
       let job: @Sendable (SQLiteConnection) throws -> Int64
       switch i {
@@ -186,13 +207,9 @@ private func holdWriter(
       default:
         job = insertItem(i)
       }
-      writer.submit(on: loop, job) { result in
-        results[i] = result
-        countdown.done()
-      }
+      jobs.append(job)
     }
-    gate.open()
-    try loop.runUntilDone()
+    let results = try fixture.runQueuedTogether(jobs).results
 
     guard case .failure(let thrown)? = results[5], case .failure(let sqlite)? = results[7] else {
       Issue.record("jobs 5 and 7 should have failed: \(results)")
@@ -205,87 +222,57 @@ private func holdWriter(
     }
     #expect(writer.transactionsCommitted == 1)
     #expect(writer.jobsCommitted == 8)
-    #expect(try storedIDs(db) == [0, 1, 2, 3, 4, 6, 8, 9])
+    #expect(try storedIDs(fixture.db) == [0, 1, 2, 3, 4, 6, 8, 9])
     #expect(writer.groupsRunAgain == (jobsMayRunTwice ? 1 : 0))
-    writer.shutdown()
-    try loop.close()
   }
 
   /// Jobs that may run twice run without a savepoint each: one that throws before writing (its checks failed)
   /// has nothing to undo, so every job runs once and the others commit; inside a job there is no savepoint.
   @Test func jobsThatMayRunTwiceRunOnceWithoutSavepointsWhenNoneFailsAfterWriting() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db, jobsMayRunTwice: true)
-    let countdown = CompletionCountdown(loop: loop, expected: 11)
-    let gate = Gate()
-    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    let fixture = try WriterFixture(jobsMayRunTwice: true)
+    defer { fixture.tearDown() }
     let runs = RunCounter()
-    var results: [Int: Result<Int64, any Error>] = [:]
-    for i in 0..<10 {
-      writer.submit(
-        on: loop,
-        { connection in
-          runs.count(i)
-          if i == 3 { throw TestJobError.failed(3) }  // before any write
-          if i == 4 {
-            // No savepoint of the writer's to release: SQLite names none.
-            #expect(throws: SQLiteError.self) {
-              try connection.execute("RELEASE SAVEPOINT sqlite_writer_job")
-            }
+    let jobs: [@Sendable (SQLiteConnection) throws -> Int64] = (0..<10).map { i in
+      { connection in
+        runs.count(i)
+        if i == 3 { throw TestJobError.failed(3) }  // before any write
+        if i == 4 {
+          // No savepoint of the writer's to release: SQLite names none.
+          #expect(throws: SQLiteError.self) {
+            try connection.execute("RELEASE SAVEPOINT sqlite_writer_job")
           }
-          return try insertItem(i)(connection)
-        },
-        completion: { result in
-          results[i] = result
-          countdown.done()
-        })
+        }
+        return try insertItem(i)(connection)
+      }
     }
-    gate.open()
-    try loop.runUntilDone()
+    let results = try fixture.runQueuedTogether(jobs).results
     guard case .failure(let thrown)? = results[3] else {
       Issue.record("job 3 should have failed: \(results)")
       return
     }
     #expect(thrown as? TestJobError == .failed(3))
     #expect(runs.counts == Dictionary(uniqueKeysWithValues: (0..<10).map { ($0, 1) }), "each job ran once")
-    #expect(writer.groupsRunAgain == 0)
-    #expect(writer.transactionsCommitted == 1)
-    #expect(try storedIDs(db) == [0, 1, 2, 4, 5, 6, 7, 8, 9])
-    writer.shutdown()
-    try loop.close()
+    #expect(fixture.writer.groupsRunAgain == 0)
+    #expect(fixture.writer.transactionsCommitted == 1)
+    #expect(try storedIDs(fixture.db) == [0, 1, 2, 4, 5, 6, 7, 8, 9])
   }
 
   /// A job that throws after writing makes its group roll back and run again, each job in its savepoint: the
   /// jobs up to it run twice, those after it once (the first run stopped there), and the store holds each
   /// successful job's write once.
   @Test func aJobThatThrowsAfterWritingMakesItsGroupRunAgainWithSavepoints() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db, jobsMayRunTwice: true)
-    let countdown = CompletionCountdown(loop: loop, expected: 7)
-    let gate = Gate()
-    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    let fixture = try WriterFixture(jobsMayRunTwice: true)
+    defer { fixture.tearDown() }
     let runs = RunCounter()
-    var results: [Int: Result<Int64, any Error>] = [:]
-    for i in 0..<6 {
-      writer.submit(
-        on: loop,
-        { connection in
-          runs.count(i)
-          let id = try insertItem(i)(connection)
-          if i == 2 { throw TestJobError.failed(2) }
-          return id
-        },
-        completion: { result in
-          results[i] = result
-          countdown.done()
-        })
+    let jobs: [@Sendable (SQLiteConnection) throws -> Int64] = (0..<6).map { i in
+      { connection in
+        runs.count(i)
+        let id = try insertItem(i)(connection)
+        if i == 2 { throw TestJobError.failed(2) }
+        return id
+      }
     }
-    gate.open()
-    try loop.runUntilDone()
+    let results = try fixture.runQueuedTogether(jobs).results
     #expect(results.count == 6)
     guard case .failure(let thrown)? = results[2] else {
       Issue.record("job 2 should have failed: \(results)")
@@ -294,18 +281,15 @@ private func holdWriter(
     #expect(thrown as? TestJobError == .failed(2))
     // Jobs 0 to 2 ran in the first pass, which stopped at job 2; all ran in the second.
     #expect(runs.counts == [0: 2, 1: 2, 2: 2, 3: 1, 4: 1, 5: 1])
-    #expect(writer.groupsRunAgain == 1)
-    #expect(writer.transactionsCommitted == 1 && writer.jobsCommitted == 5)
-    #expect(try storedIDs(db) == [0, 1, 3, 4, 5])
-    writer.shutdown()
-    try loop.close()
+    #expect(fixture.writer.groupsRunAgain == 1)
+    #expect(fixture.writer.transactionsCommitted == 1 && fixture.writer.jobsCommitted == 5)
+    #expect(try storedIDs(fixture.db) == [0, 1, 3, 4, 5])
   }
 
   @Test func completionsRunOnTheLoopThreadAfterTheCommitIsVisibleToOthers() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db)
+    let fixture = try WriterFixture()
+    defer { fixture.tearDown() }
+    let (db, loop, writer) = (fixture.db, fixture.loop, fixture.writer)
     let loopThread = pthread_self()
     let countdown = CompletionCountdown(loop: loop, expected: 20)
     var order: [Int] = []
@@ -334,24 +318,21 @@ private func holdWriter(
     #expect(offLoop == 0)
     #expect(!writerOnLoopThread)
     #expect(order == Array(0..<20))
-    writer.shutdown()
-    try loop.close()
   }
 
   @Test func aFailedCommitFailsEveryJobOfTheGroup() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
     // A deferred foreign key is checked only at COMMIT: job B makes the group's COMMIT fail.
-    let writer = try makeWriter(
-      db,
+    let fixture = try WriterFixture(
       schema: """
         CREATE TABLE parent(id INTEGER PRIMARY KEY);
         CREATE TABLE child(parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);
         """)
+    defer { fixture.tearDown() }
+    let (loop, writer) = (fixture.loop, fixture.writer)
     let countdown = CompletionCountdown(loop: loop, expected: 5)
-    let gate = Gate()
-    holdWriter(writer, on: loop, until: gate, countdown: countdown)
+    let gate = ThreadGate()
+    defer { gate.open() }
+    fixture.hold(until: gate, countdown: countdown)
     var errors: [Int32?] = []
     var afterwards: Result<Int64, any Error>?
     let jobs: [@Sendable (SQLiteConnection) throws -> Void] = [
@@ -378,22 +359,14 @@ private func holdWriter(
     #expect((try? afterwards?.get()) == 1)
     #expect(writer.transactionsCommitted == 1)
     #expect(writer.jobsCommitted == 1)
-    let reader = try SQLiteConnection(path: db.path, mode: .readOnly)
+    let reader = try SQLiteConnection(path: fixture.db.path, mode: .readOnly)
     #expect(try reader.query("SELECT count(*) FROM parent") == [[.integer(0)]])
     #expect(try reader.query("SELECT count(*) FROM child") == [[.integer(0)]])
-    writer.shutdown()
-    try loop.close()
   }
 
   @Test func aJobThatEndsTheTransactionFailsTheJobsBeforeItAndTheRestRunAnew() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db)
-    let countdown = CompletionCountdown(loop: loop, expected: 4)
-    let gate = Gate()
-    holdWriter(writer, on: loop, until: gate, countdown: countdown)
-    var results: [Result<Int64, any Error>] = []
+    let fixture = try WriterFixture()
+    defer { fixture.tearDown() }
     let jobs: [@Sendable (SQLiteConnection) throws -> Int64] = [
       insertItem(1),
       { connection in
@@ -403,29 +376,19 @@ private func holdWriter(
       },
       insertItem(3),
     ]
-    for job in jobs {
-      writer.submit(on: loop, job) { result in
-        results.append(result)
-        countdown.done()
-      }
-    }
-    gate.open()
-    try loop.runUntilDone()
+    let results = try fixture.runQueuedTogether(jobs).inOrder
     #expect(results.count == 3)
     // Job 1's insert was rolled back with the transaction: it must not be told it succeeded.
     #expect(results.prefix(2).allSatisfy { if case .failure = $0 { true } else { false } })
     #expect((try? results.last?.get()) == 3)
-    #expect(writer.jobsCommitted == 1)
-    #expect(try storedIDs(db) == [3])
-    writer.shutdown()
-    try loop.close()
+    #expect(fixture.writer.jobsCommitted == 1)
+    #expect(try storedIDs(fixture.db) == [3])
   }
 
   @Test func readsRunInSubmissionOrderOutsideGroups() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db)
+    let fixture = try WriterFixture()
+    defer { fixture.tearDown() }
+    let (loop, writer) = (fixture.loop, fixture.writer)
     let countdown = CompletionCountdown(loop: loop, expected: 5)
     var counts: [Int64] = []
     var readError: (any Error)?
@@ -453,15 +416,12 @@ private func holdWriter(
     #expect(counts == [1, 2])
     #expect(readError as? TestJobError == .failed(3))
     #expect(writer.jobsCommitted == 2)
-    writer.shutdown()
-    try loop.close()
   }
 
   @Test func shutdownRunsOutstandingJobsAndJoinsTheThread() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db)
+    let fixture = try WriterFixture()
+    defer { fixture.tearDown() }
+    let (loop, writer) = (fixture.loop, fixture.writer)
     let probe = ThreadExitProbe()
     let countdown = CompletionCountdown(loop: loop, expected: 51)
     var succeeded = 0
@@ -475,7 +435,7 @@ private func holdWriter(
     writer.shutdown()
     // Before the loop ran again: every job committed, the thread is gone, the answers wait for the loop.
     #expect(probe.hasExited)
-    #expect(try storedIDs(db).count == 50)
+    #expect(try storedIDs(fixture.db).count == 50)
     #expect(writer.pendingCompletions == 51)
 
     var late: Result<Int64, any Error>?
@@ -489,26 +449,12 @@ private func holdWriter(
     }
     #expect(error as? SQLiteWriterError == .shutDown)
     #expect(writer.pendingCompletions == 0)
-    try loop.close()
   }
 
   @Test func aFullQueueRefusesJobsInsteadOfGrowing() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db, maxQueuedJobs: 2)
-    let countdown = CompletionCountdown(loop: loop, expected: 4)
-    let gate = Gate()
-    holdWriter(writer, on: loop, until: gate, countdown: countdown)
-    var results: [Result<Int64, any Error>] = []
-    for i in 0..<3 {
-      writer.submit(on: loop, insertItem(i)) { result in
-        results.append(result)
-        countdown.done()
-      }
-    }
-    gate.open()
-    try loop.runUntilDone()
+    let fixture = try WriterFixture(maxQueuedJobs: 2)
+    defer { fixture.tearDown() }
+    let results = try fixture.runQueuedTogether((0..<3).map(insertItem)).inOrder
     #expect(results.count == 3)
     // The refusal is answered first: it did not wait for the queue.
     guard case .failure(let error) = results.first else {
@@ -516,16 +462,13 @@ private func holdWriter(
       return
     }
     #expect(error as? SQLiteWriterError == .overloaded(queuedJobs: 2))
-    #expect(try storedIDs(db) == [0, 1])
-    writer.shutdown()
-    try loop.close()
+    #expect(try storedIDs(fixture.db) == [0, 1])
   }
 
   @Test func eachCompletionRunsOnTheLoopThatSubmittedIt() throws {
-    let db = TemporaryDatabase()
-    defer { db.remove() }
-    let loop = try Loop()
-    let writer = try makeWriter(db)
+    let fixture = try WriterFixture()
+    defer { fixture.tearDown() }
+    let (loop, writer) = (fixture.loop, fixture.writer)
     let other = try LoopThread()
     final class Tally: @unchecked Sendable {
       let lock = Lock()
@@ -569,9 +512,7 @@ private func holdWriter(
     try loop.runUntilDone()
     try other.shutdown()
     #expect(tally.lock.withLock { (tally.onItsLoop, tally.elsewhere) } == (100, 0))
-    #expect(try storedIDs(db).count == 100)
-    writer.shutdown()
-    try loop.close()
+    #expect(try storedIDs(fixture.db).count == 100)
   }
 }
 

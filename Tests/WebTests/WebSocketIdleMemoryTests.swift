@@ -27,9 +27,8 @@ private final class RecordingDelegate: WebSocketDelegate {
   /// hold no weak reference (to the server or to the finished HTTP connection, whose side table it kept alive).
   @Test func openSocketsShareTheirRoutesConfigurationAndKeepNoClosureContexts() throws {
     let loop = try Loop()
-    let router = HTTPRouter()
-    let server = HTTPServer(loop: loop, router: router)
-    let address = try server.listen(on: .inet(host: "127.0.0.1", port: 0))
+    let test = try TestServer(loop: loop)
+    let (router, server, address) = (test.router, test.server, test.address!)
     let owner = RecordingDelegate()
     var opened: [WebSocket] = []
     router.webSocket(
@@ -93,9 +92,8 @@ private final class RecordingDelegate: WebSocketDelegate {
   /// the close, once.
   @Test func theDelegateHearsMessagesAndTheCloseBeforeTheClosures() throws {
     let loop = try Loop()
-    let router = HTTPRouter()
-    let server = HTTPServer(loop: loop, router: router)
-    let address = try server.listen(on: .inet(host: "127.0.0.1", port: 0))
+    let test = try TestServer(loop: loop)
+    let (router, server, address) = (test.router, test.server, test.address!)
     let owner = RecordingDelegate()
     router.webSocket(
       "/ws",
