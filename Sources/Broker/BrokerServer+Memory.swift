@@ -46,9 +46,10 @@ extension BrokerServer {
     guard !returningMemory else { return }
     returningMemory = true
     var waiting = readers == nil ? 1 : 2
-    let finish = { [unowned self] in
+    // Weak: a completion may run after a shutdown that let the broker go (the writer runs its queue out).
+    let finish = { [weak self] in
       waiting -= 1
-      guard waiting == 0 else { return }
+      guard waiting == 0, let self else { return }
       malloc_trim(0)
       pagedOutMappings = Int(pagesync_page_out_file_mappings())
       memoryReturns += 1
