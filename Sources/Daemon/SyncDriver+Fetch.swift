@@ -85,9 +85,12 @@ extension SyncDriver {
   func fetch(_ pages: [EntityID], refetchAll: Bool) {
     var since: [EntityID: UInt64] = [:]
     do {
-      let downloaded = refetchAll ? [:] : try store.catchUpMap()
-      since.reserveCapacity(pages.count)
-      for page in pages { since[page] = downloaded[page] ?? 0 }
+      if refetchAll {
+        since.reserveCapacity(pages.count)
+        for page in pages { since[page] = 0 }
+      } else {
+        since = try store.downloadTimes(of: pages)
+      }
     } catch {
       logger.error("cannot read download times", metadata: ["error": "\(error)"])
       handle(.fetched(pages: [], failed: pages))
