@@ -4,9 +4,9 @@ import SyncModel
 ///
 /// The map is the tree's row map as `OfflineForest.trees` keeps it (every page but the origin → its `from`), so a
 /// walk becomes the tree without a second map; it is also what the walk checks "reached already" against. The
-/// order is only the ids (16 bytes a page). The first walk of 10,000 pages held 32-byte (page, from) steps, a set
-/// of the pages reached and then the map built from the steps: 1.3 MB where these hold 0.8 MB
-/// (scripts/idle-daemon.py, the forest's growth at the peak of a first sync).
+/// order is only the ids (16 bytes a page). A walk of 10,201 pages held 32-byte (page, from) steps (524 KB), a set
+/// of the pages reached, and then a second map built from the steps; now 262 KB of ids and the map
+/// (scripts/idle-daemon.py: the forest's growth is the peak of a first sync).
 struct WalkedTree: Sendable {
   /// The pages, origin first, breadth first: parents before their children.
   var order: [EntityID]
