@@ -4,8 +4,8 @@ must stay under 30 MB RSS and wake up for nothing but its heartbeat; issue #22 a
 of the first sync (`target_rss_ok`: met since round 13; `target_peak_ok`: not yet, docs/benchmarks.md).
 
   scripts/idle-daemon.py [--bin .build/release] [--broker-bin DIR] [--shared-swift-runtime] [--databases 200]
-                         [--rows 50] [--idle 60] [--heartbeat 30] [--smaps FILE] [--broker-smaps FILE]
-                         [--broker-only]
+                         [--rows 50] [--idle 60] [--heartbeat 30] [--smaps FILE] [--peak-smaps FILE]
+                         [--broker-smaps FILE] [--broker-only]
 
 Starts a broker and a daemon from BIN on loopback in a temporary directory. On the broker: one page `root` with
 DATABASES inline databases of ROWS rows each (10,201 pages by default). On the device: `pagesync offline add root`,
@@ -77,11 +77,12 @@ class PeakSampler(threading.Thread):
     sample with the most resident memory: what it was made of (anonymous, file-backed) and, read at once,
     its resident kB by mapping. VmHWM says how high the peak was; this says what it was."""
 
-    def __init__(self, pid, interval=0.02):
+    def __init__(self, pid, interval=0.02, keep_smaps=False):
         super().__init__(daemon=True)
-        self.pid, self.interval = pid, interval
+        self.pid, self.interval, self.keep_smaps = pid, interval, keep_smaps
         self.stop = threading.Event()
         self.peak = {"rss_bytes": 0}
+        self.peak_smaps = None
 
     def run(self):
         while not self.stop.is_set():
@@ -94,6 +95,9 @@ class PeakSampler(threading.Thread):
                                  "rss_file_bytes": int(status["RssFile"].split()[0]) * 1024,
                                  "seconds_after_start": round(time.monotonic() - self.started, 2),
                                  "resident_kb_by_mapping": smaps_breakdown(self.pid)}
+                    if self.keep_smaps:
+                        with open(f"/proc/{self.pid}/smaps") as smaps:
+                            self.peak_smaps = smaps.read()
             except (FileNotFoundError, ProcessLookupError, KeyError):
                 return
             time.sleep(self.interval)
@@ -165,6 +169,8 @@ def main():
     parser.add_argument("--idle", type=float, default=60)
     parser.add_argument("--heartbeat", type=int, default=30)
     parser.add_argument("--smaps", help="copy the idle daemon's /proc/PID/smaps to this file, to study its mappings")
+    parser.add_argument("--peak-smaps", help="copy the daemon's /proc/PID/smaps at the first sync's largest sample to "
+                        "this file (private dirty and clean pages of each mapping at the peak)")
     parser.add_argument("--broker-smaps", help="copy the idle broker's /proc/PID/smaps to this file")
     parser.add_argument("--broker-only", action="store_true",
                         help="measure the idle broker and stop there (no daemon, no sync)")
@@ -246,7 +252,7 @@ def main():
         daemon = subprocess.Popen([f"{binary}/pagesyncd", "--config", f"{work}/pagesyncd.toml"],
                                   stdout=open(f"{work}/daemon.log", "w"), stderr=subprocess.STDOUT,
                                   env=environment)
-        sampler = PeakSampler(daemon.pid)
+        sampler = PeakSampler(daemon.pid, keep_smaps=bool(args.peak_smaps))
         sampler.start()
         wait_for("the daemon's socket", lambda: os.path.exists(f"{work}/pagesyncd.sock"), 30)
 
@@ -286,6 +292,9 @@ def main():
         if args.smaps:
             with open(f"/proc/{daemon.pid}/smaps") as source, open(args.smaps, "w") as copy:
                 copy.write(source.read())
+        if args.peak_smaps and sampler.peak_smaps:
+            with open(args.peak_smaps, "w") as copy:
+                copy.write(sampler.peak_smaps)
         status = read_status(daemon.pid)
         heartbeats = args.idle / args.heartbeat
         report = {

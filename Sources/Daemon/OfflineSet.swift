@@ -6,9 +6,9 @@ import SyncModel
 /// The offline set: the `OfflineForest` in memory and its rows in the local store (`offline_action`,
 /// `offline_page`), kept equal, and the local copies that no reason keeps any more, dropped.
 ///
-/// Every operation runs on a copy of the forest inside `LocalStore.readingStructure` (the store's pages are the
-/// structure it walks), writes the copy's `ForestChange` in one transaction, and only then keeps the copy: a read
-/// or a write that fails leaves both the forest and the rows as they were, and the operation throws. Local copies
+/// Every operation runs on the forest inside `LocalStore.readingStructure` (the store's pages are the structure it
+/// walks) and writes its `ForestChange` in one transaction; a read or a write that fails reverts the forest by the
+/// change (`OfflineForest.revert`), so both the forest and the rows stay as they were, and the operation throws. Local copies
 /// of the pages that left are dropped after the change is written, unless they hold unsent mutations
 /// (`LocalStore.dropLocalCopies` decides); a failure there is logged, not thrown, since the change stands.
 ///
@@ -102,18 +102,28 @@ final class OfflineSet {
 
   // MARK: Internals
 
-  /// Runs `operation` on a copy of the forest with the store as its structure, writes its change, then keeps the
-  /// copy and drops the copies of the pages that left.
+  /// Runs `operation` on the forest with the store as its structure and writes its change; if a structure read
+  /// or the write fails, reverts the forest (`OfflineForest.revert`) and throws. Then drops the local copies of the
+  /// pages that left.
+  ///
+  /// The forest is changed in place and reverted on failure rather than changed as a copy kept on success: a
+  /// copy held the whole offline set's index twice while a first sync grew it (0.3 MB at 5,000 pages, twice that
+  /// at 10,000; docs/benchmarks.md, "The first sync's peak, round 15").
   private func commit(
     _ operation: (inout OfflineForest, LocalStore) -> ForestChange
   ) throws -> ForestChange {
-    var next = forest
-    let change = try store.readingStructure { operation(&next, $0) }
-    // A visit to the most recent page changes no row but may reorder the recent ranks.
-    if !change.isEmpty || next.recentOrder != forest.recentOrder {
-      try store.applyForestChange(change, recentOrder: next.recentOrder)
+    let before = forest.settings
+    var change = ForestChange()
+    do {
+      try store.readingStructure { change = operation(&forest, $0) }
+      // A visit to the most recent page changes no row but may reorder the recent ranks.
+      if !change.isEmpty || forest.recentOrder != before.recentOrder {
+        try store.applyForestChange(change, recentOrder: forest.recentOrder)
+      }
+    } catch {
+      forest.revert(change, to: before)
+      throw error
     }
-    forest = next
     dropCopiesNotKept(change.removedPages)
     return change
   }

@@ -85,9 +85,12 @@ extension SyncDriver {
   func fetch(_ pages: [EntityID], refetchAll: Bool) {
     var since: [EntityID: UInt64] = [:]
     do {
-      let downloaded = refetchAll ? [:] : try store.catchUpMap()
-      since.reserveCapacity(pages.count)
-      for page in pages { since[page] = downloaded[page] ?? 0 }
+      if refetchAll {
+        since.reserveCapacity(pages.count)
+        for page in pages { since[page] = 0 }
+      } else {
+        since = try store.downloadTimes(of: pages)
+      }
     } catch {
       logger.error("cannot read download times", metadata: ["error": "\(error)"])
       handle(.fetched(pages: [], failed: pages))
@@ -134,9 +137,11 @@ extension SyncDriver {
       record { try store.setEpoch(epoch) }
       epochToAdopt = nil
     }
+    // Before pruning, not after: a prune may grow the offline set by thousands of pages (the peak of a first
+    // sync), and the code the round's answers ran (reading, storing) need not stay resident under it.
+    memoryMayBeReturned()
     // Pruning changes the offline set whichever connection fetched: the machine hears of it either way.
     offlineSetChanged(offlineSet.prune(afterFetching: round.stored))
-    memoryMayBeReturned()
     guard round.generation == generation else { return }
     handle(.fetched(pages: round.stored, failed: failed))
   }

@@ -183,11 +183,11 @@ public struct OfflineForest: Sendable {
     _ keys: [TreeKey], structure: some OfflineStructure, recording recorder: inout ChangeRecorder
   ) {
     // The trees of one origin (toggled and favorite, say) have the same shape: walk it once.
-    var walks: [EntityID: [WalkStep]] = [:]
+    var walks: [EntityID: WalkedTree] = [:]
     for key in keys {
-      let steps = walks[key.origin] ?? walk(from: key.origin, structure: structure)
-      walks[key.origin] = steps
-      setTree(key, to: steps, recording: &recorder)
+      let walked = walks[key.origin] ?? walk(from: key.origin, structure: structure)
+      walks[key.origin] = walked
+      setTree(key, to: walked, recording: &recorder)
     }
   }
 
@@ -198,10 +198,10 @@ public struct OfflineForest: Sendable {
     }
   }
 
-  /// Makes the rows of tree `key` those of `steps` (nil: no tree), recording the minimal difference.
-  mutating func setTree(_ key: TreeKey, to steps: [WalkStep]?, recording recorder: inout ChangeRecorder) {
+  /// Makes the rows of tree `key` those of `walked` (nil: no tree), recording the minimal difference.
+  mutating func setTree(_ key: TreeKey, to walked: WalkedTree?, recording recorder: inout ChangeRecorder) {
     let old = trees[key]
-    guard let steps else {
+    guard let walked else {
       guard let old else { return }
       var rows = old.map {
         OfflineAction(origin: key.origin, from: $0.value, impacted: $0.key, type: key.type)
@@ -215,8 +215,7 @@ public struct OfflineForest: Sendable {
       trees[key] = nil
       return
     }
-    var new = [EntityID: EntityID](minimumCapacity: steps.count)
-    for step in steps.dropFirst() { new[step.page] = step.from }
+    let new = walked.parents
     if let old {
       var deletions: [(row: OfflineAction, leaves: Bool)] = []
       for (page, from) in old where new[page] != from {
@@ -233,12 +232,24 @@ public struct OfflineForest: Sendable {
       recorder.inserted(OfflineAction(origin: key.origin, from: nil, impacted: key.origin, type: key.type))
       link(key.origin, to: key, recording: &recorder)
     }
-    for step in steps.dropFirst() {
-      let before = old?[step.page]
-      if before == step.from { continue }
-      recorder.inserted(
-        OfflineAction(origin: key.origin, from: step.from, impacted: step.page, type: key.type))
-      if before == nil { link(step.page, to: key, recording: &recorder) }
+    // Room for exactly this tree's new rows and pages: appended one by one, 5,000 rows (56 bytes each) grew the
+    // array to room for 8,192, and each doubling held the old room and the new at once.
+    var (rows, pages) = (walked.order.count - 1, walked.order.count - 1)
+    if let old {
+      (rows, pages) = (0, 0)
+      for page in walked.order.dropFirst() {
+        let before = old[page]
+        if before != new[page] { rows += 1 }
+        if before == nil { pages += 1 }
+      }
+    }
+    recorder.reserve(insertions: rows, touches: pages)
+    for page in walked.order.dropFirst() {
+      let before = old?[page]
+      let from = new[page]
+      if before == from { continue }
+      recorder.inserted(OfflineAction(origin: key.origin, from: from, impacted: page, type: key.type))
+      if before == nil { link(page, to: key, recording: &recorder) }
     }
     trees[key] = new
   }
@@ -269,6 +280,24 @@ struct ChangeRecorder {
 
   mutating func touch(_ page: EntityID, wasOffline: Bool) {
     if seen.insert(page).inserted { touched.append((page, wasOffline)) }
+  }
+
+  /// Makes room for `insertions` more inserted rows and `touches` more pages touched, at once: exactly when one
+  /// tree brings them, doubling when many small ones do (so an operation over many trees does not reallocate for
+  /// each).
+  mutating func reserve(insertions: Int, touches: Int) {
+    func room(for more: Int, count: Int, capacity: Int) -> Int? {
+      count + more > capacity ? Swift.max(count + more, count * 2) : nil
+    }
+    if let rows = room(
+      for: insertions, count: change.insertedActions.count, capacity: change.insertedActions.capacity)
+    {
+      change.insertedActions.reserveCapacity(rows)
+    }
+    if let pages = room(for: touches, count: touched.count, capacity: touched.capacity) {
+      touched.reserveCapacity(pages)
+      seen.reserveCapacity(pages)
+    }
   }
 
   /// The change, given the offline set after the operation.

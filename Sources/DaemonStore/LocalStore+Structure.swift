@@ -8,13 +8,17 @@ import SyncModel
 /// `OfflineStructure`'s methods cannot throw. Answering a failed read with "unknown" is not harmless: a walk
 /// that sees no inline databases or no rows computes a change that removes them from the offline set. So each
 /// method records the first error it hits (and answers nil or []), and `readingStructure` throws it after the
-/// operation: run forest operations through it, on a copy of the forest, and keep the copy and write its change
-/// only if it returns.
+/// operation: run forest operations through it, and write the change only if it returns; if it throws (or the
+/// write does), revert the forest by the change (what `OfflineSet` does), or work on a copy and drop it.
 ///
-///     var next = forest
-///     let change = try store.readingStructure { next.refresh(page, structure: $0) }
-///     try store.applyForestChange(change, recentOrder: next.recentOrder)
-///     forest = next
+///     let before = forest.settings
+///     var change = ForestChange()
+///     do {
+///       try store.readingStructure { change = forest.refresh(page, structure: $0) }
+///       try store.applyForestChange(change, recentOrder: forest.recentOrder)
+///     } catch {
+///       forest.revert(change, to: before)
+///     }
 ///
 /// Called directly (outside `readingStructure`), a failed read answers nil or []; the error is dropped at the
 /// next `readingStructure`.

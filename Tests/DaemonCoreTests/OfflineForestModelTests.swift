@@ -105,6 +105,7 @@ import Testing
       structure.lookups.pages.removeAll(keepingCapacity: true)
       structure.lookupBudget = 100_000
       let before = forest.offlinePages
+      let previous = (forest: forest, settings: forest.settings)
       let roll = random.next() % 100
       let page = pick(Self.pages)
       let reason = pick([OfflineReason.toggled, .favorite])
@@ -208,6 +209,15 @@ import Testing
       #expect(reasons.count == Set(reasons).count, "\(context)")
       #expect(Set(reasons) == expected.filter { $0.impacted == probe }, "\(context): why \(probe)")
       #expect(forest.isOffline(probe) == after.contains(probe), "\(context)")
+
+      // A write that failed: undoing the change gives back the forest before it (OfflineSet's commit).
+      var reverted = forest
+      reverted.revert(change, to: previous.settings)
+      #expect(reverted.invariantViolation() == nil, "\(context): reverted")
+      #expect(reverted.actions == previous.forest.actions, "\(context): reverted")
+      #expect(reverted.offlinePages == previous.forest.offlinePages, "\(context): reverted")
+      #expect(reverted.settings == previous.settings, "\(context): reverted")
+      #expect(reverted.reasons(for: probe) == previous.forest.reasons(for: probe), "\(context): reverted")
     }
   }
 }

@@ -230,4 +230,23 @@ import Testing
       ])
     #expect(forest.origins(.favorite) == ids("D", "X"))
   }
+
+  /// A first sync grows one tree by thousands of pages at once (scripts/idle-daemon.py: 5,000 rows a step): the
+  /// change holds room for its rows and no more, rather than the next power of two, and never two rooms at once
+  /// while it grows.
+  @Test func aTreeThatGrowsByThousandsOfPagesHoldsRoomForItsRowsOnly() {
+    var structure = MapStructure()
+    let databases = (0..<60).map { "d\($0)" }
+    structure.page("root", inline: databases)
+    for database in databases { structure.database(database, rows: (0..<50).map { "\(database)-r\($0)" }) }
+    var forest = OfflineForest()
+
+    let first = forest.add(.toggled, origin: id("root"), structure: MapStructure(kinds: [id("root"): .page]))
+    #expect(first.insertedActions.count == 1)
+    let grown = forest.refresh(id("root"), structure: structure)
+    #expect(grown.insertedActions.count == 60 + 60 * 50)
+    #expect(grown.insertedActions.capacity <= grown.insertedActions.count + 1, "room for 4,096 rows")
+    #expect(grown.addedPages.count == 60 + 60 * 50)
+    #expect(forest.offlinePageCount == 1 + 60 + 60 * 50)
+  }
 }

@@ -115,6 +115,27 @@ import Testing
     #expect(try store.catchUpMap() == [id("K"): 10, id("P"): 0, id("Q"): 0])
   }
 
+  /// A fetch of a batch reads the download times of its own pages only (it read the whole set's, 10,000 rows for
+  /// 100 pages, in a first sync): the same times `catchUpMap` has, 0 for a page never downloaded or not offline,
+  /// and a corrupt time is an error, as there.
+  @Test func aBatchsDownloadTimesAreItsPagesOwn() throws {
+    let file = TemporaryStore()
+    defer { file.remove() }
+    let store = try LocalStore(path: file.path)
+    defer { store.close() }
+    try toggleOffline(store, ["P", "Q", "K"])
+    try store.applyDelta(try wholePage("K", time: 10))
+    try store.applyDelta(try wholePage("P", time: 4))
+    let times = try store.downloadTimes(of: ids("K", "Q", "gone"))
+    #expect(times == [id("K"): 10, id("Q"): 0, id("gone"): 0])
+    #expect(try store.catchUpMap().filter { times[$0.key] != nil } == [id("K"): 10, id("Q"): 0])
+    #expect(try store.downloadTimes(of: [EntityID]()).isEmpty)
+
+    _ = try sqlite3(file.path, "UPDATE offline_page SET last_downloaded_timestamp = -1 WHERE page_id = 'Q'")
+    #expect(throws: LocalStoreError.self) { try store.downloadTimes(of: ids("K", "Q")) }
+    #expect(try store.downloadTimes(of: ids("K", "P")) == [id("K"): 10, id("P"): 4])
+  }
+
   /// `GET /v1/offline` reads the set a page of entries at a time (the ids after the last one read, and the
   /// reasons of those ids only): every entry comes once, in id order, with all its reasons and none of its
   /// neighbours', wherever the pages' ends fall (ids that are prefixes of one another, reasons from several

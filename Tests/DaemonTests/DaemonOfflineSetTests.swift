@@ -60,6 +60,10 @@ import Testing
       "CREATE TRIGGER refuse BEFORE INSERT ON offline_action BEGIN SELECT RAISE(ABORT, 'refused'); END", [])
     #expect(throws: (any Error).self) { try set.changeReason(.favorite, origin: id("a"), add: true) }
     #expect(set.forest.actions == before && !set.hasReason(.favorite, origin: id("a")))
+    // A visit's recent order goes back too: the forest is changed in place and reverted by the change.
+    #expect(throws: (any Error).self) { try set.changeReason(.recent, origin: id("a"), add: true) }
+    #expect(set.forest.actions == before && set.forest.recentOrder.isEmpty)
+    try expectAgreement(set, store)
     try other.execute("DROP TRIGGER refuse", [])
 
     // A structure read that fails (a database's rows unreadable): the walk's change is neither kept nor written.
