@@ -54,16 +54,13 @@ extension BrokerServer {
   }
 
   /// Samples the counters now and then every `statusSampleInterval` on the loop (a timer that does not keep
-  /// the loop alive; closed by `shutdown`). Each tick also looks whether the broker is idle enough to give
-  /// memory back (BrokerServer+Memory.swift), so that needs no timer of its own.
+  /// the loop alive; closed by `shutdown`).
   func startStatusSampling() {
     sampleStatus()
     let timer = LoopTimer(loop: loop)
     timer.keepsLoopAlive = false
     timer.start(after: Self.statusSampleInterval, repeatEvery: Self.statusSampleInterval) {
-      [unowned self] in
-      self.sampleStatus()
-      self.lookForIdleMemory(at: self.loop.now)
+      [unowned self] in self.sampleStatus()
     }
     statusTimer = timer
   }
