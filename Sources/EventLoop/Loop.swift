@@ -17,9 +17,10 @@ import CLibUV
 /// other threads; they wake the loop through one `uv_async_t` (repeated sends coalesce).
 ///
 /// Writes are coalesced per loop turn: `ByteStream.write` only queues, and a check handle (which runs after the
-/// poll phase of every turn) flushes each stream that has data queued, all its buffers in one vectored write. An
-/// idle handle is active only while something is queued, so a write queued outside the poll phase (in a timer or
-/// close callback) still goes out without waiting for I/O.
+/// poll phase of every turn) flushes each stream that has data queued, all its buffers in one vectored write, once
+/// a turn: what a drain callback queues in that flush goes out the next turn, so one busy stream cannot keep the
+/// loop from the others' I/O. An idle handle is active only while something is queued, so a write queued outside
+/// the poll phase (in a timer or close callback) still goes out without waiting for I/O.
 public final class Loop: @unchecked Sendable {
   // @unchecked: all state except `tasks` (guarded by `taskLock`) is touched only on the loop thread.
 
@@ -29,6 +30,9 @@ public final class Loop: @unchecked Sendable {
   private var wakeup: Wakeup!
   private var flushCheck: FlushCheck!
   private var dirtyStreams: [ByteStream] = []
+  /// `runNextTurn`'s work: what was asked for in this turn, and what runs at this turn's check.
+  private var workAsked: [() -> Void] = []
+  private var workDue: [() -> Void] = []
   /// One read buffer for every stream of the loop: libuv calls alloc and then read for one stream at a time,
   /// and readers consume or copy the bytes inside their read callback.
   let readBuffer: UnsafeMutableRawBufferPointer
@@ -43,6 +47,10 @@ public final class Loop: @unchecked Sendable {
 
   /// Size of the loop's shared read buffer: the most one read callback delivers.
   public static let readBufferSize = 64 * 1024
+
+  /// Turns completed so far (counted at each turn's check phase): for work that is bounded per turn
+  /// (`Listener.maxAcceptsPerTurn`). Loop thread only.
+  public internal(set) var turns: UInt64 = 0
 
   public init() throws(LoopError) {
     uv = .allocate(capacity: 1)
@@ -119,22 +127,48 @@ public final class Loop: @unchecked Sendable {
     }
   }
 
-  // MARK: Per-turn write flushing
+  // MARK: Per-turn work
+
+  /// Runs `body` in the next turn, after that turn's poll for I/O (at its check phase, before the writes are
+  /// flushed): for work that yields the loop to everyone else's I/O first (a connection that reached its share
+  /// of a turn). Not a timer of 0 ms: libuv before 1.48 runs a timer restarted at 0 in its own callback again at
+  /// once, in the same turn, so a timer that yields by rescheduling itself never yields. The loop does not wait
+  /// for I/O while work is owed; owed work does not keep `run()` going by itself (the handle it is for does), and
+  /// `close()` drops what is still owed. Loop thread only.
+  public func runNextTurn(_ body: @escaping () -> Void) {
+    flushCheck.arm()
+    workAsked.append(body)
+  }
 
   func scheduleFlush(_ stream: ByteStream) {
     if dirtyStreams.isEmpty { flushCheck.arm() }
     dirtyStreams.append(stream)
   }
 
-  func flushDirtyStreams() {
-    // A flush may complete synchronously and run drain callbacks that queue more writes; keep going until
-    // nothing is dirty, so those go out in this turn too.
-    while !dirtyStreams.isEmpty {
-      let streams = dirtyStreams
-      dirtyStreams = []
-      for stream in streams { stream.flushIfScheduled() }
+  /// The check phase of every turn: the work owed from the turn before, then the writes.
+  func endTurn() {
+    turns &+= 1
+    if !workDue.isEmpty {
+      let due = workDue
+      workDue = []
+      for body in due { body() }
     }
-    flushCheck.disarm()
+    // What this turn asked for runs at the next one's check, after its poll.
+    if !workAsked.isEmpty { swap(&workAsked, &workDue) }
+    flushDirtyStreams()
+  }
+
+  func flushDirtyStreams() {
+    // One pass a turn. A flush that completes synchronously runs drain callbacks, and those may read on and
+    // queue more: an HTTP connection parses the pipelined requests it held back and answers them. Against a
+    // peer whose kernel buffers take everything, going on until nothing is dirty kept the loop in this phase
+    // for seconds (8 connections pipelining `GET /metrics` answered some 2,000 requests before the loop polled
+    // again). What a drain queued goes out next turn, after every other stream's I/O; the idle handle stays
+    // armed meanwhile, so that turn polls without waiting.
+    let streams = dirtyStreams
+    dirtyStreams = []
+    for stream in streams { stream.flushIfScheduled() }
+    if dirtyStreams.isEmpty && workDue.isEmpty && workAsked.isEmpty { flushCheck.disarm() }
   }
 
   // MARK: Offloading work to other threads
@@ -207,6 +241,9 @@ public final class Loop: @unchecked Sendable {
     }
     if !others.isEmpty { throw .handlesStillOpen(handles: others) }
     runTasks()
+    // Work owed to handles that are all closed now; their closures may hold what they were for.
+    workAsked = []
+    workDue = []
     wakeup.close()
     flushCheck.close()
     uv_run(uv, UV_RUN_DEFAULT)
@@ -234,7 +271,7 @@ final class FlushCheck: LoopHandle {
     register()
     idle.pointee.data = nil  // not a LoopHandle: closeAllHandles skips it, willClose closes it
     uv_check_start(pointer(as: uv_check_t.self)) { h in
-      LoopHandle.object(h, as: FlushCheck.self).loop.flushDirtyStreams()
+      LoopHandle.object(h, as: FlushCheck.self).loop.endTurn()
     }
     uv_unref(handle)
     uv_unref(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self))

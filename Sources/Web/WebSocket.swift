@@ -130,10 +130,9 @@ public final class WebSocket {
   /// When the frame or message under way must be complete (loop time), while one is and the connection is read.
   private var messageDeadline: UInt64?
   private var messageTimer: LoopTimer?
-  /// Frames handled in the turn that began at `turnStarted` (loop time), against `maxFramesPerTurn`.
+  /// Frames handled in loop turn `turnStarted` (`Loop.turns`), against `maxFramesPerTurn`.
   private var framesThisTurn = 0
-  private var turnStarted: UInt64 = 0
-  private var yieldTimer: LoopTimer?
+  private var turnStarted: UInt64 = .max
   /// The owner's closures, in a box of their own made when the first is set: a socket whose owner is its
   /// `delegate` (a broker's device stream) keeps one word for them instead of five closures (80 bytes, B6).
   private var callbacks: Callbacks?
@@ -148,7 +147,7 @@ public final class WebSocket {
   /// Within `handleBuffered` (which the owner's callbacks may reenter through `resumeReading`).
   private var handling = false
   /// Set when `maxFramesPerTurn` was reached: no frame is handled, and the connection not read, until the next
-  /// turn (`yieldTimer`, due at once, runs then).
+  /// turn (`Loop.runNextTurn`).
   private var yielding = false
   /// What was left of `messageDeadline`'s time when reading paused.
   private var messageTimeLeft: UInt64?
@@ -433,16 +432,14 @@ public final class WebSocket {
     closeTimer = nil
     messageTimer?.close()
     messageTimer = nil
-    yieldTimer?.close()
-    yieldTimer = nil
   }
 
   // MARK: Receiving
 
   private func received(_ bytes: UnsafeRawBufferPointer) {
-    let now = stream.loop.now
-    if now != turnStarted {
-      turnStarted = now
+    let turn = stream.loop.turns
+    if turn != turnStarted {
+      turnStarted = turn
       framesThisTurn = 0
     }
     decoder.append(bytes)
@@ -480,13 +477,11 @@ public final class WebSocket {
   /// Lets the loop serve the others: nothing more of this connection until the next turn.
   private func yieldTurn() {
     yielding = true
-    let timer = yieldTimer ?? LoopTimer(loop: stream.loop)
-    yieldTimer = timer
-    timer.start(after: 0) { [unowned self] in
-      guard self.yielding else { return }
+    stream.loop.runNextTurn { [weak self] in
+      guard let self, self.yielding else { return }
       self.yielding = false
       self.framesThisTurn = 0
-      self.turnStarted = self.stream.loop.now
+      self.turnStarted = self.stream.loop.turns
       guard self.state != .closed else { return }
       self.handleBuffered()
       self.updateReading()

@@ -150,6 +150,38 @@ import Testing
     try loop.close()
   }
 
+  @Test func runNextTurnRunsAfterTheNextPollAndWorkItAsksForATurnLater() throws {
+    let loop = try Loop()
+    var log: [String] = []
+    var wakeup: Wakeup!
+    wakeup = Wakeup(loop: loop) {
+      log.append("poll")
+      wakeup.close()
+    }
+    // Owed work does not keep the loop running by itself (the handle it is for does): this one does here.
+    let keepAlive = LoopTimer(loop: loop)
+    keepAlive.start(after: 60_000) {}
+    let timer = LoopTimer(loop: loop)
+    timer.start(after: 0) {
+      timer.close()
+      let asked = loop.turns
+      loop.runNextTurn {
+        log.append("first, \(loop.turns - asked) turns on")
+        // Asked for from the work itself: not in this check phase, the next one.
+        let again = loop.turns
+        loop.runNextTurn {
+          log.append("second, \(loop.turns - again) turn on")
+          keepAlive.close()
+        }
+      }
+      // I/O that is ready in this turn's poll: it comes first.
+      wakeup.signal()
+    }
+    try loop.runUntilDone()
+    #expect(log == ["poll", "first, 2 turns on", "second, 1 turn on"])
+    try loop.close()
+  }
+
   @Test func signalWatcherSeesTheSignal() throws {
     let loop = try Loop()
     var seen: Int32 = 0
