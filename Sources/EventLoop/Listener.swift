@@ -18,6 +18,13 @@ public final class Listener: LoopHandle {
   public var onError: ((LoopError) -> Void)?
   /// Connections accepted so far.
   public private(set) var acceptedCount = 0
+  /// Connections accepted in one loop turn at most. libuv accepts until the backlog is empty; clients that connect
+  /// as fast as the loop accepts (a flood of connections refused at once) kept it there, and every other
+  /// connection waiting, for half a second. Past this many the rest wait for the next turn, after the loop polled
+  /// for everyone else's I/O.
+  public var maxAcceptsPerTurn = 64
+  private var acceptTurn: UInt64 = .max
+  private var acceptsThisTurn = 0
   /// Whether we created the socket file (and so remove it on close).
   private var ownsSocketFile = false
 
@@ -126,6 +133,31 @@ public final class Listener: LoopHandle {
       onError?(LoopError(code: status, operation: "accept on \(address)"))
       return
     }
+    countTurn()
+    guard acceptsThisTurn < maxAcceptsPerTurn else {
+      // Not taking it now: libuv keeps the accepted descriptor and stops watching the socket until `uv_accept`
+      // (which starts watching again), so the backlog waits in the kernel meanwhile. If the listener closes
+      // first, libuv closes that descriptor with it.
+      loop.runNextTurn { [weak self] in
+        guard let self, !self.isClosing else { return }
+        self.acceptNow()
+      }
+      return
+    }
+    acceptNow()
+  }
+
+  /// Starts counting again in a new turn.
+  private func countTurn() {
+    guard acceptTurn != loop.turns else { return }
+    acceptTurn = loop.turns
+    acceptsThisTurn = 0
+  }
+
+  /// Takes the connection libuv accepted and hands it to `onConnection`.
+  private func acceptNow() {
+    countTurn()
+    acceptsThisTurn += 1
     let stream: ByteStream
     do { stream = try ByteStream(loop: loop, kind: kind) } catch {
       onError?(error)

@@ -187,6 +187,74 @@ private func pattern(_ count: Int) -> [UInt8] {
     try loop.close()
   }
 
+  @Test func whatADrainCallbackQueuesWaitsForTheNextTurnsPoll() throws {
+    // A stream that refills its queue from its drain callback, as an HTTP connection answering pipelined
+    // requests does, against a peer whose kernel buffers take everything: each refill must wait for the next
+    // turn, so the loop polls (here: sees a wake-up signalled at the first drain) between two of them.
+    let loop = try Loop()
+    let server = try CollectingServer(loop)
+    var drains = 0
+    var drainsWhenTheTaskRan = -1
+    var wakeup: Wakeup!
+    wakeup = Wakeup(loop: loop) {
+      drainsWhenTheTaskRan = drains
+      wakeup.close()
+    }
+    ByteStream.connect(loop: loop, to: server.listener.address) { result in
+      guard case .success(let stream) = result else { return }
+      stream.onDrain = { [unowned stream] in
+        drains += 1
+        if drains == 1 { wakeup.signal() }
+        if drains < 50 { stream.write(ByteBuffer(string: "\(drains);")) } else { stream.close() }
+      }
+      stream.write(ByteBuffer(string: "0;"))
+    }
+    try loop.runUntilDone()
+    #expect(drains == 50)
+    #expect(drainsWhenTheTaskRan == 1, "the loop polled between the first drain's refill and the second")
+    #expect(server.received == (0..<50).map { "\($0);" }.joined())
+    try loop.close()
+  }
+
+  @Test func aListenerTakesAtMostMaxAcceptsPerTurnAndTheRestNextTurn() throws {
+    // Six connections wait in the kernel's backlog before the loop first runs (a blocking connect completes
+    // there). libuv would accept all six in one callback; with a bound of 2 they come 2 a turn.
+    let loop = try Loop()
+    let listener = try Listener(loop: loop, address: .inet(host: "127.0.0.1", port: 0))
+    listener.maxAcceptsPerTurn = 2
+    var clients: [Int32] = []
+    for _ in 0..<6 {
+      let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+      var address = sockaddr_in()
+      address.sin_family = sa_family_t(AF_INET)
+      address.sin_port = in_port_t(UInt16(listener.address.port!).bigEndian)
+      address.sin_addr.s_addr = inet_addr("127.0.0.1")
+      let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+          Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+      }
+      #expect(connected == 0)
+      clients.append(fd)
+    }
+    var turnsOfAccepts: [UInt64] = []
+    var streams: [ByteStream] = []
+    listener.onConnection = { stream in
+      turnsOfAccepts.append(loop.turns)
+      streams.append(stream)
+      if streams.count == 6 {
+        for stream in streams { stream.close() }
+        listener.close()
+      }
+    }
+    try loop.runUntilDone()
+    for fd in clients { close(fd) }
+    #expect(turnsOfAccepts.count == 6)
+    let perTurn = Dictionary(grouping: turnsOfAccepts, by: { $0 }).values.map(\.count)
+    #expect(perTurn.max() == 2, "accepts by turn: \(turnsOfAccepts)")
+    try loop.close()
+  }
+
   @Test func writeNowOnAnIdleStreamWritesAtOnceAndQueuesBehindWhatWaits() throws {
     let loop = try Loop()
     let server = try CollectingServer(loop)
