@@ -77,6 +77,10 @@ public final class BrokerServer {
   var busCatchUps = (running: false, owed: false, startedAt: UInt64(0), later: LoopTimer?.none)
   private var pruneTimer: LoopTimer?
   private(set) var stopping = false
+  /// Log lines of what any client can cause at will: one refusal, one bad request a `logThrottleInterval`.
+  private var refusalLog = LogThrottle(interval: BrokerServer.logThrottleInterval)
+  private var badRequestLog = LogThrottle(interval: BrokerServer.logThrottleInterval)
+  static let logThrottleInterval: UInt64 = 10_000
 
   /// Counters for tests, logs and metrics (plain: the loop thread owns them; `/metrics` reads them).
   public internal(set) var batchesApplied = 0
@@ -294,9 +298,16 @@ public final class BrokerServer {
     switch event {
     case .acceptFailed(let error): logger.error("accept failed", metadata: ["error": "\(error)"])
     case .connectionRefused(let reason):
-      logger.warning("connection refused", metadata: ["reason": "\(reason)"])
+      guard let heldBack = refusalLog.admit(at: loop.now) else { return }
+      logger.warning(
+        "connection refused", metadata: ["reason": "\(reason)", "broker.not_logged": "\(heldBack)"])
     case .badRequest(let status, let message):
-      logger.info("bad request", metadata: ["http.status": "\(status.code)", "reason": "\(message)"])
+      guard let heldBack = badRequestLog.admit(at: loop.now) else { return }
+      logger.info(
+        "bad request",
+        metadata: [
+          "http.status": "\(status.code)", "reason": "\(message)", "broker.not_logged": "\(heldBack)",
+        ])
     case .writeStalled(let queued):
       logger.info(
         "connection dropped: the peer read nothing for [limits] write_stall_seconds",
