@@ -152,7 +152,7 @@ let package = Package(
         "ByteBuffers", "BrokerCore", "BrokerStore", "SyncProtocol", "SQLiteStore", "SyncModel", "StrictJSON",
         "PostgresStore", "StoreInterface",
         "TOMLConfig", "JSONWebToken", "RedisWire",
-        "Web", "ServiceManager", .product(name: "Logging", package: "swift-log"),
+        "Web", "ServiceManager", "CMallocInfo", .product(name: "Logging", package: "swift-log"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "CoreMetrics", package: "swift-metrics"),
       ],

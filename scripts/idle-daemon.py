@@ -5,6 +5,7 @@ of the first sync (`target_rss_ok`: met since round 13; `target_peak_ok`: not ye
 
   scripts/idle-daemon.py [--bin .build/release] [--broker-bin DIR] [--shared-swift-runtime] [--databases 200]
                          [--rows 50] [--idle 60] [--heartbeat 30] [--smaps FILE] [--peak-smaps FILE]
+                         [--broker-smaps FILE] [--broker-only]
 
 Starts a broker and a daemon from BIN on loopback in a temporary directory. On the broker: one page `root` with
 DATABASES inline databases of ROWS rows each (10,201 pages by default). On the device: `pagesync offline add root`,
@@ -12,17 +13,19 @@ which makes the databases offline (inline in an offline page) and their first RO
 the whole tree. Once every page is complete, it samples the daemon for IDLE seconds: RSS (VmRSS) and peak
 (VmHWM) from /proc/PID/status, and wake-ups: the context switches of every thread of the daemon
 (/proc/PID/task/*/status), against what the heartbeat alone needs. The broker is sampled too, idle with no
-connection (after the setup, before the daemon starts). Each process's resident memory is broken down by mapping
-(/proc/PID/smaps: the heap and anonymous maps, the program, each library). The first sync is sampled every 20 ms
-(`peak_sampled`: the largest sample, what it was made of and when). Prints one JSON object.
+connection (after the setup, 10 s after its last connection closed, before the daemon starts;
+`broker_target_rss_ok`: the same 16 MiB; `--broker-only` stops there, sampling it again IDLE seconds later). Each
+process's resident memory is broken down by mapping (/proc/PID/smaps: the heap and anonymous maps, the program,
+each library). The first sync is sampled every 20 ms (`peak_sampled`: the largest sample, what it was made of and
+when). Prints one JSON object.
 
-A dynamic build's daemon loads its own copy of the Swift runtime libraries (LD_LIBRARY_PATH to copies in the
-temporary directory; `--shared-swift-runtime` loads the toolchain's): the daemon gives back the pages of its code
-and libraries once a burst is over (MADV_PAGEOUT), and the kernel keeps every page another process maps too. On a
-device no other Swift program runs; on the machine that measures, the broker beside the daemon and the Swift
-compilers map the toolchain's libswiftCore.so, which kept 8.6 MB of the runtime resident in the idle daemon whatever
-it did (docs/benchmarks.md, issue #22 round 13). System libraries (libc, libcrypto, SQLite) stay shared, as on a
-device. `--broker-bin` runs the broker from another build.
+A dynamic build's daemon and broker each load their own copy of the Swift runtime libraries (LD_LIBRARY_PATH to
+copies in the temporary directory; `--shared-swift-runtime` loads the toolchain's): both give back the pages of
+their code and libraries once a burst is over (MADV_PAGEOUT), and the kernel keeps every page another process maps
+too. On a device (or a server) no other Swift program runs; on the machine that measures, the Swift compilers map
+the toolchain's libswiftCore.so, which kept 8.6 MB of the runtime resident in the idle daemon whatever it did
+(docs/benchmarks.md, issue #22 round 13). System libraries (libc, libcrypto, SQLite) stay shared, as on a device.
+`--broker-bin` runs the broker from another build.
 """
 import argparse
 import glob
@@ -131,6 +134,9 @@ def private_swift_runtime(program, directory):
             os.makedirs(directory, exist_ok=True)
             subprocess.run(["cp", found.group(1), directory], check=True)
             copied += 1
+    # Written back now: a page of a file still dirty in the page cache cannot be paged out (it would have to be
+    # written first), and smaps counts it private dirty.
+    os.sync()
     return copied
 
 
@@ -165,6 +171,9 @@ def main():
     parser.add_argument("--smaps", help="copy the idle daemon's /proc/PID/smaps to this file, to study its mappings")
     parser.add_argument("--peak-smaps", help="copy the daemon's /proc/PID/smaps at the first sync's largest sample to "
                         "this file (private dirty and clean pages of each mapping at the peak)")
+    parser.add_argument("--broker-smaps", help="copy the idle broker's /proc/PID/smaps to this file")
+    parser.add_argument("--broker-only", action="store_true",
+                        help="measure the idle broker and stop there (no daemon, no sync)")
     args = parser.parse_args()
     binary = os.path.abspath(args.bin)
     work = tempfile.mkdtemp(prefix="pagesync-idle-")
@@ -172,8 +181,15 @@ def main():
         config.write(f'[server]\nlisten = "127.0.0.1:0"\n[store]\npath = "{work}/broker.sqlite"\n')
     broker_log = open(f"{work}/broker.log", "w+")
     broker_binary = os.path.abspath(args.broker_bin) if args.broker_bin else binary
+    broker_environment = dict(os.environ)
+    broker_runtime_copies = 0
+    if not args.shared_swift_runtime:
+        broker_runtime_copies = private_swift_runtime(f"{broker_binary}/pagesync-broker",
+                                                      f"{work}/broker-swift-runtime")
+        if broker_runtime_copies:
+            broker_environment["LD_LIBRARY_PATH"] = f"{work}/broker-swift-runtime"
     broker = subprocess.Popen([f"{broker_binary}/pagesync-broker", "--config", f"{work}/broker.toml"],
-                              stdout=broker_log, stderr=subprocess.STDOUT)
+                              stdout=broker_log, stderr=subprocess.STDOUT, env=broker_environment)
     daemon = None
     try:
         def address():
@@ -201,8 +217,27 @@ def main():
                 if any(r["status"] != "applied" for r in results):
                     sys.exit(f"setup batch refused: {results[:3]}")
         pages = len(mutations)
-        time.sleep(5)  # the broker idle, its setup connections closed
+        # The broker idle, its setup connections closed: it gives memory back after 5 s with no connection and no
+        # work (looked at once a second), so 10 s.
+        time.sleep(10)
         broker_idle = memory(broker.pid)
+        if args.broker_smaps:
+            with open(f"/proc/{broker.pid}/smaps") as source, open(args.broker_smaps, "w") as copy:
+                copy.write(source.read())
+        broker_report = {
+            "broker_idle": broker_idle, "broker_bin": broker_binary,
+            # Issue #22's target for an idle broker with no connection: the daemon's, 16 MiB.
+            "broker_target_rss_ok": broker_idle["rss_bytes"] <= 16 * 1024 * 1024,
+            "broker_private_swift_runtime_libraries": broker_runtime_copies,
+        }
+        if args.broker_only:
+            # And again after IDLE seconds more: what its once-a-second status sampler and its change log's
+            # pruning (once a minute) bring back.
+            time.sleep(args.idle)
+            later = memory(broker.pid)
+            print(json.dumps({"pages": len(mutations), **broker_report,
+                              "broker_idle_later": later, "broker_idle_later_seconds": 10 + args.idle}, indent=1))
+            return
 
         with open(f"{work}/pagesyncd.toml", "w") as config:
             config.write(f'[broker]\nurl = "{base}"\n[store]\npath = "{work}/pagesyncd.sqlite"\n'
@@ -281,8 +316,7 @@ def main():
             "target_rss_ok": samples[-1] <= 16 * 1024 * 1024,
             "target_peak_ok": int(status["VmHWM"].split()[0]) * 1024 <= 24 * 1024 * 1024,
             "issue6_rss_ok": samples[-1] <= 30 * 1024 * 1024,
-            "broker_idle": broker_idle,
-            "broker_bin": broker_binary,
+            **broker_report,
             "private_swift_runtime_libraries": runtime_copies,
         }
         print(json.dumps(report, indent=1))

@@ -54,13 +54,16 @@ extension BrokerServer {
   }
 
   /// Samples the counters now and then every `statusSampleInterval` on the loop (a timer that does not keep
-  /// the loop alive; closed by `shutdown`).
+  /// the loop alive; closed by `shutdown`). Each tick also looks whether the broker is idle enough to give
+  /// memory back (BrokerServer+Memory.swift), so that needs no timer of its own.
   func startStatusSampling() {
     sampleStatus()
     let timer = LoopTimer(loop: loop)
     timer.keepsLoopAlive = false
     timer.start(after: Self.statusSampleInterval, repeatEvery: Self.statusSampleInterval) {
-      [unowned self] in self.sampleStatus()
+      [unowned self] in
+      self.sampleStatus()
+      self.lookForIdleMemory(at: self.loop.now)
     }
     statusTimer = timer
   }

@@ -108,6 +108,13 @@ public final class BrokerServer {
   var statusWindow = CounterWindow(
     span: BrokerServer.statusWindowSpan, capacity: Int(BrokerServer.statusWindowSpan / 1000) + 2)
   var statusTimer: LoopTimer?
+  /// When the idle broker gives memory back (BrokerServer+Memory.swift); looked at on each status sample.
+  var idleMemory = IdleMemoryStateMachine(quietMillis: BrokerServer.idleMemoryQuietMillis, work: 0)
+  /// Whether a `returnMemory` is under way (its SQLite parts run on the store's threads).
+  var returningMemory = false
+  /// Times memory was given back (start-up included), and the mappings the last one paged out: for tests.
+  var memoryReturns = 0
+  var pagedOutMappings = 0
 
   /// Opens (and migrates) the store and prepares the server; nothing listens until `start`.
   /// `metricsRegistry`: where the broker's metrics go (a registry of its own unless given one).
@@ -214,6 +221,7 @@ public final class BrokerServer {
     startStatusSampling()
     startBus()
     http.onEvent = { [unowned self] event in self.log(event) }
+    startIdleMemoryWatch()
   }
 
   /// Stops accepting, answers what is in flight, closes every device stream with 1001 (after sending what is

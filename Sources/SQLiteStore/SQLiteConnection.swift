@@ -161,6 +161,16 @@ public final class SQLiteConnection: @unchecked Sendable {
     sqlite3_db_release_memory(db)
   }
 
+  /// Bytes this connection's page cache holds now (`SQLITE_DBSTATUS_CACHE_USED`): what `releaseMemory` frees,
+  /// less the pages in use.
+  public var cacheBytesUsed: Int {
+    guard let db else { return 0 }
+    var current: Int32 = 0
+    var highwater: Int32 = 0
+    sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_USED, &current, &highwater, 0)
+    return Int(current)
+  }
+
   /// Prepares one statement, not cached: it is finalized when released.
   public func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
     try prepareOne(sql, persistent: false)

@@ -57,6 +57,8 @@ public final class SQLiteReaderPool<Reader>: @unchecked Sendable {
   private var idle: [Int]
   private var accepting = true
   private var completions: [UInt64: (Outcome) -> Void] = [:]
+  /// Threads yet to free their memory, by the id of the `releaseMemory` call's completion.
+  private var releasesLeft: [UInt64: Int] = [:]
   private var nextID: UInt64 = 0
 
   private typealias Outcome = Result<any Sendable, any Error>
@@ -137,6 +139,35 @@ public final class SQLiteReaderPool<Reader>: @unchecked Sendable {
 
   /// Reads submitted whose completion has not run yet.
   public var pendingCompletions: Int { lock.withLock { completions.count } }
+
+  /// Call on `loop`'s thread. Has every thread free what its connection can of its memory
+  /// (`StoreConnection.releaseMemory`: SQLite's unused cache pages), each on its own thread once it has no read
+  /// to run; then `completion` on `loop`'s thread. A thread that has not opened its connection yet has nothing
+  /// to free. After `shutdown`, `completion` runs at once.
+  public func releaseMemory(on loop: Loop, completion: @escaping () -> Void) {
+    let started = lock.withLock { () -> Bool in
+      guard accepting else { return false }
+      let id = nextID
+      nextID += 1
+      completions[id] = { _ in completion() }
+      releasesLeft[id] = workers.count
+      // Under the lock, as in `read`: `shutdown` cannot stop a worker between the count and its job.
+      for (index, worker) in workers.enumerated() {
+        worker.submit { [self] in
+          slots[index].connection?.releaseMemory()
+          let last = lock.withLock { () -> Bool in
+            releasesLeft[id]! -= 1
+            guard releasesLeft[id] == 0 else { return false }
+            releasesLeft[id] = nil
+            return true
+          }
+          if last { loop.execute { [self] in complete(id, .success(())) } }
+        }
+      }
+      return true
+    }
+    if !started { completion() }
+  }
 
   /// Stops accepting reads (later ones fail with `.shutDown`), runs every read already queued, joins the
   /// threads and closes their connections. Blocks until then. Idempotent.

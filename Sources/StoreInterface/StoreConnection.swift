@@ -89,6 +89,10 @@ public protocol StoreConnection: AnyObject {
   /// first; one that holds some only tries, and throws `StoreGroupMustEnd` when another transaction has one, so
   /// that two brokers' groups never wait for each other in a cycle.
   func lockForBatch(workspace: String, client: String) throws
+  /// Frees what the engine can of this connection's memory while keeping it open: SQLite's page cache pages not in
+  /// use (read again from the file, through the OS's cache, when next needed). PostgreSQL: nothing (the default).
+  /// On the thread that uses the connection.
+  func releaseMemory()
 }
 
 /// The writer's group must commit before this job can run: the job, rolled back to its savepoint, runs first in
@@ -114,6 +118,8 @@ public protocol StoreGroupObserver: AnyObject {
 extension StoreConnection {
   /// `query(sql, [])`.
   public func query(_ sql: String) throws -> [[SQLValue]] { try query(sql, []) }
+
+  public func releaseMemory() {}
 }
 
 /// An error that means the store could not be reached (a lost PostgreSQL connection, a server shutting down):

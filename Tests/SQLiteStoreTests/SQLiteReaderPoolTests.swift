@@ -119,6 +119,54 @@ private func ids(_ connection: SQLiteConnection) throws -> [Int64] {
     try loop.close()
   }
 
+  /// `releaseMemory` has each thread free its connection's unused cache pages, on that thread; a thread that has
+  /// not opened its connection yet has nothing to free, and the completion runs once, after every thread's part.
+  @Test func releasingMemoryEmptiesEveryThreadsPageCache() throws {
+    let db = TemporaryDatabase()
+    defer { db.remove() }
+    let writer = try makeDatabase(db)
+    defer { writer.close() }
+    // About 2 MB of rows: more pages than a read keeps in use, fewer than the cache holds.
+    try writer.execute(
+      "CREATE TABLE big(id INTEGER PRIMARY KEY, body BLOB); "
+        + "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) "
+        + "INSERT INTO big SELECT i, zeroblob(1000) FROM n;")
+    let loop = try Loop()
+    let pool = SQLiteReaderPool(path: db.path, threads: 2) { $0 }
+    let meeting = Rendezvous(count: 2)
+    var filled: [Result<Int, any Error>] = []
+    for _ in 0..<2 {
+      pool.read(
+        on: loop,
+        { connection in
+          _ = try connection.query("SELECT sum(length(body)) FROM big")
+          _ = meeting.arrive()  // both threads read: each has a connection and a full cache
+          return connection.cacheBytesUsed
+        }, completion: { filled.append($0) })
+    }
+    try run(loop) { filled.count == 2 }
+    for cache in filled { #expect(try cache.get() > 1_000_000) }
+
+    var released = 0
+    pool.releaseMemory(on: loop) { released += 1 }
+    try run(loop) { released == 1 }
+    var after: [Result<Int, any Error>] = []
+    let again = Rendezvous(count: 2)
+    for _ in 0..<2 {
+      pool.read(
+        on: loop,
+        { connection in
+          _ = again.arrive()  // one read on each thread
+          return connection.cacheBytesUsed
+        }, completion: { after.append($0) })
+    }
+    try run(loop) { after.count == 2 }
+    for cache in after { #expect(try cache.get() < 100_000, "freed on both threads") }
+    #expect(released == 1)
+    pool.shutdown()
+    try loop.close()
+  }
+
   /// Past `maxQueuedReads` waiting reads, a read is refused at once (`overloaded`); after `shutdown`, every read
   /// is refused (`shutDown`), and those queued before it ran.
   @Test func readsPastTheQueueOrAfterShutdownAreRefused() throws {
