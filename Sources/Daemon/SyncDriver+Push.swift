@@ -101,9 +101,9 @@ extension SyncDriver {
       publishSyncState()
       return
     }
-    for page in settled where offlineSet.isOffline(page) {
-      handle(.poked(page: page, lastUpdatedTime: max(outcome.pages[page] ?? 1, 1)))
-    }
+    var refetch: [EntityID: UInt64] = [:]
+    for page in settled where offlineSet.isOffline(page) { refetch[page] = max(outcome.pages[page] ?? 1, 1) }
+    if !refetch.isEmpty { handle(.refetch(pages: refetch)) }
     handle(.pushAnswered(moreQueued: more))
   }
 }

@@ -46,6 +46,11 @@ public enum SyncEvent: Sendable, Equatable {
   case fetched(pages: [EntityID], failed: [EntityID])
   /// The stream said a page changed, as of `lastUpdatedTime`.
   case poked(page: EntityID, lastUpdatedTime: UInt64)
+  /// The local copies of these pages must be downloaded again, as of the `lastUpdatedTime` given (a push's answer
+  /// settled them: their copy was the device's, not the broker's). Unlike a poke, a fetch of one already out does
+  /// not count: it was asked for before, and its answer may be a delta merged into that copy; the page is fetched
+  /// again after it. A poke of that time during the refetch is coalesced into it, as any.
+  case refetch(pages: [EntityID: UInt64])
   /// A local edit was queued (the mutation queue is not empty).
   case mutationsQueued
   /// The broker answered the push in flight; `moreQueued`: mutations remain in the queue.

@@ -13,7 +13,8 @@ import SyncModel
 ///   `subscribed`, so no change falls between them (docs/protocol.md, "Catch-up and fetch").
 /// - Fetches: changed and poked pages wait in one pending map (page → newest known `lastUpdatedTime`), fetched in
 ///   batches of `maxPagesPerFetch`, one batch at a time. A poke for a page already pending only raises its time;
-///   one for a page in the batch in flight is dropped unless newer. Pokes that come before `live` stay pending
+///   one for a page in the batch in flight is dropped unless newer; a `refetch` (a page settled by a push's
+///   answer) is not: it is fetched again after that batch. Pokes that come before `live` stay pending
 ///   and are fetched after the catch-up's pages; pokes for pages not offline are ignored. Pending pages survive a
 ///   lost connection (the next catch-up would find them anyway). Pages a fetch reports failed are fetched again
 ///   at the next heartbeat, after the next catch-up, or at once when poked; a page fetched is no longer failed.
@@ -162,6 +163,11 @@ public struct SyncStateMachine<Random: RandomNumberGenerator & Sendable>: Sendab
       return fetched(fetchedPages, failed: failedPages)
     case .poked(let page, let time):
       return poked(page, lastUpdatedTime: time)
+    case .refetch(let pages):
+      for (page, time) in pages where offlinePages.contains(page) && state != .idle {
+        pending[page] = max(pending[page] ?? 0, failed.removeValue(forKey: page) ?? 0, time)
+      }
+      return state == .live ? fetchNextBatch() : []
     case .mutationsQueued:
       pushWanted = true
       return pushIfDue()

@@ -5,7 +5,8 @@ import SyncModel
 extension LocalStore {
   /// Stores a downloaded delta, in one transaction with the page's `offline_page` bookkeeping
   /// (`last_downloaded_timestamp = delta.lastUpdatedTime`, `complete = 1`, no longer missing; a page not in the
-  /// offline set has no such row and only its copy is stored).
+  /// offline set has no such row and only its copy is stored). A download time of 0 (`settle`: to be downloaded
+  /// whole) stays 0 after a delta that is not `full`: it came from a fetch asked for before.
   ///
   /// `full`: the local page and its blocks are replaced. Otherwise the header (kind, parent, title, deleted,
   /// and databases, view and rows when the delta carries them) is overwritten, properties merged (nil removes),
@@ -113,9 +114,15 @@ extension LocalStore {
         try applyLocally(try decode(Mutation.self, row[0], table: "mutation_queue", column: "data"))
       }
       try rebaseDerivedLists(of: delta.id)
+      // A download time of 0 asks for the page whole (`settle` set it: the copy is the device's own). A delta of
+      // a fetch asked for before that is merged, but does not take the 0 away: only a whole page does.
       try connection.execute(
-        "UPDATE offline_page SET last_downloaded_timestamp = ?, complete = 1 WHERE page_id = ?",
-        [lastUpdated, id])
+        """
+        UPDATE offline_page SET complete = 1, last_downloaded_timestamp =
+          CASE WHEN ?3 = 0 AND last_downloaded_timestamp = 0 THEN 0 ELSE ?1 END
+        WHERE page_id = ?2
+        """,
+        [lastUpdated, id, .integer(delta.full ? 1 : 0)])
       // The broker has it (again: made since, or access given back): no longer missing.
       try connection.execute("DELETE FROM missing_page WHERE page_id = ?", [id])
     }

@@ -28,6 +28,11 @@ private struct RandomWiring {
   /// Poked offline pages not yet fetched to at least their poked time, and those whose last fetch failed since.
   var owed: [EntityID: UInt64] = [:]
   var owedFailed: Set<EntityID> = []
+  /// Pages a `refetch` asked for that no fetch asked for since (one out before it does not count), those in the
+  /// fetch out now, and those whose fetch failed since.
+  var refetchOwed: Set<EntityID> = []
+  var refetchInFlight: Set<EntityID> = []
+  var refetchFailed: Set<EntityID> = []
 
   // Sync requests: asked, with a check out, answered (each exactly once).
   var lastSyncID: UInt64 = 0
@@ -58,6 +63,11 @@ private struct RandomWiring {
     ]
     if chance(5) { candidates.append(.offlineSetChanged(added: somePages(), removed: somePages())) }
     if chance(5) { candidates.append(.reconnectNow) }
+    if chance(10) {
+      var pages: [EntityID: UInt64] = [:]
+      for page in somePages() { pages[page] = UInt64.random(in: 0...now, using: &random) }
+      candidates.append(.refetch(pages: pages))
+    }
     if chance(5) {
       lastSyncID += 1
       candidates.append(.syncRequested(SyncRequestID(lastSyncID)))
@@ -118,6 +128,8 @@ private struct RandomWiring {
     if machine.state == .live && fetchInFlight == nil {
       let unfetched = Set(owed.keys).subtracting(owedFailed)
       #expect(unfetched.isEmpty, "live and idle with poked pages unfetched: \(unfetched.sorted())")
+      let notRefetched = refetchOwed.subtracting(refetchFailed)
+      #expect(notRefetched.isEmpty, "live and idle with pages to refetch: \(notRefetched.sorted())")
     }
   }
 
@@ -137,24 +149,42 @@ private struct RandomWiring {
       catchUpOutstanding = false
       fetchInFlight = nil
       pushesInFlight = 0
+      refetchOwed.formUnion(refetchInFlight)
+      refetchInFlight = []
     case .subscribed:
       subscribesOutstanding -= 1
       subscribedOnThisConnection = true
     case .catchUpAnswered(_, let gone, _):
       catchUpOutstanding = false
-      for page in gone { owed[page] = nil }
+      for page in gone {
+        owed[page] = nil
+        refetchOwed.remove(page)
+        refetchFailed.remove(page)
+      }
     case .fetched(let pages, let failed):
       let batch = fetchInFlight ?? [:]
       for page in pages where refetchAllInFlight || (owed[page].map { batch[page] ?? 0 >= $0 } ?? false) {
         owed[page] = nil
       }
       owedFailed.formUnion(failed.filter { owed[$0] != nil })
+      for page in pages where refetchInFlight.contains(page) { refetchFailed.remove(page) }
+      for page in failed where refetchInFlight.contains(page) {
+        refetchOwed.insert(page)
+        refetchFailed.insert(page)
+      }
+      refetchInFlight = []
       fetchInFlight = nil
       refetchAllInFlight = false
     case .poked(let page, let time):
       if machine.offlinePages.contains(page) && machine.state != .idle {
         owed[page] = max(owed[page] ?? 0, time)
         owedFailed.remove(page)
+        refetchFailed.remove(page)  // a failed page is fetched at once when poked
+      }
+    case .refetch(let pages):
+      for page in pages.keys.sorted() where machine.offlinePages.contains(page) && machine.state != .idle {
+        refetchOwed.insert(page)
+        refetchFailed.remove(page)
       }
     case .pushAnswered, .pushFailed: pushesInFlight = 0
     case .offlineSetChanged(_, let removed):
@@ -162,6 +192,9 @@ private struct RandomWiring {
       for page in removed {
         owed[page] = nil
         owedFailed.remove(page)
+        refetchOwed.remove(page)
+        refetchInFlight.remove(page)
+        refetchFailed.remove(page)
       }
     case .stop: stopped = true
     case .syncRequested(let request): syncsRequested.insert(request)
@@ -204,10 +237,14 @@ private struct RandomWiring {
       #expect(!pages.isEmpty && pages.count <= maxPagesPerFetch)
       #expect(pages.keys.allSatisfy(machine.offlinePages.contains))
       fetchInFlight = pages
+      refetchInFlight = refetchOwed.intersection(pages.keys)
+      refetchOwed.subtract(refetchInFlight)
     case .refetchAll:
       #expect(open && machine.isConnected && fetchInFlight == nil)
       fetchInFlight = Dictionary(uniqueKeysWithValues: machine.offlinePages.map { ($0, 0) })
       refetchAllInFlight = true
+      refetchInFlight = refetchOwed.intersection(machine.offlinePages)
+      refetchOwed.subtract(refetchInFlight)
     case .push:
       #expect(open && machine.state == .live && pushesInFlight == 0, "a push while not live or one in flight")
       pushesInFlight += 1

@@ -226,6 +226,22 @@ struct SyncTrace {
     #expect(trace.machine.state == .live)
   }
 
+  @Test func aRefetchIsFetchedAgainAfterAFetchOfThatPageAlreadyOut() {
+    var trace = SyncTrace(pages: ["a", "b"])
+    trace.goLive(at: 0)
+    trace.step(at: 10, .poked(page: id("a"), lastUpdatedTime: 10), [.fetch(pages: [id("a"): 10])])
+    // A poke as new as the fetch out is coalesced into it; a refetch is not: that fetch was asked for before.
+    trace.step(at: 11, .poked(page: id("a"), lastUpdatedTime: 10), [])
+    trace.step(at: 11, .refetch(pages: [id("a"): 10, id("elsewhere"): 10]), [])
+    trace.step(at: 12, .fetched(pages: [id("a")], failed: []), [.fetch(pages: [id("a"): 10])])
+    // A poke of the refetch's time during it is coalesced.
+    trace.step(at: 12, .poked(page: id("a"), lastUpdatedTime: 10), [])
+    trace.step(at: 13, .fetched(pages: [id("a")], failed: []), [.markSynced(13)])
+    // With nothing out, at once.
+    trace.step(at: 14, .refetch(pages: [id("b"): 14]), [.fetch(pages: [id("b"): 14])])
+    #expect(trace.machine.state == .live)
+  }
+
   @Test func pushesWaitForLiveAndOnlyOneIsEverInFlight() {
     var trace = SyncTrace(pages: ["a"])
     trace.step(at: 0, .mutationsQueued, [])

@@ -134,8 +134,9 @@ import Web
     }
     #expect(harness.driver.tokens.inUse == "new-token")
     #expect(harness.driver.counters.catchUpRequests > catchUpsBefore)
-    // Only the edited page was downloaded again (after its push), not the offline set.
-    #expect(harness.driver.fetchedPages - fetchedBefore <= 1)
+    // Only the edited page was downloaded again (after its push), not the offline set: once, or twice when its
+    // notification's fetch was out as the push's answer settled it (then it comes whole after that one).
+    #expect(harness.driver.fetchedPages - fetchedBefore <= 2)
     try Self.shutdown(harness, broker, storePath: storePath)
   }
 
