@@ -165,7 +165,8 @@ let package = Package(
     // The offline forest (why each page is offline, and the minimal rows to write), without I/O.
     .target(name: "DaemonCore", dependencies: ["SyncModel", "RichText", "Backoff"]),
     // The daemon's local SQLite store: offline set, local pages and blocks, mutation queue, sync metadata.
-    .target(name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore", "RichText"]),
+    .target(
+      name: "DaemonStore", dependencies: ["SQLiteStore", "SyncModel", "DaemonCore", "RichText", "StrictJSON"]),
     // Wiring: configuration, the broker link (HTTP + the device stream), the sync driver, the local API.
     .target(
       name: "Daemon",

@@ -48,7 +48,7 @@ extension LocalStore: OfflineStructure {
           "SELECT databases FROM local_page WHERE id = ?", [.text(page.rawValue)]
         ).first?.first, value != .null, value != .text("[]")  // most pages hold no database
       else { return [] }
-      let databases = try decode([EntityID].self, value, table: "local_page", column: "databases")
+      let databases = try decodeIDs(value, table: "local_page", column: "databases")
       let deleted = Set(
         try connection.query(
           "SELECT id FROM local_page WHERE deleted = 1 AND id IN (SELECT value FROM json_each(?))", [value]
@@ -66,7 +66,7 @@ extension LocalStore: OfflineStructure {
           "SELECT rows FROM local_page WHERE id = ?", [.text(database.rawValue)]
         ).first?.first, value != .null
       else { return [] }
-      return Array(try decode([EntityID].self, value, table: "local_page", column: "rows").prefix(limit))
+      return Array(try decodeIDs(value, table: "local_page", column: "rows").prefix(limit))
     }
   }
 

@@ -1,6 +1,7 @@
 import DaemonCore
 import FoundationEssentials
 import SQLiteStore
+import StrictJSON
 import SyncModel
 
 /// The device daemon's local store: the offline set (`offline_page`, `offline_action`), the local copies of pages
@@ -225,6 +226,20 @@ public final class LocalStore {
 
   func json<T: Encodable>(_ value: T) throws -> String {
     String(decoding: try encoder.encode(value), as: UTF8.self)
+  }
+
+  /// A stored JSON list of ids (`rows`, `databases`), read with StrictJSON: the offline walk reads one per
+  /// database and page it visits, thousands in a first sync, and Foundation's decoder is code (resident at the
+  /// sync's peak) and time it need not spend.
+  func decodeIDs(_ value: SQLiteValue, table: String, column: String) throws -> [EntityID] {
+    guard case .text(var text) = value,
+      let ids = try? text.withUTF8({ bytes throws(JSONReadError) in
+        try JSONReader.decode([EntityID].self, from: bytes)
+      })
+    else {
+      throw LocalStoreError.corruptValue(table: table, column: column, value: "\(value)")
+    }
+    return ids
   }
 
   func decode<T: Decodable>(_ type: T.Type, _ value: SQLiteValue, table: String, column: String) throws -> T {

@@ -242,5 +242,12 @@ import Testing
     // Called directly, a failed read answers []; the error it records does not leak into the next operation.
     #expect(store.inlineDatabases(of: id("P")).isEmpty)
     #expect(try store.readingStructure { _ in 1 } == 1)
+    // The same for a database's rows: JSON that is not a list of ids is an error, not an empty view.
+    for corrupt in ["[1, 2]", "[\"R1\"", "{}"] {
+      _ = try sqlite3(file.path, "UPDATE local_page SET rows = '\(corrupt)' WHERE id = 'D'")
+      #expect(throws: LocalStoreError.self, "rows \(corrupt)") {
+        _ = try store.readingStructure { $0.rowsInView(of: id("D"), limit: 2) }
+      }
+    }
   }
 }
