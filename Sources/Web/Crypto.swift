@@ -1,12 +1,23 @@
 import CCrypto
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Hashes, MACs, randomness and constant-time comparison, over libcrypto. No libcrypto type crosses this API.
 ///
 /// All functions are thread-safe (libcrypto 3 needs no locking setup) and synchronous; they hash in memory, so
 /// keep large inputs off the loop thread.
 public enum Crypto {
-  /// The SHA-1 digest (20 bytes). Only for protocols that require it, such as the WebSocket handshake.
-  public static func sha1(_ bytes: some Collection<UInt8>) -> [UInt8] { digest(EVP_sha1(), bytes) }
+  /// The SHA-1 digest (20 bytes). Only for protocols that require it, such as the WebSocket handshake. Not
+  /// through EVP: a device daemon on plain HTTP then never sets up OpenSSL 3's providers (2 MiB resident).
+  public static func sha1(_ bytes: some Collection<UInt8>) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: 20)
+    withContiguousBytes(bytes) { input in
+      out.withUnsafeMutableBufferPointer { pagesync_sha1(input.baseAddress, input.count, $0.baseAddress) }
+    }
+    return out
+  }
 
   /// The SHA-256 digest (32 bytes).
   public static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] { digest(EVP_sha256(), bytes) }
@@ -32,18 +43,20 @@ public enum Crypto {
     return Array(out.prefix(Int(length)))
   }
 
-  /// `count` bytes from libcrypto's CSPRNG (RAND_bytes). Stops the process if the generator fails: there is
-  /// no safe fallback for key material.
+  /// `count` bytes from the kernel's CSPRNG (`getrandom(2)`, which waits only until the kernel's pool is first
+  /// seeded at boot). Not libcrypto's RAND_bytes: its first call sets up OpenSSL 3's providers, 2 MiB resident in
+  /// a device daemon that wants a WebSocket masking key. Stops the process if the kernel refuses: there is no
+  /// safe fallback for key material.
   public static func randomBytes(_ count: Int) -> [UInt8] {
     precondition(count >= 0, "negative byte count")
     var bytes = [UInt8](repeating: 0, count: count)
     bytes.withUnsafeMutableBufferPointer { buffer in
       var offset = 0
       while offset < buffer.count {
-        let chunk = min(buffer.count - offset, Int(Int32.max))
-        let status = RAND_bytes(buffer.baseAddress! + offset, Int32(chunk))
-        precondition(status == 1, "RAND_bytes failed: the random generator is not seeded")
-        offset += chunk
+        let got = pagesync_getrandom(buffer.baseAddress! + offset, buffer.count - offset)
+        if got < 0 && errno == EINTR { continue }
+        precondition(got > 0, "getrandom failed: errno \(errno)")
+        offset += Int(got)
       }
     }
     return bytes
