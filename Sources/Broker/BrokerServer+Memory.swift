@@ -50,7 +50,7 @@ extension BrokerServer {
     let finish = { [weak self] in
       waiting -= 1
       guard waiting == 0, let self else { return }
-      malloc_trim(0)
+      _ = pagesync_malloc_trim()
       pagedOutMappings = Int(pagesync_page_out_file_mappings())
       memoryReturns += 1
       returningMemory = false

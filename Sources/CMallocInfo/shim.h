@@ -1,8 +1,12 @@
 #pragma once
+#include <dlfcn.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <sys/mman.h>
 
+#ifndef RTLD_DEFAULT
+#define RTLD_DEFAULT ((void *)0)
+#endif
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
 #endif
@@ -30,4 +34,13 @@ static inline int pagesync_page_out_file_mappings(void) {
   }
   fclose(maps);
   return advised;
+}
+
+/// `malloc_trim(0)`: gives the heap's free pages back to the system. Does nothing in a program built with
+/// AddressSanitizer or ThreadSanitizer (their runtimes define `__sanitizer_print_stack_trace`): their allocators
+/// own the heap, glibc's arenas hold nothing to give back, and glibc's trim of them crashed in `mtrim` under
+/// AddressSanitizer (an idle broker's give-back, in BrokerTests). Looked up at each call: a give-back is rare.
+static inline int pagesync_malloc_trim(void) {
+  if (dlsym(RTLD_DEFAULT, "__sanitizer_print_stack_trace") != NULL) return 0;
+  return malloc_trim(0);
 }

@@ -18,7 +18,7 @@ extension SyncDriver {
   func memoryMayBeReturned() {
     returnMemoryOnceQuiet()
     if loop.now &- lastCodePageOutMillis >= burstPageOutIntervalMillis {
-      malloc_trim(0)
+      _ = pagesync_malloc_trim()
       pageOutCode()
     }
   }
@@ -36,7 +36,7 @@ extension SyncDriver {
   /// reads back only the code it runs, a page at a time, rather than the fault-around's neighbours.
   func returnMemory() {
     store.releaseMemory()
-    malloc_trim(0)
+    _ = pagesync_malloc_trim()
     pageOutCode()
     memoryReturns += 1
   }

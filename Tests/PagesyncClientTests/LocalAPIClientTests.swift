@@ -171,12 +171,15 @@ import Web
     let daemon = try ScriptedDaemon()
     defer { daemon.shutdown() }
     let client = LocalAPIClient(socketPath: daemon.path)
-    // The daemon holds /v1/sync unanswered; the task is cancelled once the request is in.
-    let task = Task { try await client.send(.sync) }
-    try await daemon.waitForRequests(1)
-    task.cancel()
+    // The daemon holds /v1/sync unanswered and cancels the task from its own thread once the request is in. Not
+    // from this task after a wait: when the whole suite runs, tests that block their threads can starve this one
+    // past the request's 120 s timeout (it did under AddressSanitizer in CI), and `timedOut` would end the call.
+    let pending = PendingTask()
+    daemon.onHeld { pending.cancel() }
+    let task = pending.start { _ = try await client.send(.sync) }
     // Not the 120 s timeout's `timedOut`: the cancellation ended it.
     await #expect(throws: PagesyncClientError.cancelled) { try await task.value }
+    #expect(daemon.requests.count == 1)
     // Answered now, the request finds its connection closed.
     daemon.answerHeld()
     try await daemon.waitForConnections(0)
@@ -233,4 +236,21 @@ func monotonicMilliseconds() -> Int64 {
   var now = timespec()
   clock_gettime(CLOCK_MONOTONIC, &now)
   return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+}
+
+/// A task that another thread may cancel as soon as it exists: `start` makes it under the lock `cancel` takes.
+private final class PendingTask: @unchecked Sendable {
+  // @unchecked: `task` is guarded by `lock`.
+  private let lock = Lock()
+  private var task: Task<Void, any Error>?
+
+  func start(_ body: @escaping @Sendable () async throws -> Void) -> Task<Void, any Error> {
+    lock.withLock {
+      let task = Task { try await body() }
+      self.task = task
+      return task
+    }
+  }
+
+  func cancel() { lock.withLock { task?.cancel() } }
 }

@@ -40,6 +40,7 @@ final class ScriptedDaemon: @unchecked Sendable {
   private let lock = Lock()
   private var canned: [String: (status: Int, body: String)] = [:]
   private var eventsHandler: (@Sendable (EventsCall) -> Void)?
+  private var heldHandler: (@Sendable () -> Void)?
   private var state = Observed()
   private var held: [HTTPResponder] = []
   /// The streams of `/v1/events` in the order they were opened (loop thread).
@@ -90,6 +91,12 @@ final class ScriptedDaemon: @unchecked Sendable {
   /// What `GET /v1/events` does, on the loop thread.
   func onEvents(_ handler: @escaping @Sendable (EventsCall) -> Void) {
     lock.withLock { eventsHandler = handler }
+  }
+
+  /// What the loop thread does once it holds a request unanswered (after recording it): for what a test must
+  /// do the moment the request is in, without waiting for a task of its own to be scheduled.
+  func onHeld(_ handler: @escaping @Sendable () -> Void) {
+    lock.withLock { heldHandler = handler }
   }
 
   /// Runs `body` on the loop thread with the streams opened so far.
@@ -164,6 +171,7 @@ final class ScriptedDaemon: @unchecked Sendable {
     }
     guard let answer = lock.withLock({ canned["\(request.method) \(request.head.target)"] }) else {
       held.append(responder)
+      lock.withLock { heldHandler }?()
       return
     }
     responder.respond(
