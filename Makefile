@@ -241,13 +241,13 @@ hostile: deps
 # end-to-end suites that start processes: they cost 20 of the 23 minutes every suite took under AddressSanitizer
 # on 2 cores, and .ci/run has 45. `make sanitize ASAN_FILTER=.` runs every test (the programs the integration
 # tests start are built with the sanitizer too).
-ASAN_FILTER ?= ^(EventLoopTests|WebTests|SQLiteStoreTests|PostgresStoreTests|PagesyncClientTests|JSONWebTokenTests|StrictJSONTests|ServiceManagerTests|DaemonTests|BrokerTests|DaemonStoreTests|PagesyncCLITests|SyncProtocolTests|TOMLConfigTests|LoadCoreTests|BrokerStoreTests\.GroupWritesTests)\.
+ASAN_FILTER ?= ^(EventLoopTests|WebTests|SQLiteStoreTests|PostgresStoreTests|PagesyncClientTests|JSONWebTokenTests|StrictJSONTests|ServiceManagerTests|DaemonTests|BrokerTests|DaemonStoreTests|PagesyncCLITests|SyncProtocolTests|TOMLConfigTests|LoadCoreTests|BrokerStoreTests\.GroupWritesTests)[./]
 # The suites whose code runs on more than one thread, under ThreadSanitizer: the loop's cross-thread wake-ups and
 # hand-offs, the SQLite writer and reader threads, the broker's group writes, the client library's threads, and
 # the in-process broker and daemon. A race report fails the run. `make sanitize-thread TSAN_FILTER=.` runs every
 # test, the programs the integration tests start included (a child process with a report exits 66, which its
 # test sees).
-TSAN_FILTER ?= ^(EventLoopTests|WebTests|SQLiteStoreTests|PostgresStoreTests|PagesyncClientTests|JSONWebTokenTests|ServiceManagerTests|DaemonTests|BrokerTests|DaemonStoreTests|BrokerStoreTests\.(GroupWritesTests|TimeAcrossBrokersTests))\.
+TSAN_FILTER ?= ^(EventLoopTests|WebTests|SQLiteStoreTests|PostgresStoreTests|PagesyncClientTests|JSONWebTokenTests|ServiceManagerTests|DaemonTests|BrokerTests|DaemonStoreTests|BrokerStoreTests\.(GroupWritesTests|TimeAcrossBrokersTests))[./]
 
 sanitize: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path $(ASAN_BUILD)
