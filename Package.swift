@@ -124,8 +124,10 @@ let package = Package(
     // from the service's loop (a stuck loop stops feeding it).
     .target(name: "ServiceManager", dependencies: ["EventLoop"]),
     // Helpers for tests of anything that runs on a loop: a bounded run with a watchdog, process output capture,
-    // a datagram receiver standing in for systemd's notification socket.
-    .target(name: "EventLoopTestKit", dependencies: ["EventLoop", "SeededRandom"]),
+    // a datagram receiver standing in for systemd's notification socket, a recorder of what a logger logged.
+    .target(
+      name: "EventLoopTestKit",
+      dependencies: ["EventLoop", "SeededRandom", .product(name: "Logging", package: "swift-log")]),
     // What the offline forest's tests share (DaemonCoreTests, DaemonStoreTests): a page structure made of
     // dictionaries, ids from literals.
     .target(name: "DaemonCoreTestKit", dependencies: ["DaemonCore", "SyncModel"]),

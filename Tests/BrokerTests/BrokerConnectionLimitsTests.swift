@@ -114,4 +114,36 @@ import Web
     try harness.run(until: { harness.broker.streamCount == 0 && harness.broker.connectionCount == 0 })
     try harness.shutDown()
   }
+
+  /// Refusals are what any client can cause at will: twenty connections over `connections_per_peer` make one log
+  /// line, not twenty (`LogThrottle`: one a `logThrottleInterval`; the next says how many it held back).
+  @Test func aFloodOfRefusedConnectionsLogsOneLine() throws {
+    let harness = try BrokerHarness { configuration in
+      configuration.limits.connectionsPerPeer = 1
+    }
+    let address = try harness.broker.http.listen(on: .inet(host: "127.0.0.1", port: 0))
+    var streams: [ByteStream] = []
+    var ended = 0
+    func connect() {
+      ByteStream.connect(loop: harness.loop, to: address) { result in
+        guard case .success(let stream) = result else { return }
+        streams.append(stream)
+        stream.onRead = { _ in }
+        stream.onEnd = { ended += 1 }
+        stream.startReading()
+      }
+    }
+    connect()
+    try harness.run(until: { harness.broker.connectionCount == 1 })
+    for _ in 0..<20 { connect() }
+    // Each refused one is answered 503 and closed by the broker.
+    try harness.run(until: { ended == 20 })
+    let refusals = harness.log.entries(atLeast: .warning).filter { $0.message == "connection refused" }
+    #expect(refusals.count == 1, "\(refusals.map(\.metadata))")
+    #expect(refusals.first?.metadata["broker.not_logged"] == "0")
+    #expect(refusals.first?.metadata["reason"] == "too many connections from 127.0.0.1")
+    for stream in streams { stream.close() }
+    try harness.run(until: { harness.broker.connectionCount == 0 })
+    try harness.shutDown()
+  }
 }

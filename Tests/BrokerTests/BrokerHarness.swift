@@ -41,6 +41,8 @@ final class BrokerHarness {
   let loop: Loop
   let broker: BrokerServer
   let storePath: String
+  /// What the broker logged at `.warning` and above (also written to standard error).
+  let log = LogRecorder()
   private var nextMutation: [String: Int] = [:]
 
   init(configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
@@ -51,7 +53,12 @@ final class BrokerHarness {
     configuration.synchronous = "normal"
     configuration.tokens = Self.tokens
     configure(&configuration)
-    var logger = Logger(label: "broker-harness")
+    let recorder = log
+    var logger = Logger(label: "broker-harness") { label in
+      MultiplexLogHandler([
+        StreamLogHandler.standardError(label: label), LogRecorder.Handler(recorder: recorder),
+      ])
+    }
     logger.logLevel = .warning
     broker = try BrokerServer(loop: loop, configuration: configuration, logger: logger)
     broker.startServices()

@@ -14,34 +14,6 @@ import Web
   import Glibc
 #endif
 
-/// What the daemon logged, kept for the test to read.
-final class LogRecorder: @unchecked Sendable {
-  private let lock = Lock()
-  private var lines: [(level: Logger.Level, message: String)] = []
-
-  func append(_ level: Logger.Level, _ message: String) { lock.withLock { lines.append((level, message)) } }
-
-  /// The messages logged at `level` or above.
-  func messages(atLeast level: Logger.Level) -> [String] {
-    lock.withLock { lines.filter { $0.level >= level }.map(\.message) }
-  }
-
-  struct Handler: LogHandler {
-    let recorder: LogRecorder
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-      get { metadata[key] }
-      set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-      recorder.append(event.level, event.message.description)
-    }
-  }
-}
-
 /// Why a harness run failed.
 struct HarnessTimedOut: Error, CustomStringConvertible {
   var what: String
