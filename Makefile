@@ -238,7 +238,7 @@ hostile: deps
 # LeakSanitizer (a leaked loop or handle fails the run): the event loop and byte buffers, HTTP, WebSocket and TLS,
 # SQLite and libpq, libcrypto, the client library, and the in-process broker and daemon. Not the pure logic's
 # suites (the text CRDT, the models, the state machines: safe Swift, whose debug build checks every bound) nor the
-# end-to-end suites that start processes: they cost 20 of the 23 minutes every suite took under AddressSanitizer
+# end-to-end suites that start processes: they were 19 of the 22 minutes every test took under AddressSanitizer
 # on 2 cores, and .ci/run has 45. `make sanitize ASAN_FILTER=.` runs every test (the programs the integration
 # tests start are built with the sanitizer too).
 ASAN_FILTER ?= ^(EventLoopTests|WebTests|SQLiteStoreTests|PostgresStoreTests|PagesyncClientTests|JSONWebTokenTests|StrictJSONTests|ServiceManagerTests|DaemonTests|BrokerTests|DaemonStoreTests|PagesyncCLITests|SyncProtocolTests|TOMLConfigTests|LoadCoreTests|BrokerStoreTests\.GroupWritesTests)[./]
