@@ -26,9 +26,9 @@ public struct BrokerConfiguration: Sendable, Equatable {
   /// `[store] readers`: threads that read pages for answers, each with a read-only connection, so that big
   /// reads neither wait behind group commits nor hold them up; 0 reads on the writer thread.
   public var readers = 2
-  /// `[store] writer_cache_rows`: page rows, and client rows, the SQLite writer keeps between batches (each a few
-  /// hundred bytes) so that the next batch need not read them again; past it, that part starts over; 0 keeps
-  /// none. PostgreSQL keeps none (other brokers write the same rows).
+  /// `[store] writer_cache_rows`: page rows, client rows and property stamps, each, the SQLite writer keeps
+  /// between batches (each a few hundred bytes) so that the next batch need not read them again; past it, that
+  /// part starts over; 0 keeps none. PostgreSQL keeps none (other brokers write the same rows).
   public var writerCacheRows = 10_000
   /// `[[auth.tokens]]`: who may do what. Empty means no authentication, allowed only on a loopback address.
   public var tokens: [TokenGrant] = []

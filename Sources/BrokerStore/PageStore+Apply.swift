@@ -41,6 +41,8 @@ struct PageRow {
   var parent: EntityID?
   var parentStamp: String
   var titleStamp: String
+  /// The title's length in UTF-8 bytes (its share of the page's stored size).
+  var titleBytes: Int
   var deleted: Bool
   var deletedStamp: String
   var isDatabase: Bool { kind == "database" }
@@ -319,7 +321,8 @@ extension PageStore {
     if defersGroupWrites, let kept = writerCache.pages[id] { return kept }
     let statement = try connection.statement(
       """
-      SELECT workspace_id, kind, parent_id, parent_stamp, title_stamp, deleted, deleted_stamp
+      SELECT workspace_id, kind, parent_id, parent_stamp, title_stamp, deleted, deleted_stamp,
+        length(CAST(title AS BLOB))
       FROM page WHERE id = ?
       """)
     try statement.bind([.text(id.rawValue)])
@@ -328,7 +331,8 @@ extension PageStore {
     let row = PageRow(
       id: id, workspace: EntityID(trusted: statement.string(0) ?? ""), kind: statement.string(1) ?? "page",
       parent: statement.string(2).map(EntityID.init(trusted:)), parentStamp: statement.string(3) ?? "",
-      titleStamp: statement.string(4) ?? "", deleted: statement.int64(5) != 0,
+      titleStamp: statement.string(4) ?? "", titleBytes: Int(statement.int64(7)),
+      deleted: statement.int64(5) != 0,
       deletedStamp: statement.string(6) ?? "")
     cachePage(row)
     return row
@@ -458,39 +462,40 @@ struct ApplyContext {
         try connection.execute(
           "INSERT INTO property (page_id, name, value, stamp) VALUES (?, ?, ?, ?)",
           [.text(page.rawValue), .text(name), .text(json), .text(stamp)])
+        store.cacheProperty(
+          PropertyKey(page: page, name: name),
+          PropertyState(stamp: stamp, bytes: name.utf8.count + json.utf8.count))
       }
     case .setTitle(let title):
       let row = try writablePage(page)
       if LastWriterWins.replaces(stamp, over: row.titleStamp) {
-        let before = try connection.query(
-          "SELECT length(CAST(title AS BLOB)) FROM page WHERE id = ?", [.text(page.rawValue)])
-        let old = if case .integer(let bytes)? = before.first?.first { Int(bytes) } else { 0 }
-        try grow(page, by: title.utf8.count - old)
+        let bytes = title.utf8.count
+        try grow(page, by: bytes - row.titleBytes)
         try connection.execute(
           "UPDATE page SET title = ?, title_stamp = ? WHERE id = ?",
           [.text(title), .text(stamp), .text(page.rawValue)])
-        store.updateCachedPage(page) { $0.titleStamp = stamp }
+        store.updateCachedPage(page) {
+          $0.titleStamp = stamp
+          $0.titleBytes = bytes
+        }
         changes.record(page, "title")
       }
     case .setProperty(let name, let value):
       let row = try writablePage(page)
-      let current = try connection.query(
-        """
-        SELECT stamp, coalesce(length(CAST(name AS BLOB)) + length(CAST(value AS BLOB)), 0) FROM property
-        WHERE page_id = ? AND name = ?
-        """, [.text(page.rawValue), .text(name)]
-      ).first
-      if case .text(let existing)? = current?[0], !LastWriterWins.replaces(stamp, over: existing) { return }
+      let key = PropertyKey(page: page, name: name)
+      let current = try store.propertyState(key)
+      if let current, !LastWriterWins.replaces(stamp, over: current.stamp) { return }
       let json = value.map { store.json($0) }
-      let old = if case .integer(let bytes)? = current?[1] { Int(bytes) } else { 0 }
+      let bytes = json.map { name.utf8.count + $0.utf8.count } ?? 0
       try touchDatabase(row.parent)
-      try grow(page, by: (json.map { name.utf8.count + $0.utf8.count } ?? 0) - old)
+      try grow(page, by: bytes - (current?.bytes ?? 0))
       try connection.execute(
         """
         INSERT INTO property (page_id, name, value, stamp) VALUES (?, ?, ?, ?)
         ON CONFLICT (page_id, name) DO UPDATE SET value = excluded.value, stamp = excluded.stamp
         """,
         [.text(page.rawValue), .text(name), json.map { .text($0) } ?? .null, .text(stamp)])
+      store.cacheProperty(key, PropertyState(stamp: stamp, bytes: bytes))
       changes.record(page, "property:" + name)
     case .addBlock(let block, let type, let text, let after, let attributes):
       _ = try writablePage(page)

@@ -94,7 +94,7 @@ public final class PageStore {
   var jobWrites = GroupWrites()
   /// Rows the writer keeps between its batches when `defersGroupWrites` (`WriterCache`).
   var writerCache = WriterCache()
-  /// The most page rows, and the most client rows, `writerCache` holds (`[store] writer_cache_rows`); past it,
+  /// The most page rows, the most client rows and the most property stamps `writerCache` holds (`[store] writer_cache_rows`); past it,
   /// that part starts over. 0 keeps none.
   public var writerCacheRows = 10_000
 
@@ -235,11 +235,33 @@ struct GroupWrites {
 ///   them, so a job or group that rolls back drops every page row.
 /// - Client rows as the last committed group left them: `groupWillCommit` writes the group's, which become the
 ///   cache's only once COMMIT returned.
+/// - Each property's stamp and stored size (what `set_property` checks and counts before it writes), as read or
+///   as last written; like page rows, all dropped when a job or group rolls back.
 struct WriterCache {
   var pages: [EntityID: PageRow] = [:]
   var clients: [EntityID: ClientRow] = [:]
+  var properties: [PropertyKey: PropertyState] = [:]
   /// The client rows the committing group wrote.
   var committing: [EntityID: ClientRow] = [:]
+
+  /// Drops what a job or group that rolled back may have left: rows read after its writes, its own writes.
+  mutating func forgetRolledBack() {
+    pages.removeAll(keepingCapacity: true)
+    properties.removeAll(keepingCapacity: true)
+  }
+}
+
+/// A property of a page, as the writer's cache keys it.
+struct PropertyKey: Hashable {
+  var page: EntityID
+  var name: String
+}
+
+/// A stored property's stamp and its share of the page's stored size (its name's and value's bytes; 0 for a
+/// value of null).
+struct PropertyState {
+  var stamp: String
+  var bytes: Int
 }
 
 /// A client's row: its user, its last applied mutation id and the digests of its newest ids.
@@ -263,7 +285,7 @@ extension PageStore: StoreGroupObserver {
     if kept {
       groupWrites.absorb(jobWrites)
     } else {
-      writerCache.pages.removeAll(keepingCapacity: true)
+      writerCache.forgetRolledBack()
     }
     jobWrites = GroupWrites()
   }
@@ -290,14 +312,39 @@ extension PageStore: StoreGroupObserver {
       }
       if writerCacheRows > 0 { writerCache.clients.merge(writerCache.committing) { $1 } }
     } else {
-      writerCache.pages.removeAll(keepingCapacity: true)
+      writerCache.forgetRolledBack()
     }
     writerCache.committing = [:]
   }
 
-  /// How many page rows and client rows the writer's cache holds now.
-  public var writerCacheCounts: (pages: Int, clients: Int) {
-    (writerCache.pages.count, writerCache.clients.count)
+  /// How many page rows, client rows and property stamps the writer's cache holds now.
+  public var writerCacheCounts: (pages: Int, clients: Int, properties: Int) {
+    (writerCache.pages.count, writerCache.clients.count, writerCache.properties.count)
+  }
+
+  /// A property's stamp and stored size: from the writer's cache, or read (and kept); nil if it was never set.
+  func propertyState(_ key: PropertyKey) throws -> PropertyState? {
+    if defersGroupWrites, let kept = writerCache.properties[key] { return kept }
+    let statement = try connection.statement(
+      """
+      SELECT stamp, coalesce(length(CAST(name AS BLOB)) + length(CAST(value AS BLOB)), 0) FROM property
+      WHERE page_id = ? AND name = ?
+      """)
+    try statement.bind([.text(key.page.rawValue), .text(key.name)])
+    defer { statement.reset() }
+    guard try statement.step() else { return nil }
+    let state = PropertyState(stamp: statement.string(0) ?? "", bytes: Int(statement.int64(1)))
+    cacheProperty(key, state)
+    return state
+  }
+
+  /// Keeps a property's stamp and size as read, or as a mutation just wrote them.
+  func cacheProperty(_ key: PropertyKey, _ state: PropertyState) {
+    guard defersGroupWrites, writerCacheRows > 0 else { return }
+    if writerCache.properties.count >= writerCacheRows, writerCache.properties[key] == nil {
+      writerCache.properties.removeAll(keepingCapacity: true)
+    }
+    writerCache.properties[key] = state
   }
 
   /// Keeps a page row read from the store in the writer's cache, if it keeps one.

@@ -273,8 +273,12 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
     for (client, page) in [("a", "p"), ("b", "q"), ("c", "r"), ("d", "s")] {
       try applyAlone(store, batch(client, 1...1, page: page))
       #expect(store.writerCacheCounts.pages <= 2 && store.writerCacheCounts.clients <= 2)
+      try applyAlone(store, one(client + "x", 1, page: page, millis: 2000, setX(client)))
+      #expect(store.writerCacheCounts.properties <= 2)
     }
-    #expect(store.writerCacheCounts.pages > 0 && store.writerCacheCounts.clients > 0, "it keeps rows")
+    #expect(
+      store.writerCacheCounts.pages > 0 && store.writerCacheCounts.clients > 0
+        && store.writerCacheCounts.properties > 0, "it keeps rows")
     store.writerCacheRows = 0
     try applyAlone(store, deletion("a", 2))
     try group(store) {
@@ -284,6 +288,109 @@ private func id(_ text: String) -> EntityID { try! EntityID(validating: text) }
       #expect(results.last?.reason == .pageDeleted)
     }
     #expect(store.writerCacheCounts.pages <= 2)
+  }
+
+  /// One mutation of client `client`, numbered `number`, on `page`, at `millis`.
+  private func one(
+    _ client: String, _ number: UInt64, page: String = "p", millis: UInt64, _ action: MutationAction
+  ) -> MutationBatch {
+    MutationBatch(
+      client: id(client), workspace: Self.workspace,
+      mutations: [Mutation(id: number, page: id(page), time: HLCTimestamp(millis: millis), action: action)])
+  }
+
+  private func setX(_ value: String?) -> MutationAction {
+    .setProperty(name: "x", value: value.map { .string($0) })
+  }
+
+  /// Page `page`'s property `name` as stored (its JSON), read on a connection of its own.
+  private func storedProperty(_ file: TestStoreDatabase, page: String = "p", _ name: String = "x") throws
+    -> SQLiteValue?
+  {
+    let reader = try SQLiteConnection(path: file.path)
+    defer { reader.close() }
+    return try reader.query(
+      "SELECT value FROM property WHERE page_id = ? AND name = ?", [.text(page), .text(name)]
+    ).first?.first
+  }
+
+  /// Page `page`'s kept size and its size counted from its rows (title and properties; these pages have no
+  /// blocks), read on a connection of their own.
+  private func sizes(_ file: TestStoreDatabase, page: String = "p") throws -> (kept: Int64?, counted: Int64?)
+  {
+    let reader = try SQLiteConnection(path: file.path)
+    defer { reader.close() }
+    let row = try reader.query(
+      """
+      SELECT stored_bytes, length(CAST(title AS BLOB))
+        + coalesce((SELECT sum(length(CAST(name AS BLOB)) + length(CAST(value AS BLOB))) FROM property
+                    WHERE page_id = page.id AND value IS NOT NULL), 0)
+      FROM page WHERE id = ?
+      """, [.text(page)]
+    ).first
+    let kept: Int64? = if case .integer(let value)? = row?[0] { value } else { nil }
+    let counted: Int64? = if case .integer(let value)? = row?[1] { value } else { nil }
+    return (kept, counted)
+  }
+
+  /// A property's stamp the writer keeps between batches is the one it last wrote, and one a job or group that
+  /// rolled back wrote is kept nowhere: last-writer-wins decides as it would reading the store each time.
+  @Test func theWriterSeesEveryPropertyChangeItMade() throws {
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
+    struct Failed: Error {}
+    try applyAlone(store, one("a", 1, millis: 1000, setX("one")))
+    try applyAlone(store, one("a", 2, millis: 3000, setX("three")))
+    // Newer than the first stamp, older than the one written last: "three" stays.
+    try applyAlone(store, one("b", 1, millis: 2000, setX("two")))
+    #expect(try storedProperty(file) == .text(#""three""#))
+    // A job that wrote a newer stamp and rolled back: a later write older than that stamp still wins.
+    try group(store) {
+      _ = try? store.connection.savepoint("job") {
+        _ = try apply(store, one("c", 1, millis: 9000, setX("undone")))
+        throw Failed()
+      }
+      store.jobEnded(kept: false)
+      _ = try apply(store, one("d", 1, millis: 4000, setX("four")))
+    }
+    #expect(try storedProperty(file) == .text(#""four""#))
+    // The same for a group that did not commit.
+    #expect(throws: Failed.self) {
+      try group(store) {
+        _ = try apply(store, one("e", 1, millis: 9000, setX("undone")))
+        store.jobEnded(kept: true)
+        throw Failed()
+      }
+    }
+    try applyAlone(store, one("f", 1, millis: 5000, setX("five")))
+    #expect(try storedProperty(file) == .text(#""five""#))
+    // A row's properties, kept as its creation wrote them: an older write loses to them.
+    try applyAlone(store, one("g", 1, page: "db", millis: 100, .createDatabase(parent: nil, title: "")))
+    try applyAlone(
+      store,
+      one(
+        "g", 2, page: "r", millis: 7000,
+        .createRow(database: id("db"), title: "", properties: ["x": .string("row")])))
+    try applyAlone(store, one("h", 1, page: "r", millis: 6000, setX("older")))
+    #expect(try storedProperty(file, page: "r") == .text(#""row""#))
+  }
+
+  /// The sizes the writer keeps (a property's, a title's) are what it last wrote: the page's kept size is its
+  /// counted size after every change, values and titles growing, shrinking and going.
+  @Test func aPagesKeptSizeFollowsItsPropertiesAndTitleThroughTheWritersCache() throws {
+    let (file, store) = try makeStore()
+    defer { close(file, store) }
+    let changes: [MutationAction] = [
+      setX("a"), .setTitle("a title"), setX("a longer value"), setX("ab"), .setTitle("t"), setX(nil),
+      .setTitle("a much longer title than before"), setX("back again"), .setTitle(""),
+    ]
+    for (offset, action) in changes.enumerated() {
+      let number = UInt64(offset + 1)
+      try applyAlone(store, one("a", number, millis: 1000 + number, action))
+      let (kept, counted) = try sizes(file)
+      #expect(kept != nil && kept == counted, "after \(action)")
+    }
+    #expect(store.writerCacheCounts.properties == 1)
   }
 
   private func deletion(_ client: String, _ number: UInt64) -> MutationBatch {
