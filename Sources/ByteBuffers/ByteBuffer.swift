@@ -133,6 +133,35 @@ public struct ByteBuffer: @unchecked Sendable {
     string.withUTF8 { append(contentsOf: UnsafeRawBufferPointer($0)) }
   }
 
+  /// Appends the UTF-8 of a literal, with no copy of a `String` on the way.
+  public mutating func append(_ text: StaticString) {
+    append(contentsOf: UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+  }
+
+  /// Appends `value` in decimal ASCII digits ("-" first if negative), without making a `String`.
+  public mutating func append(decimal value: Int) {
+    // 20 bytes hold Int.min's 19 digits and its sign.
+    writeWithUnsafeMutableBytes(minimumWritableBytes: 20) { space in
+      var magnitude = value.magnitude
+      var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+      return withUnsafeMutableBytes(of: &digits) { scratch in
+        var start = scratch.count
+        repeat {
+          start -= 1
+          scratch[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+          magnitude /= 10
+        } while magnitude > 0
+        if value < 0 {
+          start -= 1
+          scratch[start] = UInt8(ascii: "-")
+        }
+        let count = scratch.count - start
+        space.copyMemory(from: UnsafeRawBufferPointer(rebasing: scratch[start...]))
+        return count
+      }
+    }
+  }
+
   /// Appends one byte.
   public mutating func append(byte: UInt8) {
     reserveForWriting(1)

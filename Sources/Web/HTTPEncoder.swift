@@ -12,7 +12,7 @@ public enum HTTPEncoder {
   ) {
     appendVersion(head.version, into: &buffer)
     buffer.append(byte: space)
-    buffer.append(string: String(head.status.code))
+    buffer.append(decimal: Int(head.status.code))
     buffer.append(byte: space)
     appendText(head.status.reasonPhrase, into: &buffer)
     appendLineEnd(into: &buffer)
@@ -74,11 +74,10 @@ public enum HTTPEncoder {
   // MARK: - Pieces
 
   private static let space = UInt8(ascii: " ")
-  /// CR LF, as two bytes: an array literal or a generic collection would cost an allocation or a witness
-  /// call per line (a tenth of a one-mutation batch's answer).
+  /// CR LF, as a literal: an array literal or a generic collection would cost an allocation or a witness call per
+  /// line (a tenth of a one-mutation batch's answer).
   private static func appendLineEnd(into buffer: inout ByteBuffer) {
-    buffer.append(byte: 13)
-    buffer.append(byte: 10)
+    buffer.append("\r\n")
   }
 
   private static func appendVersion(_ version: HTTPVersion, into buffer: inout ByteBuffer) {
@@ -92,18 +91,20 @@ public enum HTTPEncoder {
   private static func appendHeaders(
     _ headers: HTTPHeaders, contentLength: Int?, into buffer: inout ByteBuffer
   ) {
+    // Literals and digits written in place: a byte at a time, and the length through a `String`, this took ~5,600
+    // instructions for a one-mutation batch's answer (callgrind), more than its JSON.
     for (name, value) in headers {
       buffer.append(string: name)
-      buffer.append(byte: UInt8(ascii: ":"))
-      buffer.append(byte: space)
+      buffer.append(": ")
       buffer.append(string: value)
-      appendLineEnd(into: &buffer)
+      buffer.append("\r\n")
     }
     if let contentLength, headers["Content-Length"] == nil, headers["Transfer-Encoding"] == nil {
-      buffer.append(string: "Content-Length: \(contentLength)")
-      appendLineEnd(into: &buffer)
+      buffer.append("Content-Length: ")
+      buffer.append(decimal: contentLength)
+      buffer.append("\r\n")
     }
-    appendLineEnd(into: &buffer)
+    buffer.append("\r\n")
   }
 
   /// A reason phrase: CR, LF and NUL become spaces.

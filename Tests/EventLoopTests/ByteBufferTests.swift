@@ -49,4 +49,23 @@ import Testing
     #expect(buffer != ByteBuffer(string: "012345678"))
     #expect(buffer[9] == UInt8(ascii: "9"))
   }
+
+  /// Decimal digits as `String(value)` writes them, for every magnitude, both signs and the extremes, after
+  /// whatever the buffer holds, with literals between them.
+  @Test func decimalsAndLiteralsAreWrittenAsTheirTextWouldBe() {
+    var values: [Int] = [0, 1, -1, 9, 10, -10, 99, 100, Int.max, Int.min, Int.max - 1, Int.min + 1]
+    var power = 1
+    for _ in 0..<18 {
+      power *= 10
+      values += [power - 1, power, power + 1, -power]
+    }
+    var buffer = ByteBuffer(capacity: 1)
+    var expected = ""
+    for value in values {
+      buffer.append(decimal: value)
+      buffer.append(", ")
+      expected += "\(value), "
+    }
+    #expect(buffer.readBytes(buffer.readableBytes).map { String(decoding: $0, as: UTF8.self) } == expected)
+  }
 }
