@@ -267,6 +267,22 @@ private func noise(_ count: Int, seed: UInt64) -> String {
         == [.applied])
   }
 
+  /// A mutation rejected after it recorded a change to another page (a database made under a page records the
+  /// page's "databases" before its own size is checked) leaves that page unchanged: no new time, not in the
+  /// answer, no sequence taken.
+  @Test(arguments: StoreEngine.tested) func aRejectedMutationChangesNoOtherPage(engine: StoreEngine) throws {
+    let f = try SizeFixture(engine, pageBytes: 64)
+    try f.push("c1", "p", .createPage(parent: nil, title: "P"))
+    let before = try f.store.connection.query("SELECT last_updated FROM page WHERE id = 'p'")
+    let sequence = f.store.sequence
+    let outcome = try f.push(
+      "c1", "db", .createDatabase(parent: id("p"), title: String(repeating: "d", count: 65)))
+    #expect(outcome.results.map(\.reason) == [.tooLarge])
+    #expect(outcome.pages.isEmpty && outcome.sequence == nil)
+    #expect(try f.store.connection.query("SELECT last_updated FROM page WHERE id = 'p'") == before)
+    #expect(f.store.sequence == sequence)
+  }
+
   /// A page stored before the limit (or before it was lowered) stays readable and editable in every way that
   /// does not grow it.
   @Test(arguments: StoreEngine.tested) func aPageAlreadyOverTheLimitStaysReadableAndMayShrink(
