@@ -152,9 +152,14 @@ extension BrokerServer {
         case .success(.success(let outcome)):
           self.batchesApplied += 1
           self.countMutations(outcome)
-          // Only times the store accepted: a rejected one (`clock_ahead` above all) must not move the clock.
-          let applied = Set(outcome.results.lazy.filter { $0.status == .applied }.map(\.mutationId))
-          if let newest = batch.mutations.lazy.filter({ applied.contains($0.id) }).map(\.time).max() {
+          // Only times the store accepted: a rejected one (`clock_ahead` above all) must not move the clock. The
+          // results are the batch's mutations' in order, the first ones if the work budget left the rest.
+          var newestApplied: HLCTimestamp?
+          for (mutation, result) in zip(batch.mutations, outcome.results)
+          where result.status == .applied && result.mutationId == mutation.id {
+            newestApplied = max(newestApplied ?? mutation.time, mutation.time)
+          }
+          if let newest = newestApplied {
             self.clock.observe(newest, physicalMillis: UInt64(Date().timeIntervalSince1970 * 1000))
           }
           responder.respond(self.jsonResponse(outcome))

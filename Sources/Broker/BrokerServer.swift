@@ -357,16 +357,16 @@ public final class BrokerServer {
 
   /// The answer to a batch, written by `BatchOutcome.jsonBytes` (the same bytes as the encoder, faster).
   func jsonResponse(_ outcome: BatchOutcome) -> HTTPResponse {
-    clocked(
-      HTTPResponse(
-        status: .ok, headers: ["Content-Type": "application/json"], body: ByteBuffer(bytes: outcome.jsonBytes)
-      ))
+    clocked(HTTPResponse(status: .ok, headers: Self.jsonHeaders, body: ByteBuffer(bytes: outcome.jsonBytes)))
   }
 
   /// A JSON answer already encoded (off the loop thread), with the broker's clock.
   func jsonResponse(encoded body: ByteBuffer) -> HTTPResponse {
-    clocked(HTTPResponse(status: .ok, headers: ["Content-Type": "application/json"], body: body))
+    clocked(HTTPResponse(status: .ok, headers: Self.jsonHeaders, body: body))
   }
+
+  /// A JSON answer's headers, made (and checked for line breaks) once rather than per answer.
+  private static let jsonHeaders: HTTPHeaders = ["Content-Type": "application/json"]
 
   /// `response` with the broker's clock (`Pagesync-Clock`).
   private func clocked(_ response: HTTPResponse) -> HTTPResponse {

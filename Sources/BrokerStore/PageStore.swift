@@ -356,8 +356,9 @@ extension PageStore: StoreGroupObserver {
 
   /// Changes a page row the writer's cache holds as a mutation changes it in the store.
   func updateCachedPage(_ id: EntityID, _ change: (inout PageRow) -> Void) {
-    guard defersGroupWrites, writerCache.pages[id] != nil else { return }
-    change(&writerCache.pages[id]!)
+    // One lookup, the row changed in place (a test for the key, then a forced subscript, looked it up twice).
+    guard defersGroupWrites, let index = writerCache.pages.index(forKey: id) else { return }
+    change(&writerCache.pages.values[index])
   }
 
   /// Drops a page row from the writer's cache: a mutation is writing one of its columns.
