@@ -94,8 +94,8 @@ public final class PageStore {
   var jobWrites = GroupWrites()
   /// Rows the writer keeps between its batches when `defersGroupWrites` (`WriterCache`).
   var writerCache = WriterCache()
-  /// The most page rows, the most client rows and the most property stamps `writerCache` holds (`[store] writer_cache_rows`); past it,
-  /// that part starts over. 0 keeps none.
+  /// The most page rows, the most client rows and the most property stamps `writerCache` holds (`[store]
+  /// writer_cache_rows`); past it, that part starts over. 0 keeps none.
   public var writerCacheRows = 10_000
 
   let encoder: JSONEncoder = {

@@ -133,9 +133,10 @@ public struct ByteBuffer: @unchecked Sendable {
     string.withUTF8 { append(contentsOf: UnsafeRawBufferPointer($0)) }
   }
 
-  /// Appends the UTF-8 of a literal, with no copy of a `String` on the way.
+  /// Appends the UTF-8 of a literal, with no copy of a `String` on the way. (`withUTF8Buffer`, not `utf8Start`,
+  /// which traps on a `StaticString` that holds a single scalar rather than UTF-8 bytes.)
   public mutating func append(_ text: StaticString) {
-    append(contentsOf: UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    text.withUTF8Buffer { append(contentsOf: UnsafeRawBufferPointer($0)) }
   }
 
   /// Appends `value` in decimal ASCII digits ("-" first if negative), without making a `String`.

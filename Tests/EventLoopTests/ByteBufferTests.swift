@@ -67,5 +67,10 @@ import Testing
       expected += "\(value), "
     }
     #expect(buffer.readBytes(buffer.readableBytes).map { String(decoding: $0, as: UTF8.self) } == expected)
+    // A literal outside ASCII goes in as its UTF-8 bytes.
+    let one: StaticString = "é"
+    buffer.append(one)
+    buffer.append("\n")
+    #expect(buffer.readBytes(buffer.readableBytes) == Array("é\n".utf8))
   }
 }
