@@ -1,4 +1,5 @@
 import Prometheus
+import SQLiteStore
 import SyncModel
 import SyncProtocol
 import Web
@@ -45,6 +46,11 @@ public final class BrokerMetrics {
     public init() {}
   }
 
+  /// Upper bounds of the writer-phase buckets: finer at the bottom than the commit's, as a hand-off between
+  /// threads takes tens of microseconds when a core is free.
+  public static let phaseBuckets: [Duration] =
+    [.microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100)] + commitBuckets
+
   /// Upper bounds of the commit-latency buckets: from a fast `synchronous = normal` commit to a stalled disk.
   public static let commitBuckets: [Duration] = [
     .microseconds(250), .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5),
@@ -62,6 +68,8 @@ public final class BrokerMetrics {
   private let notificationsSent: Counter
   private let notificationsCoalesced: Counter
   private let commitDuration: DurationHistogram
+  /// `writer_phase_seconds`, by phase (`WriterTimings`), rendered after the registry's families.
+  public private(set) var phases = WriterPhaseTally()
   private let catchUpRequests: Counter
   private let catchUpsFromIndex: Counter
   private let subscribeStoreReads: Counter
@@ -235,6 +243,9 @@ public final class BrokerMetrics {
     commits.record(duration)
   }
 
+  /// One committed batch's time in the writer, by phase (`writer_phase_seconds`).
+  public func writerPhases(_ timings: WriterTimings) { phases.record(timings) }
+
   public func catchUpRequested() { catchUpRequests.increment() }
 
   public func fetchRequested() { fetchRequests.increment() }
@@ -253,8 +264,15 @@ public final class BrokerMetrics {
   /// Brings the metrics up to `figures` and renders the Prometheus text exposition (format 0.0.4).
   public func exposition(_ figures: Figures) -> [UInt8] {
     update(figures)
-    return registry.emitToBuffer()
+    var buffer = registry.emitToBuffer()
+    phases.render(into: &buffer, name: "pagesync_broker_writer_phase_seconds", help: Self.writerPhaseHelp)
+    return buffer
   }
+
+  static let writerPhaseHelp =
+    "Where a committed batch's time went in the store writer: queued (submission to its group's BEGIN), "
+    + "applied (BEGIN to COMMIT, its group's batches), committed (the COMMIT and its sync), handed_back "
+    + "(COMMIT's return to the answer on the network thread)."
 
   /// Sets the gauges and advances the counters kept elsewhere to `figures` (totals since start; a total that
   /// went down, which would be a bug, advances nothing).

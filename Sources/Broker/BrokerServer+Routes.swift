@@ -146,8 +146,12 @@ extension BrokerServer {
           return .failure(.batch(error))
         }
       },
-      completion: { [unowned self] result in
-        if case .success = result { self.metrics.batchCommitted(after: ContinuousClock.now - submitted) }
+      timedCompletion: { [unowned self] result, timings in
+        if case .success = result {
+          self.metrics.batchCommitted(after: ContinuousClock.now - submitted)
+          // The same batches as the line above: every one whose job ran to its end in a committed group.
+          if let timings { self.metrics.writerPhases(timings) }
+        }
         switch result {
         case .success(.success(let outcome)):
           self.batchesApplied += 1

@@ -1,5 +1,9 @@
 import EventLoop
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Why the writer itself failed a job (its own errors, not the job's or SQLite's).
 public enum SQLiteWriterError: Error, Equatable, Sendable, CustomStringConvertible {
   /// The job was submitted after `shutdown()` began; it did not run.
@@ -27,6 +31,64 @@ private struct WriterRequest: Sendable {
   var loop: Loop
   var isRead: Bool
   var work: @Sendable () throws -> any Sendable
+  /// When it was submitted (`WriterTimings.queued`), `monotonicNanoseconds()`.
+  var submitted: Int64
+}
+
+/// Where one committed job's time went on its way through the writer, from its submission to its completion
+/// (`StoreWriter.submit(on:_:timedCompletion:)`), in nanoseconds of the monotonic clock: a metric can count them
+/// without converting a `Duration` (a 128-bit multiply) or comparing two (a call each). The four add up to the
+/// whole.
+public struct WriterTimings: Sendable, Equatable {
+  /// From `submit` until its group's BEGIN: waiting for the writer thread to wake, and for the groups before.
+  public var queuedNanoseconds: Int64
+  /// From BEGIN until COMMIT started: its group's jobs (its own and the others') applied.
+  public var appliedNanoseconds: Int64
+  /// The COMMIT, with the sync that makes it durable.
+  public var committedNanoseconds: Int64
+  /// From COMMIT's return until the completion ran on the loop's thread: the way back.
+  public var handedBackNanoseconds: Int64
+
+  public var queued: Duration { .nanoseconds(queuedNanoseconds) }
+  public var applied: Duration { .nanoseconds(appliedNanoseconds) }
+  public var committed: Duration { .nanoseconds(committedNanoseconds) }
+  public var handedBack: Duration { .nanoseconds(handedBackNanoseconds) }
+
+  public init(
+    queuedNanoseconds: Int64, appliedNanoseconds: Int64, committedNanoseconds: Int64,
+    handedBackNanoseconds: Int64
+  ) {
+    self.queuedNanoseconds = queuedNanoseconds
+    self.appliedNanoseconds = appliedNanoseconds
+    self.committedNanoseconds = committedNanoseconds
+    self.handedBackNanoseconds = handedBackNanoseconds
+  }
+
+  /// The same from durations, to whole nanoseconds (clamped to what an `Int64` holds).
+  public init(queued: Duration, applied: Duration, committed: Duration, handedBack: Duration) {
+    func nanoseconds(_ duration: Duration) -> Int64 {
+      let (seconds, attoseconds) = duration.components
+      let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+      let (sum, carried) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+      return overflow || carried ? (seconds < 0 ? .min : .max) : sum
+    }
+    self.init(
+      queuedNanoseconds: nanoseconds(queued), appliedNanoseconds: nanoseconds(applied),
+      committedNanoseconds: nanoseconds(committed), handedBackNanoseconds: nanoseconds(handedBack))
+  }
+}
+
+/// Now on the monotonic clock (`CLOCK_MONOTONIC`: a vDSO call, no system call), in nanoseconds.
+func monotonicNanoseconds() -> Int64 {
+  var now = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &now)
+  return Int64(now.tv_sec) &* 1_000_000_000 &+ Int64(now.tv_nsec)
+}
+
+/// A committed job's timings as the writer thread knows them: all but the way back, which ends on the loop.
+private struct CommittedStamp: Sendable {
+  var timings: WriterTimings
+  var committedAt: Int64
 }
 
 /// Owns a connection on a dedicated WorkerThread. Jobs submitted from a loop thread while the writer is busy are
@@ -92,7 +154,7 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
   private var queue: [WriterRequest] = []
   private var drainScheduled = false
   private var accepting = true
-  private var completions: [UInt64: (Outcome) -> Void] = [:]
+  private var completions: [UInt64: (Outcome, WriterTimings?) -> Void] = [:]
   private var nextID: UInt64 = 0
   private var committedTransactionCount = 0
   private var committedJobCount = 0
@@ -132,7 +194,18 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
     on loop: Loop, _ job: @escaping @Sendable (Connection) throws -> T,
     completion: @escaping (Result<T, any Error>) -> Void
   ) {
-    enqueue(on: loop, isRead: false, { try job($0) }, { completion($0.map { $0 as! T }) })
+    enqueue(on: loop, isRead: false, { try job($0) }, { outcome, _ in completion(outcome.map { $0 as! T }) })
+  }
+
+  /// `submit(on:_:completion:)`, whose completion also gets the job's `WriterTimings` when it was committed (nil
+  /// when it was not: refused, or its group failed).
+  public func submit<T: Sendable>(
+    on loop: Loop, _ job: @escaping @Sendable (Connection) throws -> T,
+    timedCompletion completion: @escaping (Result<T, any Error>, WriterTimings?) -> Void
+  ) {
+    enqueue(
+      on: loop, isRead: false, { try job($0) },
+      { outcome, timings in completion(outcome.map { $0 as! T }, timings) })
   }
 
   /// Runs `body` on the writer thread outside any group (reads, maintenance) — same completion rules. It runs
@@ -141,12 +214,14 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
     on loop: Loop, _ body: @escaping @Sendable (Connection) throws -> T,
     completion: @escaping (Result<T, any Error>) -> Void
   ) {
-    enqueue(on: loop, isRead: true, { try body($0) }, { completion($0.map { $0 as! T }) })
+    enqueue(on: loop, isRead: true, { try body($0) }, { outcome, _ in completion(outcome.map { $0 as! T }) })
   }
 
   private func enqueue(
-    on loop: Loop, isRead: Bool, _ work: @escaping Work, _ completion: @escaping (Outcome) -> Void
+    on loop: Loop, isRead: Bool, _ work: @escaping Work,
+    _ completion: @escaping (Outcome, WriterTimings?) -> Void
   ) {
+    let submitted = monotonicNanoseconds()
     let (id, rejection) = lock.withLock { () -> (UInt64, SQLiteWriterError?) in
       let id = nextID
       nextID += 1
@@ -154,7 +229,9 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
       if !accepting { return (id, .shutDown) }
       if queue.count >= maxQueuedJobs { return (id, .overloaded(queuedJobs: queue.count)) }
       // `self` is sendable where the job's connection type need not be; the request holds it only until it ran.
-      queue.append(WriterRequest(id: id, loop: loop, isRead: isRead, work: { [self] in try work(self.job) }))
+      queue.append(
+        WriterRequest(
+          id: id, loop: loop, isRead: isRead, work: { [self] in try work(self.job) }, submitted: submitted))
       if !drainScheduled {
         drainScheduled = true
         // Under the lock, so that `shutdown` cannot stop the worker between our append and this submit.
@@ -253,6 +330,7 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
     _ jobs: ArraySlice<WriterRequest>, eachInSavepoint: Bool
   ) -> ArraySlice<WriterRequest>? {
     TestCrashPoint.reach("begin", inTransaction: false)
+    let began = monotonicNanoseconds()
     do {
       try connection.beginGroup()
     } catch {
@@ -308,11 +386,13 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
         return jobs[(index + 1)...]
       }
     }
+    var commitStarted = began
     do {
       // What the jobs kept for the end of the group is written before the crash point "commit": a crash there
       // finds every write of the group made and none committed.
       try observer?.groupWillCommit()
       TestCrashPoint.reach("commit", inTransaction: true)
+      commitStarted = monotonicNanoseconds()
       try connection.commitGroup()
       committed = true
     } catch {
@@ -329,31 +409,46 @@ public final class StoreWriter<Connection>: @unchecked Sendable {
       committedJobCount += succeeded
       lastFailure = nil
     }
-    deliver(zip(jobs, outcomes).map { ($0.id, $0.loop, $1) })
+    let committedAt = monotonicNanoseconds()
+    deliver(
+      zip(jobs, outcomes).map { ($0.id, $0.loop, $1) },
+      stamps: jobs.prefix(outcomes.count).map {
+        CommittedStamp(
+          timings: WriterTimings(
+            queuedNanoseconds: began - $0.submitted, appliedNanoseconds: commitStarted - began,
+            committedNanoseconds: committedAt - commitStarted, handedBackNanoseconds: 0),
+          committedAt: committedAt)
+      })
     return deferred
   }
 
-  /// Posts outcomes to their loops: one `execute` per loop, completions in submission order.
-  private func deliver(_ outcomes: [(id: UInt64, loop: Loop, outcome: Outcome)]) {
-    var perLoop: [(loop: Loop, items: [(UInt64, Outcome)])] = []
-    for (id, loop, outcome) in outcomes {
-      if let index = perLoop.firstIndex(where: { $0.loop === loop }) {
-        perLoop[index].items.append((id, outcome))
+  /// Posts outcomes to their loops: one `execute` per loop, completions in submission order. `stamps`, for a
+  /// committed group, holds each outcome's timings.
+  private func deliver(
+    _ outcomes: [(id: UInt64, loop: Loop, outcome: Outcome)], stamps: [CommittedStamp]? = nil
+  ) {
+    var perLoop: [(loop: Loop, items: [(UInt64, Outcome, CommittedStamp?)])] = []
+    for (index, (id, loop, outcome)) in outcomes.enumerated() {
+      let item = (id, outcome, stamps?[index])
+      if let slot = perLoop.firstIndex(where: { $0.loop === loop }) {
+        perLoop[slot].items.append(item)
       } else {
-        perLoop.append((loop, [(id, outcome)]))
+        perLoop.append((loop, [item]))
       }
     }
     for (loop, items) in perLoop {
       loop.execute { [self] in
-        for (id, outcome) in items { complete(id, outcome) }
+        for (id, outcome, stamp) in items { complete(id, outcome, stamp) }
       }
     }
   }
 
   /// On the loop thread: runs the completion waiting under `id`.
-  private func complete(_ id: UInt64, _ outcome: Outcome) {
+  private func complete(_ id: UInt64, _ outcome: Outcome, _ stamp: CommittedStamp?) {
     guard let completion = lock.withLock({ completions.removeValue(forKey: id) }) else { return }
-    completion(outcome)
+    var timings = stamp?.timings
+    if let stamp { timings?.handedBackNanoseconds = monotonicNanoseconds() - stamp.committedAt }
+    completion(outcome, timings)
   }
 }
 

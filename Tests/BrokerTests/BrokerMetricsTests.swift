@@ -1,4 +1,5 @@
 import Broker
+import SQLiteStore
 import SyncModel
 import SyncProtocol
 import Testing
@@ -36,6 +37,10 @@ import Web
       #expect(samples["pagesync_broker_mutations_rejected_total{reason=\"\(reason.name)\"}"] == 0)
     }
     #expect(samples["pagesync_broker_batch_commit_seconds_count"] == 0)
+    #expect(types["pagesync_broker_writer_phase_seconds"] == "histogram")
+    for phase in WriterPhaseTally.phases {
+      #expect(samples["pagesync_broker_writer_phase_seconds_count{phase=\"\(phase)\"}"] == 0, "\(phase)")
+    }
     #expect(types["pagesync_broker_http_refused_total"] == nil, "a status appears once it was answered")
   }
 
@@ -99,6 +104,54 @@ import Web
     #expect(abs((samples["pagesync_broker_batch_commit_seconds_sum"] ?? 0) - 0.0307) < 1e-9)
     #expect(samples["pagesync_broker_catchup_requests_total"] == 1)
     #expect(samples["pagesync_broker_fetch_requests_total"] == 2)
+  }
+
+  /// A committed batch's writer timings go to their phases' series, in buckets that tell tens of microseconds
+  /// apart.
+  @Test func writerPhasesAreRecordedEachInItsOwnSeries() {
+    let metrics = BrokerMetrics()
+    metrics.writerPhases(
+      WriterTimings(
+        queued: .microseconds(20), applied: .microseconds(80), committed: .milliseconds(2),
+        handedBack: .microseconds(600)))
+    metrics.writerPhases(
+      WriterTimings(
+        queued: .microseconds(40), applied: .microseconds(90), committed: .microseconds(300),
+        handedBack: .microseconds(30)))
+    let (samples, _) = parse(metrics.exposition(BrokerMetrics.Figures()))
+    func bucket(_ phase: String, _ bound: String) -> Double? {
+      samples["pagesync_broker_writer_phase_seconds_bucket{phase=\"\(phase)\",le=\"\(bound)\"}"]
+    }
+    for phase in WriterPhaseTally.phases {
+      #expect(samples["pagesync_broker_writer_phase_seconds_count{phase=\"\(phase)\"}"] == 2, "\(phase)")
+    }
+    #expect(bucket("queued", "0.000025") == 1 && bucket("queued", "0.00005") == 2)
+    #expect(bucket("applied", "0.00005") == 0 && bucket("applied", "0.0001") == 2)
+    #expect(bucket("committed", "0.0005") == 1 && bucket("committed", "0.0025") == 2)
+    #expect(bucket("handed_back", "0.00005") == 1 && bucket("handed_back", "0.001") == 2)
+    let sum = samples["pagesync_broker_writer_phase_seconds_sum{phase=\"committed\"}"] ?? 0
+    #expect(abs(sum - 0.0023) < 1e-9)
+  }
+
+  /// The `le` rule at the edges: a value equal to a bound counts in that bucket; one above every bound only in
+  /// `+Inf`; a negative one (a clock that went back) as 0; an enormous one as a day, so that sums cannot overflow.
+  @Test func aPhaseOnABoundCountsInItsBucketAndOneAboveEveryBoundOnlyInInf() {
+    let metrics = BrokerMetrics()
+    metrics.writerPhases(
+      WriterTimings(
+        queued: .microseconds(25), applied: .seconds(60), committed: .seconds(-1),
+        handedBack: .seconds(Int64.max)))
+    let (samples, _) = parse(metrics.exposition(BrokerMetrics.Figures()))
+    func bucket(_ phase: String, _ bound: String) -> Double? {
+      samples["pagesync_broker_writer_phase_seconds_bucket{phase=\"\(phase)\",le=\"\(bound)\"}"]
+    }
+    #expect(bucket("queued", "0.00001") == 0 && bucket("queued", "0.000025") == 1)
+    #expect(bucket("applied", "5.0") == 0 && bucket("applied", "+Inf") == 1)
+    #expect(bucket("committed", "0.00001") == 1)
+    #expect(bucket("handed_back", "5.0") == 0 && bucket("handed_back", "+Inf") == 1)
+    #expect(samples["pagesync_broker_writer_phase_seconds_sum{phase=\"applied\"}"] == 60)
+    #expect(samples["pagesync_broker_writer_phase_seconds_sum{phase=\"handed_back\"}"] == 86_400)
+    #expect(samples["pagesync_broker_writer_phase_seconds_sum{phase=\"committed\"}"] == 0)
   }
 
   @Test func streamErrorsAndClosesAreCountedByCode() {

@@ -77,6 +77,10 @@ import Web
       #expect(shown["pagesync_broker_subscriptions"] == 2)
       #expect(shown["pagesync_broker_batches_applied_total"] == 2)
       #expect(shown["pagesync_broker_batch_commit_seconds_count"] == 2)
+      // Each committed batch's time in the writer, by phase (not on the page).
+      for phase in WriterPhaseTally.phases {
+        #expect(metrics["pagesync_broker_writer_phase_seconds_count{phase=\"\(phase)\"}"] == 2, "\(phase)")
+      }
       #expect(shown["pagesync_broker_notifications_sent_total"] ?? 0 >= 1)
       #expect(shown["pagesync_broker_writer_jobs"] == 0)
       #expect(shown["pagesync_broker_store_bytes"] ?? 0 > 0, "the store file has pages")

@@ -320,6 +320,52 @@ private func storedIDs(_ db: TemporaryDatabase) throws -> [Int64] {
     #expect(order == Array(0..<20))
   }
 
+  /// `submit(on:_:timedCompletion:)`: each committed job gets where its time went. Jobs of one group share its
+  /// apply and commit; a job's queueing covers at least the time the writer was held after it was submitted;
+  /// the four phases fit within what the test saw from submission to completion; a refused job gets none.
+  @Test func eachCommittedJobIsTimedAndAGroupsJobsShareItsApplyAndCommit() throws {
+    struct JobFailed: Error {}
+    let fixture = try WriterFixture(maxQueuedJobs: 4)
+    defer { fixture.tearDown() }
+    let (loop, writer) = (fixture.loop, fixture.writer)
+    let countdown = CompletionCountdown(loop: loop, expected: 6)
+    let gate = ThreadGate()
+    defer { gate.open() }
+    fixture.hold(until: gate, countdown: countdown)
+    var timed: [Int: WriterTimings?] = [:]
+    var seen: [Int: Duration] = [:]
+    var submitted: [Int: ContinuousClock.Instant] = [:]
+    for index in 0..<5 {
+      submitted[index] = ContinuousClock.now
+      var job: @Sendable (SQLiteConnection) throws -> Int64 = insertItem(index)
+      if index == 1 { job = { _ in throw JobFailed() } }
+      writer.submit(
+        on: loop, job,
+        timedCompletion: { _, timings in
+          seen[index] = ContinuousClock.now - submitted[index]!
+          timed[index] = timings
+          countdown.done()
+        })
+    }
+    // The writer was held this long, at least, after every job was submitted.
+    let heldFrom = ContinuousClock.now
+    while ContinuousClock.now - heldFrom < .milliseconds(5) {}
+    let held = ContinuousClock.now - submitted[4]!
+    gate.open()
+    try loop.runUntilDone()
+    // The fifth job was over `maxQueuedJobs` (four waited already): refused, not timed.
+    #expect(timed[4] == .some(nil))
+    let group = (0..<4).compactMap { timed[$0] ?? nil }
+    #expect(group.count == 4, "the four queued jobs (one that threw) committed in one group, each timed")
+    #expect(Set(group.map(\.applied)).count == 1 && Set(group.map(\.committed)).count == 1)
+    for (index, timings) in group.enumerated() {
+      #expect(timings.queued >= held, "job \(index) was queued while the writer was held")
+      #expect(timings.applied > .zero && timings.committed > .zero && timings.handedBack >= .zero)
+      let whole = timings.queued + timings.applied + timings.committed + timings.handedBack
+      #expect(whole <= seen[index]!, "job \(index): \(whole) within the \(seen[index]!) the test saw")
+    }
+  }
+
   @Test func aFailedCommitFailsEveryJobOfTheGroup() throws {
     // A deferred foreign key is checked only at COMMIT: job B makes the group's COMMIT fail.
     let fixture = try WriterFixture(

@@ -72,12 +72,19 @@ def parse(text):
         if kind == "counter":
             check(name.endswith("_total"), f"counter {name} ends in _total")
         if kind == "histogram":
-            buckets = sorted(
-                (float(dict(labels)["le"]), value) for (n, labels), value in samples.items() if n == name + "_bucket"
-            )
-            check(buckets and math.isinf(buckets[-1][0]), f"histogram {name} has a +Inf bucket")
-            check(all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), f"histogram {name}'s buckets are cumulative")
-            check(buckets[-1][1] == samples[(name + "_count", ())], f"histogram {name}: +Inf bucket == _count")
+            # One series per set of labels other than `le` (a labelled histogram has several).
+            series = {}
+            for (n, labels), value in samples.items():
+                if n == name + "_bucket":
+                    rest = tuple(pair for pair in labels if pair[0] != "le")
+                    series.setdefault(rest, []).append((float(dict(labels)["le"]), value))
+            check(bool(series), f"histogram {name} has buckets")
+            for rest, buckets in series.items():
+                buckets.sort()
+                shown = f"{name}{dict(rest) or ''}"
+                check(math.isinf(buckets[-1][0]), f"histogram {shown} has a +Inf bucket")
+                check(all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), f"histogram {shown}'s buckets are cumulative")
+                check(buckets[-1][1] == samples[(name + "_count", rest)], f"histogram {shown}: +Inf bucket == _count")
     return types, samples
 
 
@@ -100,7 +107,7 @@ async def main():
         "batches_applied_total": "counter", "mutations_applied_total": "counter",
         "mutations_duplicate_total": "counter", "mutations_rejected_total": "counter",
         "notifications_sent_total": "counter", "notifications_coalesced_total": "counter",
-        "batch_commit_seconds": "histogram", "catchup_requests_total": "counter",
+        "batch_commit_seconds": "histogram", "writer_phase_seconds": "histogram", "catchup_requests_total": "counter",
         "fetch_requests_total": "counter", "received_bytes_total": "counter", "sent_bytes_total": "counter",
         "catchups_from_index_total": "counter", "subscribe_store_reads_pages_total": "counter",
         "writer_jobs": "gauge", "store_bytes": "gauge", "store_wal_bytes": "gauge", "start_time_seconds": "gauge",
@@ -178,6 +185,12 @@ async def main():
     check(moved("batch_commit_seconds_count") == batches, f"batch_commit_seconds_count +{batches}")
     check(moved("batch_commit_seconds_bucket", le="+Inf") == batches, "the +Inf bucket moved as much")
     check(moved("batch_commit_seconds_sum") > 0, "commit time was spent")
+    # The same batches, each timed in the writer's four phases.
+    for phase in ("queued", "applied", "committed", "handed_back"):
+        check(moved("writer_phase_seconds_count", phase=phase) == batches,
+              f"writer_phase_seconds_count{{phase={phase}}} +{batches}")
+        check(moved("writer_phase_seconds_bucket", phase=phase, le="+Inf") == batches, f"{phase}: +Inf bucket")
+    check(moved("writer_phase_seconds_sum", phase="committed") > 0, "the commits took time")
     sent, coalesced = moved("notifications_sent_total"), moved("notifications_coalesced_total")
     # Home changed in 1 + edits batches (the re-sent one changed nothing): each reached the device once,
     # either in a frame of its own or folded into one still pending.
