@@ -24,9 +24,8 @@ public struct WriterPhaseTally: Sendable, Equatable {
   public private(set) var count = 0
 
   public init(bounds: [Duration] = BrokerMetrics.phaseBuckets) {
-    self.bounds = bounds.map {
-      WriterTimings(queued: $0, applied: .zero, committed: .zero, handedBack: .zero).queuedNanoseconds
-    }
+    // The bounds are whole microseconds: the quotient is exact.
+    self.bounds = bounds.map { Int64(($0 / .nanoseconds(1)).rounded()) }
     boundLabels = bounds.map(\.bucketRepresentation)
     buckets = Array(repeating: Array(repeating: 0, count: bounds.count + 1), count: Self.phases.count)
     sums = Array(repeating: 0, count: Self.phases.count)

@@ -41,6 +41,8 @@ private struct WriterRequest: Sendable {
 /// whole.
 public struct WriterTimings: Sendable, Equatable {
   /// From `submit` until its group's BEGIN: waiting for the writer thread to wake, and for the groups before.
+  /// A group that ran again, each job in its savepoint (`runsJobsWithoutSavepoints`), counts from its second
+  /// BEGIN: the first pass is in this phase.
   public var queuedNanoseconds: Int64
   /// From BEGIN until COMMIT started: its group's jobs (its own and the others') applied.
   public var appliedNanoseconds: Int64

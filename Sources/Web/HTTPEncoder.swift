@@ -12,7 +12,7 @@ public enum HTTPEncoder {
   ) {
     appendVersion(head.version, into: &buffer)
     buffer.append(byte: space)
-    buffer.append(decimal: Int(head.status.code))
+    buffer.append(decimal: head.status.code)
     buffer.append(byte: space)
     appendText(head.status.reasonPhrase, into: &buffer)
     appendLineEnd(into: &buffer)
