@@ -35,6 +35,8 @@ extension BrokerConfiguration {
       ("store.log_retention", "\(logRetention)"),
       ("store.readers", "\(readers)"),
       ("store.writer_cache_rows", "\(writerCacheRows)"),
+      ("store.checkpointer", "\(checkpointer)"),
+      ("store.checkpoint_pages", "\(checkpointPages)"),
       ("auth.tokens", auth),
       ("auth.jwt", jwtDisplay),
       ("limits.connections", "\(limits.connections)"),

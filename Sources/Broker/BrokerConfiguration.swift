@@ -30,6 +30,12 @@ public struct BrokerConfiguration: Sendable, Equatable {
   /// between batches (each a few hundred bytes) so that the next batch need not read them again; past it, that
   /// part starts over; 0 keeps none. PostgreSQL keeps none (other brokers write the same rows).
   public var writerCacheRows = 10_000
+  /// `[store] checkpoint_pages`: WAL pages after which they are copied back into the SQLite file (a checkpoint);
+  /// the writer does it itself past four times this, should the checkpointer fall behind.
+  public var checkpointPages = 1000
+  /// `[store] checkpointer`: checkpoints on a thread and connection of their own (true), or inside the writer's
+  /// commits as SQLite does by default (false).
+  public var checkpointer = true
   /// `[[auth.tokens]]`: who may do what. Empty means no authentication, allowed only on a loopback address.
   public var tokens: [TokenGrant] = []
   /// `[[auth.jwt]]`: issuers whose JSON Web Tokens are accepted (JWTConfiguration.swift).
@@ -175,6 +181,9 @@ extension BrokerConfiguration {
     configuration.readers = try store.int("readers", default: configuration.readers, range: 0...64)
     configuration.writerCacheRows = try store.int(
       "writer_cache_rows", default: configuration.writerCacheRows, range: 0...10_000_000)
+    configuration.checkpointPages = try store.int(
+      "checkpoint_pages", default: configuration.checkpointPages, range: 100...1_000_000)
+    configuration.checkpointer = try store.bool("checkpointer", default: configuration.checkpointer)
     try store.rejectUnknownKeys()
 
     let auth = try document.table("auth")
@@ -299,6 +308,8 @@ extension BrokerConfiguration {
     plan.restart("store.synchronous", synchronous, new.synchronous)
     plan.restart("store.readers", readers, new.readers)
     plan.restart("store.writer_cache_rows", writerCacheRows, new.writerCacheRows)
+    plan.restart("store.checkpoint_pages", checkpointPages, new.checkpointPages)
+    plan.restart("store.checkpointer", checkpointer, new.checkpointer)
     plan.live("store.log_retention", logRetention, new.logRetention)
     plan.live("auth.tokens", tokens, new.tokens)
     plan.live("auth.jwt", jwt, new.jwt)
@@ -353,6 +364,8 @@ extension BrokerConfiguration {
     next.synchronous = synchronous
     next.readers = readers
     next.writerCacheRows = writerCacheRows
+    next.checkpointPages = checkpointPages
+    next.checkpointer = checkpointer
     next.bus = bus
     return next
   }

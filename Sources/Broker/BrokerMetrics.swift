@@ -38,6 +38,10 @@ public final class BrokerMetrics {
     /// The store's database file and its write-ahead log, in bytes (0 for an in-memory store).
     public var storeBytes = 0
     public var storeWALBytes = 0
+    /// Checkpoints of the SQLite store: by the checkpointer's thread, and by the writer itself (the checkpointer
+    /// behind, or `[store] checkpointer = false`: then the writer's are not counted, SQLite runs them unseen).
+    public var checkpointsByCheckpointer = 0
+    public var checkpointsByWriter = 0
     /// When the broker started, in seconds since 1970.
     public var startTimeSeconds = 0.0
     /// The bus between brokers (in-process: connected, all zero).
@@ -83,6 +87,8 @@ public final class BrokerMetrics {
   private let writerJobs: Gauge
   private let storeBytes: Gauge
   private let storeWALBytes: Gauge
+  private let checkpointsByCheckpointer: Counter
+  private let checkpointsByWriter: Counter
   private let startTime: Gauge
   private let busConnected: Gauge
   private let busChannels: Gauge
@@ -186,6 +192,13 @@ public final class BrokerMetrics {
       descriptor: Self.name("store", "bytes", "Size of the store's SQLite database file."))
     storeWALBytes = registry.makeGauge(
       descriptor: Self.name("store_wal", "bytes", "Size of the store's write-ahead log (the -wal file)."))
+    let checkpoints = Self.name(
+      "store_checkpoints", "total",
+      "Checkpoints of the SQLite store's write-ahead log, by who ran them: the checkpointer's thread, or the "
+        + "writer itself when the log passed four times [store] checkpoint_pages.")
+    checkpointsByCheckpointer = registry.makeCounter(
+      descriptor: checkpoints, labels: [("by", "checkpointer")])
+    checkpointsByWriter = registry.makeCounter(descriptor: checkpoints, labels: [("by", "writer")])
     startTime = registry.makeGauge(
       descriptor: Self.name("start_time", "seconds", "When the broker started, in seconds since 1970 (UTC)."))
     busConnected = registry.makeGauge(
@@ -293,6 +306,8 @@ public final class BrokerMetrics {
     advance(busReconnects, exported.bus.reconnects, figures.bus.reconnects)
     advance(busCatchUps, exported.bus.catchUps, figures.bus.catchUps)
     advance(batchesApplied, exported.batchesApplied, figures.batchesApplied)
+    advance(checkpointsByCheckpointer, exported.checkpointsByCheckpointer, figures.checkpointsByCheckpointer)
+    advance(checkpointsByWriter, exported.checkpointsByWriter, figures.checkpointsByWriter)
     advance(notificationsSent, exported.notificationsSent, figures.notificationsSent)
     advance(notificationsCoalesced, exported.notificationsCoalesced, figures.notificationsCoalesced)
     advance(catchUpsFromIndex, exported.catchUpsFromIndex, figures.catchUpsFromIndex)

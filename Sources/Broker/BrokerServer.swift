@@ -36,6 +36,9 @@ public final class BrokerServer {
   public internal(set) var configuration: BrokerConfiguration
   public var logger: Logger
   let writer: StoreWriter<any StoreConnection>
+  /// Copies the SQLite store's write-ahead log into its file off the writer's commits (`[store] checkpointer`);
+  /// nil on PostgreSQL, in memory, or when the writer checkpoints itself.
+  private(set) var checkpointer: SQLiteCheckpointer?
   let storeBox: StoreBox
   /// The threads that read pages for answers (`[store] readers`), each with a read-only connection of its own;
   /// nil when reads run on the writer thread.
@@ -148,11 +151,21 @@ public final class BrokerServer {
     store.defersWritesToGroupEnd()
     // Its jobs are functions of the store (what they change elsewhere, their completions change): a group may run
     // them without a savepoint each, and again with one if a job fails after writing (SQLite).
-    writer = StoreWriter(store: connection, name: "broker-writer", observer: store, jobsMayRunTwice: true)
-    // After the writer's store migrated the file and gave it an epoch: readers only read. An in-memory store
-    // cannot be shared by connections: its reads stay on the writer.
+    // An in-memory store cannot be shared by connections: its reads and checkpoints stay on the writer.
     let path = configuration.storePath
     let shareable = !(path.isEmpty || path == ":memory:" || path.hasPrefix("file::memory:"))
+    // Checkpoints off the writer's commits (SQLiteCheckpointer), once the file is migrated and in WAL mode.
+    if configuration.checkpointer, shareable, let sqlite = connection as? SQLiteConnection {
+      let checkpointer = try SQLiteCheckpointer(
+        path: path, synchronous: configuration.synchronous == "full" ? .full : .normal,
+        pages: configuration.checkpointPages, name: "broker-checkpointer")
+      checkpointer.attach(to: sqlite)
+      self.checkpointer = checkpointer
+    } else if let sqlite = connection as? SQLiteConnection {
+      try sqlite.execute("PRAGMA wal_autocheckpoint = \(configuration.checkpointPages)")
+    }
+    writer = StoreWriter(store: connection, name: "broker-writer", observer: store, jobsMayRunTwice: true)
+    // After the writer's store migrated the file and gave it an epoch: readers only read.
     if let url = configuration.storeURL {
       // PostgreSQL: each reader thread opens a connection of its own on its first read.
       readers =
@@ -247,6 +260,8 @@ public final class BrokerServer {
       // Every HTTP answer has been written; no job can arrive any more.
       self.readers?.shutdown()
       self.writer.shutdown()
+      // After the writer: its last commits may still have woken it.
+      self.checkpointer?.shutdown()
       self.healthCheck.close()
       self.flushWakeup?.close()
       self.flushWakeup = nil
@@ -275,6 +290,8 @@ public final class BrokerServer {
     figures.bytesSent = loop.streamBytesWritten
     figures.responses = http.responseCounts
     figures.writerJobs = writer.pendingCompletions
+    figures.checkpointsByCheckpointer = checkpointer?.checkpointsByCheckpointer ?? 0
+    figures.checkpointsByWriter = checkpointer?.checkpointsByWriter ?? 0
     (figures.storeBytes, figures.storeWALBytes) = storeFileSizes()
     figures.startTimeSeconds = startTimeSeconds
     figures.bus = bus.figures

@@ -27,12 +27,13 @@ public final class Lock: @unchecked Sendable {
   }
 }
 
-/// A lock with a condition variable, for a thread that waits for work (the worker thread).
-final class ConditionLock: @unchecked Sendable {
+/// A lock with a condition variable, for a thread that waits for work (the worker thread) or for another
+/// thread's word (a checkpointer held by a test).
+public final class ConditionLock: @unchecked Sendable {
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
   private let condition: UnsafeMutablePointer<pthread_cond_t>
 
-  init() {
+  public init() {
     mutex = .allocate(capacity: 1)
     mutex.initialize(to: pthread_mutex_t())
     condition = .allocate(capacity: 1)
@@ -48,9 +49,11 @@ final class ConditionLock: @unchecked Sendable {
     mutex.deallocate()
   }
 
-  func lock() { pthread_mutex_lock(mutex) }
-  func unlock() { pthread_mutex_unlock(mutex) }
+  public func lock() { pthread_mutex_lock(mutex) }
+  public func unlock() { pthread_mutex_unlock(mutex) }
   /// Waits for a signal; call holding the lock.
-  func wait() { pthread_cond_wait(condition, mutex) }
-  func signal() { pthread_cond_signal(condition) }
+  public func wait() { pthread_cond_wait(condition, mutex) }
+  public func signal() { pthread_cond_signal(condition) }
+  /// Wakes every waiter.
+  public func broadcast() { pthread_cond_broadcast(condition) }
 }

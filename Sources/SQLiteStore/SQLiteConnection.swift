@@ -19,6 +19,8 @@ import CSQLite
 public final class SQLiteConnection: @unchecked Sendable {
   private var db: OpaquePointer?
   private var statementCache = StatementCache()
+  /// What `sqlite3_wal_hook` calls after each commit (`setWALHook`), kept alive as long as the connection.
+  private var walHook: WALHook?
   /// A savepoint name's statements (`savepoint(_:_:)`), made once: the writer opens one per job.
   var savepointSQL: [String: (begin: String, release: String, rollback: String)] = [:]
   /// The path the connection was opened with.
@@ -116,6 +118,7 @@ public final class SQLiteConnection: @unchecked Sendable {
     for statement in statementCache.removeAll() { statement.finalize() }
     sqlite3_close_v2(db)
     self.db = nil
+    walHook = nil
   }
 
   /// Whether `close()` ran.
@@ -150,6 +153,37 @@ public final class SQLiteConnection: @unchecked Sendable {
     // Savepoint sub-journals and sorter files in memory: they spill to a temporary file past 64 KiB otherwise,
     // which costs the broker's writer a pwrite per page in a large group.
     try execute("PRAGMA temp_store = MEMORY")
+  }
+
+  /// Calls `body` on the committing thread after each transaction this connection commits in WAL mode, with the
+  /// handle and the pages now in the WAL (`sqlite3_wal_hook`). It replaces SQLite's automatic checkpoint on this
+  /// connection (`PRAGMA wal_autocheckpoint`): `body` decides when to checkpoint. Set before any other thread uses
+  /// the connection.
+  func setWALHook(_ body: @escaping (OpaquePointer, Int) -> Void) {
+    guard let db else { return }
+    let hook = WALHook(body)
+    walHook = hook
+    sqlite3_wal_hook(
+      db,
+      { context, db, _, frames in
+        Unmanaged<WALHook>.fromOpaque(context!).takeUnretainedValue().body(db!, Int(frames))
+        return SQLITE_OK
+      }, Unmanaged.passUnretained(hook).toOpaque())
+  }
+
+  /// A PASSIVE checkpoint of the main database (`sqlite3_wal_checkpoint_v2`): copies every WAL page no reader
+  /// still needs into the file, waiting for no one. Returns the log's length and how much of it is now in the
+  /// file, in pages; (0, 0) when another connection was checkpointing (`SQLITE_BUSY`: that one copies them).
+  func checkpointPassive() throws(SQLiteError) -> (log: Int, checkpointed: Int) {
+    let db = try handle("wal_checkpoint")
+    var logFrames: Int32 = 0
+    var checkpointed: Int32 = 0
+    let result = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
+    if result == SQLITE_BUSY { return (0, 0) }
+    guard result == SQLITE_OK else {
+      throw SQLiteError(result: result, connection: db, sql: "wal_checkpoint")
+    }
+    return (Int(max(logFrames, 0)), Int(max(checkpointed, 0)))
   }
 
   // MARK: Statements
@@ -402,4 +436,10 @@ struct StatementCache {
     mix(end + 8)
     return hash
   }
+}
+
+/// The body of a connection's WAL hook, boxed for C.
+private final class WALHook {
+  let body: (OpaquePointer, Int) -> Void
+  init(_ body: @escaping (OpaquePointer, Int) -> Void) { self.body = body }
 }

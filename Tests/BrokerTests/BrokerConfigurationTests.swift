@@ -105,6 +105,8 @@ private func sampleConfig(file: String = #filePath) -> String {
       [store]
       readers = 0
       writer_cache_rows = 0
+      checkpoint_pages = 250
+      checkpointer = false
       [limits]
       batch_mutations = 10
       page_bytes = 1048576
@@ -121,6 +123,9 @@ private func sampleConfig(file: String = #filePath) -> String {
     #expect(configuration.limits.pageBytes == 1 << 20 && configuration.limits.answerBytes == 1 << 16)
     #expect(configuration.readers == 0)
     #expect(configuration.writerCacheRows == 0)
+    #expect(configuration.checkpointPages == 250 && !configuration.checkpointer)
+    let defaults = try BrokerConfiguration.parse("", file: "t.toml")
+    #expect(defaults.checkpointPages == 1000 && defaults.checkpointer)
     #expect(configuration.limits.treeDepth == 50 && configuration.limits.batchWork == 5000)
     #expect(configuration.limits.mutationDigestsPerClient == 0)
     #expect(
@@ -153,6 +158,8 @@ private func sampleConfig(file: String = #filePath) -> String {
     ("[limits]\npage_bytes = 1000\n", "t.toml:2: limits.page_bytes: must be from 65536"),
     ("[store]\nreaders = 100\n", "t.toml:2: store.readers: must be from 0"),
     ("[store]\nwriter_cache_rows = -1\n", "t.toml:2: store.writer_cache_rows: must be from 0"),
+    ("[store]\ncheckpoint_pages = 99\n", "t.toml:2: store.checkpoint_pages: must be from 100"),
+    ("[store]\ncheckpointer = 1\n", "t.toml:2: store.checkpointer: must be"),
     (
       "[limits]\nqueued_bytes_per_connection = 1000\n",
       "t.toml:2: limits.queued_bytes_per_connection: must be from 65536"

@@ -95,6 +95,35 @@ import Web
     }
   }
 
+  /// The store's checkpoints run on the broker's checkpointer, not in the writer's commits, and `/metrics` counts
+  /// them by who ran them.
+  @Test func checkpointsRunOffTheWriterAndAreCounted() throws {
+    let few: (inout BrokerConfiguration) -> Void = { $0.checkpointPages = 100 }
+    try withBroker(configure: few) { harness in
+      let checkpointer = try #require(harness.broker.checkpointer)
+      try harness.commit(client: "c1", [.create("home", title: "Home")])
+      // Each batch its own commit, a few log pages each: several hundred pages, past 100 many times.
+      for index in 0..<200 {
+        try harness.commit(
+          client: "c1", [.setTitle("home", "Home \(index) ")])
+      }
+      try harness.run(until: { checkpointer.checkpointsByCheckpointer >= 2 })
+      let (_, metrics) = try pageAndMetrics(harness)
+      let counted = metrics["pagesync_broker_store_checkpoints_total{by=\"checkpointer\"}"] ?? 0
+      #expect(counted >= 2 && counted <= Double(checkpointer.checkpointsByCheckpointer))
+      #expect(
+        metrics["pagesync_broker_store_checkpoints_total{by=\"writer\"}"]
+          == Double(checkpointer.checkpointsByWriter))
+      #expect(checkpointer.pagesCopiedByCheckpointer > checkpointer.pagesCopiedByWriter)
+    }
+    // Without it, SQLite's own checkpoint runs in the writer's commits: no checkpointer.
+    let off: (inout BrokerConfiguration) -> Void = { $0.checkpointer = false }
+    try withBroker(configure: off) { harness in
+      #expect(harness.broker.checkpointer == nil)
+      try harness.commit(client: "c1", [.create("home", title: "Home")])
+    }
+  }
+
   @Test func ratesAreTheGrowthOverTheSampleWindow() throws {
     try withBroker { harness in
       let broker = harness.broker
