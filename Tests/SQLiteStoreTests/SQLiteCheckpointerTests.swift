@@ -32,6 +32,14 @@ import Testing
     return max(Int(info.st_size) - 32, 0) / (4096 + 24)
   }
 
+  /// What SQLite's own command line says of the file once both connections are closed: its integrity check and
+  /// the rows of `t`.
+  private func fileCheck(_ database: TemporaryDatabase) throws -> String {
+    try runToCompletion(
+      "/usr/bin/sqlite3", [database.path, "PRAGMA integrity_check; SELECT count(*) FROM t;"], timeout: 10_000
+    ).output
+  }
+
   /// Waits (a bounded while: another thread's work) until `condition` holds.
   private func waitUntil(_ condition: () -> Bool) -> Bool {
     for _ in 0..<2000 {
@@ -64,9 +72,7 @@ import Testing
     connection.close()
     checkpointer.shutdown()
     // Every row is there and the file is whole, to SQLite's own command line.
-    let check = try runToCompletion(
-      "/usr/bin/sqlite3", [database.path, "PRAGMA integrity_check; SELECT count(*) FROM t;"], timeout: 10_000)
-    #expect(check.output == "ok\n300\n")
+    #expect(try fileCheck(database) == "ok\n300\n")
   }
 
   /// A checkpoint that ran beside a write leaves that write's pages in the log, so the log cannot start over;
@@ -79,7 +85,11 @@ import Testing
     defer { checkpointer.shutdown() }
     checkpointer.attach(to: connection)
     checkpointer.hold()
-    while walPages(database) < 81 { try commit(1, on: connection) }
+    var rows = 0
+    while walPages(database) < 81 {
+      try commit(1, on: connection)
+      rows += 1
+    }
     #expect(checkpointer.checkpointsByWriter == 0)
     // The checkpoint runs while a write transaction is open, and copies every committed page.
     try connection.execute("BEGIN IMMEDIATE")
@@ -97,9 +107,8 @@ import Testing
     #expect(walPages(database) == length)
     connection.close()
     checkpointer.shutdown()
-    let check = try runToCompletion(
-      "/usr/bin/sqlite3", [database.path, "PRAGMA integrity_check; SELECT count(*) FROM t;"], timeout: 10_000)
-    #expect(check.output.hasPrefix("ok\n"))
+    // The rows committed before the checkpoint, the one beside it, and the ten after.
+    #expect(try fileCheck(database) == "ok\n\(rows + 11)\n")
   }
 
   @Test func theWriterCheckpointsItselfWhenTheCheckpointerFallsBehind() throws {
@@ -122,9 +131,7 @@ import Testing
     #expect(waitUntil { checkpointer.isIdle })
     connection.close()
     checkpointer.shutdown()
-    let check = try runToCompletion(
-      "/usr/bin/sqlite3", [database.path, "PRAGMA integrity_check; SELECT count(*) FROM t;"], timeout: 10_000)
-    #expect(check.output == "ok\n200\n")
+    #expect(try fileCheck(database) == "ok\n200\n")
   }
 
   /// Through the store writer, as the broker uses it: groups of jobs committed on the writer's thread, the
@@ -166,8 +173,6 @@ import Testing
     #expect(waitUntil { checkpointer.isIdle })
     #expect(checkpointer.checkpointsByCheckpointer > 0)
     checkpointer.shutdown()
-    let check = try runToCompletion(
-      "/usr/bin/sqlite3", [database.path, "PRAGMA integrity_check; SELECT count(*) FROM t;"], timeout: 10_000)
-    #expect(check.output == "ok\n100\n")
+    #expect(try fileCheck(database) == "ok\n100\n")
   }
 }
