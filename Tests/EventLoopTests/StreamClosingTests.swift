@@ -104,7 +104,9 @@ import Testing
       let name = accepted == 1 ? "silent" : "slow"
       if accepted == 2 { listener.close() }
       shrinkSocketBuffers(stream, send: 16 << 10)
-      stream.writeStallTimeout = 80
+      // Fifty read intervals: the slow peer's reads must not look like a stall when the loop waits for a core (a
+      // limit of 80 ms, four intervals, failed once under AddressSanitizer beside the other suites on 2 cores).
+      stream.writeStallTimeout = 1_000
       stream.onWriteStall = { [unowned stream] in
         stalls.append(name)
         stream.close()
@@ -122,7 +124,7 @@ import Testing
       silent = stream
       ByteStream.connect(loop: loop, to: listener.address) { result in
         guard case .success(let stream) = result else { return }
-        // A read every 20 ms: well under the limit between two, far over it in all.
+        // A read every 20 ms: far under the limit between two reads.
         slow = SlowReader(stream, interval: 20)
       }
     }
