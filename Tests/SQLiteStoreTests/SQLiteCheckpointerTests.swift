@@ -170,6 +170,8 @@ import Testing
     try loop.runUntilDone()
     #expect(done == 100)
     writer.shutdown()
+    watchdog.close()
+    try loop.close()
     #expect(waitUntil { checkpointer.isIdle })
     #expect(checkpointer.checkpointsByCheckpointer > 0)
     checkpointer.shutdown()
