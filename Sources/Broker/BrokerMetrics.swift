@@ -194,8 +194,9 @@ public final class BrokerMetrics {
       descriptor: Self.name("store_wal", "bytes", "Size of the store's write-ahead log (the -wal file)."))
     let checkpoints = Self.name(
       "store_checkpoints", "total",
-      "Checkpoints of the SQLite store's write-ahead log, by who ran them: the checkpointer's thread, or the "
-        + "writer itself when the log passed four times [store] checkpoint_pages.")
+      "Checkpoints of the SQLite store's write-ahead log, by who ran them: the checkpointer's thread (the bulk), or "
+        + "the writer (the last few pages, so that the log starts over; all of it past 4 x [store] checkpoint_pages)."
+    )
     checkpointsByCheckpointer = registry.makeCounter(
       descriptor: checkpoints, labels: [("by", "checkpointer")])
     checkpointsByWriter = registry.makeCounter(descriptor: checkpoints, labels: [("by", "writer")])

@@ -85,20 +85,19 @@ public final class SQLiteCheckpointer: @unchecked Sendable {
     }
     guard writerEnds else { return }
     // PASSIVE: never waits. What it leaves (pages a reader still uses) the next commit tries again.
-    var logFrames: Int32 = 0
-    var checkpointed: Int32 = 0
     let before = lock.withLock { backfilled }
-    let result = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
-    // Busy: the checkpointer is copying right now; the next commit tries again.
-    if result == SQLITE_BUSY { return }
-    lock.withLock {
-      if result == SQLITE_OK {
+    do {
+      let (log, checkpointed) = try SQLiteConnection.checkpointPassive(db)
+      // (0, 0): the checkpointer is copying right now; the next commit tries again.
+      guard log > 0 else { return }
+      lock.withLock {
         byWriter += 1
-        copiedByWriter += max(Int(checkpointed) - before, 0)
-        backfilled = max(Int(checkpointed), 0)
-      } else {
-        lastError = "the writer's checkpoint failed: \(String(cString: sqlite3_errstr(result)))"
+        copiedByWriter += max(checkpointed - before, 0)
+        backfilled = checkpointed
+        lastError = nil
       }
+    } catch {
+      lock.withLock { lastError = "the writer's checkpoint failed: \(error)" }
     }
   }
 
@@ -132,7 +131,8 @@ public final class SQLiteCheckpointer: @unchecked Sendable {
 
   /// Checkpoints run by the checkpointer's thread.
   public var checkpointsByCheckpointer: Int { lock.withLock { byCheckpointer } }
-  /// Checkpoints the writer ran itself because the WAL passed `writerPages`.
+  /// Checkpoints the writer ran itself: the last few pages of a log the checkpointer copied (so that it starts
+  /// over), or all of it once the log passed `writerPages`.
   public var checkpointsByWriter: Int { lock.withLock { byWriter } }
   /// WAL pages the checkpointer copied into the database file so far.
   public var pagesCopiedByCheckpointer: Int { lock.withLock { copiedByCheckpointer } }

@@ -175,7 +175,12 @@ public final class SQLiteConnection: @unchecked Sendable {
   /// still needs into the file, waiting for no one. Returns the log's length and how much of it is now in the
   /// file, in pages; (0, 0) when another connection was checkpointing (`SQLITE_BUSY`: that one copies them).
   func checkpointPassive() throws(SQLiteError) -> (log: Int, checkpointed: Int) {
-    let db = try handle("wal_checkpoint")
+    try Self.checkpointPassive(try handle("wal_checkpoint"))
+  }
+
+  /// `checkpointPassive()` on a raw handle: the writer's, from inside its WAL hook (where the connection object is
+  /// its caller's).
+  static func checkpointPassive(_ db: OpaquePointer) throws(SQLiteError) -> (log: Int, checkpointed: Int) {
     var logFrames: Int32 = 0
     var checkpointed: Int32 = 0
     let result = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
